@@ -1,0 +1,172 @@
+// Element types, half conversions (bit-exact RNE) and q8_0/q4_0 dequantization.
+#include "core/dtype.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace kvf {
+namespace {
+
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+
+float float_of(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+}  // namespace
+
+std::string_view dtype_name(DType dt) {
+  switch (dt) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kI32: return "i32";
+    case DType::kI8: return "i8";
+    case DType::kBool: return "pred";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ4_0: return "q4_0";
+  }
+  return "?";
+}
+
+Result<DType> parse_dtype(std::string_view name) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI8, DType::kBool,
+                   DType::kQ8_0, DType::kQ4_0}) {
+    if (dtype_name(dt) == name) return dt;
+  }
+  return invalid_input("unknown dtype '", name, "' (expected f32, f16, bf16, i32, i8, pred, q8_0, q4_0)");
+}
+
+bool is_float(DType dt) { return dt == DType::kF32 || dt == DType::kF16 || dt == DType::kBF16; }
+bool is_integer(DType dt) { return dt == DType::kI32 || dt == DType::kI8; }
+bool is_block_quant(DType dt) { return dt == DType::kQ8_0 || dt == DType::kQ4_0; }
+
+int64_t block_elems(DType dt) { return is_block_quant(dt) ? 32 : 1; }
+
+int64_t block_bytes(DType dt) {
+  switch (dt) {
+    case DType::kF32: case DType::kI32: return 4;
+    case DType::kF16: case DType::kBF16: return 2;
+    case DType::kI8: case DType::kBool: return 1;
+    case DType::kQ8_0: return sizeof(BlockQ8_0);
+    case DType::kQ4_0: return sizeof(BlockQ4_0);
+  }
+  return 0;
+}
+
+Result<int64_t> storage_bytes(DType dt, int64_t n) {
+  if (n < 0) return invalid_input("negative element count ", n);
+  int64_t be = block_elems(dt);
+  if (n % be != 0) {
+    return invalid_input(n, " elements of ", dtype_name(dt), " is not a multiple of its block of ", be);
+  }
+  return n / be * block_bytes(dt);
+}
+
+uint16_t f32_to_f16_bits(float x) {
+  const uint32_t u = bits_of(x);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) {  // inf or NaN; a NaN keeps its top payload bits and is quieted
+    if (a == 0x7f800000u) return sign | 0x7c00u;
+    return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  }
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds (to even) past 65504
+  if (a <= 0x33000000u) return sign;             // <= 2^-25: ties to the even zero
+  const uint32_t e = a >> 23;
+  if (e < 113) {  // half subnormal: value = k * 2^-24
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t s = 126 - e;
+    uint32_t k = m >> s;
+    const uint32_t rem = m & ((1u << s) - 1);
+    const uint32_t half = 1u << (s - 1);
+    if (rem > half || (rem == half && (k & 1u))) ++k;  // may carry into the first normal: correct
+    return static_cast<uint16_t>(sign | k);
+  }
+  uint32_t h = ((e - 112) << 10) | ((a >> 13) & 0x3ffu);
+  const uint32_t rem = a & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry bumps the exponent: correct
+  return static_cast<uint16_t>(sign | h);
+}
+
+float f16_bits_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu;
+  const uint32_t m = h & 0x3ffu;
+  if (e == 0) {
+    const float mag = std::ldexp(static_cast<float>(m), -24);  // exact: m < 2^10
+    return sign ? -mag : mag;
+  }
+  if (e == 31) return float_of(sign | 0x7f800000u | (m << 13));
+  return float_of(sign | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t f32_to_bf16_bits(float x) {
+  const uint32_t u = bits_of(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>((u + rounding) >> 16);
+}
+
+float bf16_bits_to_f32(uint16_t h) { return float_of(static_cast<uint32_t>(h) << 16); }
+
+double round_to_dtype(DType dt, double x) {
+  switch (dt) {
+    case DType::kF32: return static_cast<float>(x);
+    case DType::kF16: return f16_bits_to_f32(f32_to_f16_bits(static_cast<float>(x)));
+    case DType::kBF16: return bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(x)));
+    default: return x;
+  }
+}
+
+Status dequantize_row(DType dt, const void* src, float* out, int64_t n) {
+  if (n % block_elems(dt) != 0) {
+    return invalid_input("row of ", n, " elements is not a whole number of ", dtype_name(dt), " blocks");
+  }
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (dt) {
+    case DType::kF32:
+      std::memcpy(out, src, static_cast<size_t>(n) * 4);
+      return {};
+    case DType::kF16:
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        out[i] = dt == DType::kF16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+      }
+      return {};
+    case DType::kQ8_0:
+      for (int64_t b = 0; b < n / 32; ++b) {
+        BlockQ8_0 blk;
+        std::memcpy(&blk, bytes + b * sizeof(BlockQ8_0), sizeof blk);
+        const float d = f16_bits_to_f32(blk.d);
+        for (int i = 0; i < 32; ++i) out[b * 32 + i] = d * static_cast<float>(blk.qs[i]);
+      }
+      return {};
+    case DType::kQ4_0:
+      for (int64_t b = 0; b < n / 32; ++b) {
+        BlockQ4_0 blk;
+        std::memcpy(&blk, bytes + b * sizeof(BlockQ4_0), sizeof blk);
+        const float d = f16_bits_to_f32(blk.d);
+        for (int i = 0; i < 16; ++i) {
+          out[b * 32 + i] = d * static_cast<float>((blk.qs[i] & 15) - 8);
+          out[b * 32 + i + 16] = d * static_cast<float>((blk.qs[i] >> 4) - 8);
+        }
+      }
+      return {};
+    case DType::kI32:
+    case DType::kI8:
+    case DType::kBool:
+      break;
+  }
+  return unsupported("dequantize_row: ", dtype_name(dt), " is not a float storage type");
+}
+
+}  // namespace kvf

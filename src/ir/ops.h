@@ -1,0 +1,79 @@
+// ops:: — the compositions model tracers are written in. Each emits primitives only
+// (no fused opcodes); compile/ recognizes the chains and plan/ decides how they run.
+// Layout convention for attention: q [B, Hq, T, Dk], k [B, Hkv, L, Dk], v [B, Hkv, L, Dv].
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+
+namespace kvf::ir::ops {
+
+// ---- activations (activation.cpp)
+V silu(V x);                 // x / (1 + exp(-x))
+V gelu_erf(V x);             // 0.5 x (1 + erf(x / sqrt 2))
+V gelu_tanh(V x);            // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+V swiglu(V gate, V up);      // silu(gate) * up
+V geglu(V gate, V up, bool tanh_form = true);  // gelu(gate) * up
+V softcap(V x, double cap);  // cap * tanh(x / cap)
+V softmax(V x);              // over the last axis: max-subtract, exp, sum, divide
+
+// ---- norms (norm.cpp); weights have the size of the last axis
+V rmsnorm(V x, V weight, double eps, bool unit_offset = false);  // unit_offset: x̂ (1 + w), Gemma
+V layernorm(V x, V weight, V bias, double eps);                  // bias may be an invalid V
+
+// ---- projections (linear.cpp)
+V linear(V x, V weight, V bias = {});  // weight [out, in] as stored by HF: x @ weightᵀ (+ bias)
+V embed(V table, V tokens);            // table [vocab, dim], tokens i32 [...] -> [..., dim]
+
+// ---- rotary embeddings (rope.cpp)
+enum class RopeLayout {
+  kHalf,         // rotate-half: pairs (i, i + rot/2), as HF Llama
+  kInterleaved,  // adjacent pairs (2i, 2i + 1), as llama2.c / GPT-J
+};
+struct RopeSpec {
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;  // 0: the whole head; else a partial rotary prefix of the head
+  double theta = 10000.0;
+  RopeLayout layout = RopeLayout::kHalf;
+  std::vector<float> inv_freq;  // optional override (scaled ropes); else theta^(-2i/rot)
+};
+std::vector<float> rope_inv_freq(const RopeSpec& spec);
+struct RopeTables {
+  V cos, sin;  // [T, rot/2] (kHalf) or [T, rot/2, 1] (kInterleaved)
+  RopeLayout layout = RopeLayout::kHalf;
+  int64_t rotary_dim = 0;
+};
+// Angles pos * inv_freq for the step's positions; build once per graph, apply per layer.
+RopeTables rope_tables(V pos, const RopeSpec& spec, const std::string& name = "rope_inv_freq");
+V apply_rope(V x, const RopeTables& t);  // x [B, H, T, D]
+
+// ---- masks (mask.cpp): additive f32 [1, 1, T, Lk], 0 where visible and -inf elsewhere
+V causal_mask(V pos, int64_t lk);                         // key k visible to query t iff k <= pos[t]
+V sliding_window_mask(V pos, int64_t lk, int64_t window); // iff pos[t] - window < k <= pos[t]
+std::vector<float> alibi_slopes(int64_t n_heads);         // the ALiBi paper's geometric slopes
+V alibi_bias(Builder& b, const std::vector<float>& slopes, int64_t lk,
+             const std::string& name = "alibi_slopes");   // [1, H, 1, Lk]: slope_h * k
+
+// ---- attention (attention.cpp)
+struct AttnOpts {
+  double scale = 1.0;    // usually 1/sqrt(Dk)
+  double softcap = 0.0;  // 0: none; else cap * tanh(score / cap) before the mask
+};
+V repeat_kv(V x, int64_t n_rep);  // [B, Hkv, L, D] -> [B, Hkv * n_rep, L, D]
+// The seed's chain over given keys/values: repeat_kv, q·kᵀ, scale, softcap, + mask, softmax, ·v.
+// mask is [B|1, Hq|1, T, L] or an invalid V for none.
+V attention_prefill(V q, V k, V v, V mask, const AttnOpts& opts);
+// Writes k_new/v_new [B, Hkv, T, D] into the caches [B, Hkv, cap, D] at pos[0] by
+// DynamicUpdateSlice (donating the state), then attends over the whole cache with mask.
+struct CachedAttention { V out, k_cache, v_cache; };
+CachedAttention attention_masked(V q, V k_new, V v_new, V k_cache, V v_cache, V pos, V mask,
+                                 const AttnOpts& opts);
+// Clamps x into [lo, hi] and declares the witness lo <= x <= hi as a validation output.
+V index_guard(V x, int64_t lo, int64_t hi, const std::string& what);
+// Attends over the first len[b] keys of each row (len i32 [B], 1 <= len <= L, guarded):
+// inactive key/value rows are selected to 0 and inactive scores to -inf.
+V attention_live(V q, V k, V v, V len, V mask, const AttnOpts& opts);
+
+}  // namespace kvf::ir::ops

@@ -1,0 +1,35 @@
+// Activation compositions: silu, gelu (erf and tanh forms), gated units, softcap, softmax.
+#include <cmath>
+
+#include "ir/ops.h"
+
+namespace kvf::ir::ops {
+
+V silu(V x) { return x / (1.0 + x.b->unary(OpKind::kExp, -x)); }
+
+V gelu_erf(V x) {
+  V e = x.b->unary(OpKind::kErf, x * M_SQRT1_2);
+  return (x * 0.5) * (1.0 + e);
+}
+
+V gelu_tanh(V x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  V inner = (x + (x * x * x) * 0.044715) * k;
+  return (x * 0.5) * (1.0 + x.b->unary(OpKind::kTanh, inner));
+}
+
+V swiglu(V gate, V up) { return silu(gate) * up; }
+
+V geglu(V gate, V up, bool tanh_form) { return (tanh_form ? gelu_tanh(gate) : gelu_erf(gate)) * up; }
+
+V softcap(V x, double cap) { return x.b->unary(OpKind::kTanh, x / cap) * cap; }
+
+V softmax(V x) {
+  Builder& b = *x.b;
+  V m = b.reduce_max(x, {-1}, true);
+  V ex = b.unary(OpKind::kExp, x - m);
+  V s = b.reduce_sum(ex, {-1}, true);
+  return ex / s;
+}
+
+}  // namespace kvf::ir::ops

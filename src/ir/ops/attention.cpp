@@ -1,0 +1,87 @@
+// Attention compositions: the seed's chain (attention_masked / attention_prefill) and the
+// live-length form. No attention opcode: compile/ recognizes these chains.
+#include <limits>
+
+#include "ir/ops.h"
+
+namespace kvf::ir::ops {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+int64_t group_size(V q, V k) {
+  const int64_t hq = q.dim(1), hkv = k.dim(1);
+  if (hkv <= 0 || hq % hkv != 0) {
+    q.b->fail(invalid_input("attention: ", hq, " query heads are not a multiple of ", hkv, " kv heads"));
+    return 1;
+  }
+  return hq / hkv;
+}
+
+// scale, optional softcap, optional additive mask: the score transform.
+V transform_scores(V scores, V mask, const AttnOpts& opts) {
+  V s = scores * opts.scale;
+  if (opts.softcap > 0) s = softcap(s, opts.softcap);
+  return mask.valid() ? s + mask : s;
+}
+
+}  // namespace
+
+V repeat_kv(V x, int64_t n_rep) {
+  if (n_rep == 1) return x;
+  Builder& b = *x.b;
+  const int64_t batch = x.dim(0), hkv = x.dim(1), len = x.dim(2), d = x.dim(3);
+  V e = b.reshape(x, {batch, hkv, 1, len, d});
+  e = b.broadcast(e, {batch, hkv, n_rep, len, d});
+  return b.reshape(e, {batch, hkv * n_rep, len, d});
+}
+
+V attention_prefill(V q, V k, V v, V mask, const AttnOpts& opts) {
+  Builder& b = *q.b;
+  const int64_t n_rep = group_size(q, k);
+  V k_exp = repeat_kv(k, n_rep);
+  V v_exp = repeat_kv(v, n_rep);
+  V scores = b.matmul(q, b.transpose(k_exp, {0, 1, 3, 2}));  // [B, Hq, T, L]
+  V p = softmax(transform_scores(scores, mask, opts));
+  return b.matmul(p, v_exp);  // [B, Hq, T, Dv]
+}
+
+CachedAttention attention_masked(V q, V k_new, V v_new, V k_cache, V v_cache, V pos, V mask,
+                                 const AttnOpts& opts) {
+  Builder& b = *q.b;
+  V start = b.slice_axis(pos, 0, 0, 1);
+  CachedAttention r;
+  r.k_cache = b.dynamic_update_slice(k_cache, k_new, start, 2);
+  r.v_cache = b.dynamic_update_slice(v_cache, v_new, start, 2);
+  b.donate(k_cache, r.k_cache);
+  b.donate(v_cache, r.v_cache);
+  r.out = attention_prefill(q, r.k_cache, r.v_cache, mask, opts);
+  return r;
+}
+
+V index_guard(V x, int64_t lo, int64_t hi, const std::string& what) {
+  Builder& b = *x.b;
+  V lo_v = b.like(x, static_cast<double>(lo));
+  V hi_v = b.like(x, static_cast<double>(hi));
+  V ok = b.binary(OpKind::kAnd, b.compare(x, lo_v, CmpDir::kGe), b.compare(x, hi_v, CmpDir::kLe));
+  b.validate(ok, what);
+  return b.binary(OpKind::kMax, b.binary(OpKind::kMin, x, hi_v), lo_v);
+}
+
+V attention_live(V q, V k, V v, V len, V mask, const AttnOpts& opts) {
+  Builder& b = *q.b;
+  const int64_t batch = k.dim(0), lk = k.dim(2);
+  V n = index_guard(len, 1, lk, str_cat("attention_live: 1 <= len <= ", lk));
+  V active = b.compare(b.iota({1, lk}, 1), b.reshape(n, {batch, 1}), CmpDir::kLt);  // [B, L]
+  // A true select, not a multiply: a NaN in an unused row must not reach the output.
+  V rows = b.reshape(active, {batch, 1, lk, 1});
+  V k0 = b.select(rows, k, b.like(k, 0.0));
+  V v0 = b.select(rows, v, b.like(v, 0.0));
+  const int64_t n_rep = group_size(q, k);
+  V scores = b.matmul(q, b.transpose(repeat_kv(k0, n_rep), {0, 1, 3, 2}));
+  V s = transform_scores(scores, mask, opts);
+  s = b.select(b.reshape(active, {batch, 1, 1, lk}), s, b.like(s, -kInf));
+  return b.matmul(softmax(s), repeat_kv(v0, n_rep));
+}
+
+}  // namespace kvf::ir::ops

@@ -1,0 +1,85 @@
+// The jaxpr-like printer.
+#include "ir/printer.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace kvf::ir {
+namespace {
+
+std::string number(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+std::string tuple(const std::vector<int64_t>& xs) {
+  std::string s = "(";
+  for (size_t i = 0; i < xs.size(); ++i) s += (i ? "," : "") + std::to_string(xs[i]);
+  return s + ")";
+}
+
+std::string params_str(const Eqn& e) {
+  const Params& p = e.params;
+  switch (e.op) {
+    case OpKind::kCompare: return str_cat("[dir=", cmp_name(p.cmp), "]");
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMax: return str_cat("[axes=", tuple(p.axes), p.keepdim ? ", keepdim" : "", "]");
+    case OpKind::kReshape:
+    case OpKind::kBroadcast: return str_cat("[shape=", tuple(p.shape), "]");
+    case OpKind::kTranspose: return str_cat("[perm=", tuple(p.axes), "]");
+    case OpKind::kSlice: {
+      bool unit = true;
+      for (int64_t s : p.steps) unit = unit && s == 1;
+      return str_cat("[starts=", tuple(p.starts), ", limits=", tuple(p.limits),
+                     unit ? "" : str_cat(", steps=", tuple(p.steps)), "]");
+    }
+    case OpKind::kConcat:
+    case OpKind::kDynamicUpdateSlice: return str_cat("[axis=", p.axis, "]");
+    case OpKind::kIota: return str_cat("[shape=", tuple(p.shape), ", axis=", p.axis, ", dtype=", dtype_name(p.dtype), "]");
+    case OpKind::kCast: return str_cat("[dtype=", dtype_name(p.dtype), "]");
+    default: return "";
+  }
+}
+
+}  // namespace
+
+std::string value_ref(const Graph& g, ValueId id) {
+  const Value& v = g.value(id);
+  if (v.kind == ValueKind::kLiteral) return str_cat(number(v.literal), ":", dtype_name(v.type.dtype));
+  if (!v.name.empty()) return v.kind == ValueKind::kIntermediate ? "%" + v.name : v.name;
+  return str_cat("%", id);
+}
+
+std::string print(const Graph& g) {
+  std::string out = str_cat("{ graph ", g.name, " ;");
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const Value& v = g.values[i];
+    if (v.kind == ValueKind::kConstant || v.kind == ValueKind::kState) {
+      out += str_cat(" ", v.name, ":", type_str(v.type));
+    }
+  }
+  out += " ;";
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const Value& v = g.values[i];
+    if (v.kind == ValueKind::kSlot) out += str_cat(" ", v.name, ":", type_str(v.type));
+  }
+  out += " .\n";
+  for (const Eqn& e : g.eqns) {
+    out += str_cat("  ", value_ref(g, e.out), ":", type_str(g.type(e.out)), " = ", op_name(e.op), params_str(e));
+    for (ValueId v : e.in) out += " " + value_ref(g, v);
+    out += "\n";
+  }
+  for (const Output& o : g.outputs) out += str_cat("  out ", o.name, " = ", value_ref(g, o.value), "\n");
+  for (const Donation& d : g.donations) {
+    out += str_cat("  donate ", value_ref(g, d.state_in), " <- ", value_ref(g, d.state_out), "\n");
+  }
+  for (const Validation& c : g.validations) {
+    out += str_cat("  check ", value_ref(g, c.witness), " \"", c.what, "\"\n");
+  }
+  return out + "}\n";
+}
+
+}  // namespace kvf::ir

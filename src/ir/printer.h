@@ -1,0 +1,19 @@
+// Text form of a Graph, one eqn per line in the manner of a jaxpr; golden tests pin it.
+#pragma once
+
+#include <string>
+
+#include "ir/graph.h"
+
+namespace kvf::ir {
+
+// { graph NAME ; constants and state ; slots .
+//   %7:f32[1,4] = add %5 %6
+//   out NAME = %v   /  donate STATE <- %v   /  check %v "what"
+// }
+std::string print(const Graph& g);
+
+// How eqns and the header refer to a value: its name, "%id", or an inline literal.
+std::string value_ref(const Graph& g, ValueId id);
+
+}  // namespace kvf::ir
