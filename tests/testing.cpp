@@ -1,0 +1,73 @@
+// Shared test helpers (see testing.h).
+#include "testing.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace kvf::testing {
+
+eval::Buffer random_buffer(std::mt19937_64& rng, Shape shape, double lo, double hi) {
+  Result<eval::Buffer> b = eval::Buffer::zeros(DType::kF32, std::move(shape));
+  if (!b) std::abort();
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (double& x : b->data) x = static_cast<float>(dist(rng));
+  return std::move(*b);
+}
+
+ir::V input(ir::Builder& b, const std::string& name, const eval::Buffer& buf) {
+  Result<HostTensor> t = eval::to_host(buf);
+  if (!t) {
+    b.fail(t.take_error());
+    return b.literal(0.0);
+  }
+  return b.constant(name, std::move(*t));
+}
+
+Result<eval::Outputs> run_graph(const ir::Graph& g, const eval::SlotBindings& slots, eval::Precision precision) {
+  eval::StateStore state;
+  Status s = eval::allocate_state(g, state);
+  if (!s) return s.take_error();
+  eval::Oracle oracle({.precision = precision, .threads = 1});
+  return oracle.run(g, slots, state);
+}
+
+Result<eval::Buffer> eval_expr(const std::function<ir::V(ir::Builder&)>& f, eval::Precision precision) {
+  ir::Builder b("expr");
+  b.output("out", f(b));
+  Result<ir::Graph> g = b.finish();
+  if (!g) return g.take_error();
+  Result<eval::Outputs> out = run_graph(*g, {}, precision);
+  if (!out) return out.take_error();
+  return std::move(out->at("out"));
+}
+
+double rel_error(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) return std::numeric_limits<double>::infinity();
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  if (den == 0) return num == 0 ? 0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num / den);
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) return std::numeric_limits<double>::infinity();
+    m = std::max(m, std::fabs(a[i] - b[i]));
+  }
+  return m;
+}
+
+uint64_t test_seed() {
+  if (const char* s = std::getenv("KVF_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+}  // namespace kvf::testing

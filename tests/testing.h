@@ -1,0 +1,48 @@
+// Shared test helpers: seeded random inputs, one-expression graphs on the oracle, and
+// f64 reference comparisons. Tests draw fresh seeds per case (DESIGN.md §7).
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "eval/oracle.h"
+#include "ir/builder.h"
+
+namespace kvf::testing {
+
+// The value of a Result that the test knows must succeed; aborts loudly otherwise.
+template <class T>
+T must(Result<T> r) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "must(): %s\n", r.error().to_string().c_str());
+    std::abort();
+  }
+  return std::move(r).value();
+}
+
+// Uniform values in [lo, hi), rounded to f32 so f32 and f64 evaluation see the same inputs.
+eval::Buffer random_buffer(std::mt19937_64& rng, Shape shape, double lo = -1.0, double hi = 1.0);
+
+// A constant leaf holding `b` (f32, i32 or pred); names must be unique within a graph.
+ir::V input(ir::Builder& b, const std::string& name, const eval::Buffer& buf);
+
+// Traces f into a graph whose only output is "out", runs it on the oracle, returns "out".
+Result<eval::Buffer> eval_expr(const std::function<ir::V(ir::Builder&)>& f,
+                               eval::Precision precision = eval::Precision::kF64);
+
+// Runs a finished graph with the given slots and fresh zeroed state.
+Result<eval::Outputs> run_graph(const ir::Graph& g, const eval::SlotBindings& slots = {},
+                                eval::Precision precision = eval::Precision::kF64);
+
+// ‖a − b‖ / ‖b‖ (0 when both are zero); NaN anywhere gives +inf so it never passes.
+double rel_error(const std::vector<double>& a, const std::vector<double>& b);
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+// Seed for a test: fresh per run unless KVF_TEST_SEED is set; printed on failure by callers.
+uint64_t test_seed();
+
+}  // namespace kvf::testing
