@@ -1,0 +1,114 @@
+// Micro-benchmarks of the engine core: half conversions, q8_0/q4_0 dequantization, the
+// thread pool's dispatch cost, and the oracle on one attention_masked decode step and one
+// toy-llama decode step. The oracle is the slow reference; these numbers are the baseline
+// the fast paths (exec/) are measured against, as ratios in one run.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "eval/oracle.h"
+#include "ir/ops.h"
+#include "models/toy_llama.h"
+
+namespace kvf {
+namespace {
+
+template <class T>
+T must(Result<T> r) {
+  if (!r.ok()) std::abort();
+  return std::move(r).value();
+}
+
+void BM_F32ToF16(benchmark::State& state) {
+  std::vector<float> x(4096);
+  std::mt19937 rng(1);
+  for (float& v : x) v = std::uniform_real_distribution<float>(-100, 100)(rng);
+  for (auto _ : state) {
+    uint32_t acc = 0;
+    for (float v : x) acc += f32_to_f16_bits(v);
+    benchmark::DoNotOptimize(acc);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(x.size()));
+}
+BENCHMARK(BM_F32ToF16);
+
+void BM_Dequantize(benchmark::State& state) {
+  const DType dt = state.range(0) == 0 ? DType::kQ8_0 : DType::kQ4_0;
+  const int64_t n = 4096;
+  std::vector<uint8_t> blocks(static_cast<size_t>(must(storage_bytes(dt, n))), 0x5a);
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    Status s = dequantize_row(dt, blocks.data(), out.data(), n);
+    s.ignore();
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetLabel(std::string(dtype_name(dt)));
+}
+BENCHMARK(BM_Dequantize)->Arg(0)->Arg(1);
+
+void BM_ThreadPoolDispatch(benchmark::State& state) {
+  ThreadPool pool(2);
+  std::vector<int64_t> sink(64);
+  for (auto _ : state) {
+    pool.parallel_for(64, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sink[static_cast<size_t>(i)] += i;
+    });
+  }
+  benchmark::DoNotOptimize(sink.data());
+}
+BENCHMARK(BM_ThreadPoolDispatch);
+
+// One decode step of attention_masked: Hq 8, Hkv 2, head dim 64, capacity from the arg.
+using ir::V;
+
+void BM_OracleAttentionDecode(benchmark::State& state) {
+  const int64_t cap = state.range(0), hq = 8, hkv = 2, d = 64;
+  ir::Builder b("bench_attention");
+  V pos = b.slot(ir::Slot::kPos, DType::kI32, {1});
+  auto zeros = [&](const char* name, Shape s) { return b.constant(name, must(HostTensor::zeros(DType::kF32, s))); };
+  V kc = b.state("k_cache", DType::kF32, {1, hkv, cap, d}, ir::StateRole::kKeyCache, 0);
+  V vc = b.state("v_cache", DType::kF32, {1, hkv, cap, d}, ir::StateRole::kValueCache, 0);
+  auto r = ir::ops::attention_masked(zeros("q", {1, hq, 1, d}), zeros("k", {1, hkv, 1, d}), zeros("v", {1, hkv, 1, d}),
+                                     kc, vc, pos, ir::ops::causal_mask(pos, cap), {.scale = 0.125, .softcap = 0});
+  b.output("out", r.out);
+  const ir::Graph g = must(b.finish());
+  eval::StateStore st;
+  Status s = eval::allocate_state(g, st);
+  s.ignore();
+  eval::Oracle oracle;
+  eval::SlotBindings slots{{ir::Slot::kPos, must(eval::Buffer::i32({1}, {static_cast<int32_t>(cap / 2)}))}};
+  for (auto _ : state) {
+    Result<eval::Outputs> out = oracle.run(g, slots, st);
+    if (!out) state.SkipWithError(out.error().to_string().c_str());
+  }
+  state.SetLabel("oracle, Hq 8 / Hkv 2, d 64");
+}
+BENCHMARK(BM_OracleAttentionDecode)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
+
+// One decode step of the demo's toy llama (4 layers, dim 256, cap 128).
+void BM_OracleToyLlamaDecode(benchmark::State& state) {
+  models::ToyLlamaConfig cfg;
+  const models::ToyLlamaWeights w = must(models::random_toy_weights(cfg, 7));
+  const ir::Graph g = must(models::trace_toy_llama(cfg, w, 1, models::ToyMode::kCached));
+  eval::StateStore st;
+  Status s = eval::allocate_state(g, st);
+  s.ignore();
+  eval::Oracle oracle({.precision = eval::Precision::kNative, .threads = static_cast<int>(state.range(0))});
+  eval::SlotBindings slots{{ir::Slot::kPos, must(eval::Buffer::i32({1}, {64}))},
+                           {ir::Slot::kToken, must(eval::Buffer::i32({1}, {3}))}};
+  for (auto _ : state) {
+    Result<eval::Outputs> out = oracle.run(g, slots, st);
+    if (!out) state.SkipWithError(out.error().to_string().c_str());
+  }
+  state.SetLabel("oracle threads = arg");
+}
+BENCHMARK(BM_OracleToyLlamaDecode)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace kvf
+
+BENCHMARK_MAIN();
