@@ -1,7 +1,10 @@
 // Shared test helpers (see testing.h).
 #include "testing.h"
 
+#include <gtest/gtest.h>
+
 #include <chrono>
+#include <fstream>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -63,6 +66,20 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
     m = std::max(m, std::fabs(a[i] - b[i]));
   }
   return m;
+}
+
+std::optional<std::string> model_file(const std::string& relative) {
+  std::string dir;
+  if (const char* d = std::getenv("KVF_MODELS_DIR")) dir = d;
+  else if (const char* src = std::getenv("KVF_SOURCE_DIR")) dir = std::string(src) + "/../shared/models";
+  else dir = "../shared/models";
+  const std::string path = dir + "/" + relative;
+  if (std::ifstream(path).good()) return path;
+  const char* required = std::getenv("KVF_REQUIRE_MODELS");
+  if (required && std::string(required) == "1") {
+    ADD_FAILURE() << "required model file is missing: " << path;
+  }
+  return std::nullopt;
 }
 
 uint64_t test_seed() {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,6 +42,11 @@ Result<eval::Outputs> run_graph(const ir::Graph& g, const eval::SlotBindings& sl
 // ‖a − b‖ / ‖b‖ (0 when both are zero); NaN anywhere gives +inf so it never passes.
 double rel_error(const std::vector<double>& a, const std::vector<double>& b);
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+// Path of a file under the shared models folder ($KVF_MODELS_DIR, else
+// $KVF_SOURCE_DIR/../shared/models). When it is missing: a test failure if
+// KVF_REQUIRE_MODELS=1 (CI), else nullopt so the caller can GTEST_SKIP — never a pass.
+std::optional<std::string> model_file(const std::string& relative);
 
 // Seed for a test: fresh per run unless KVF_TEST_SEED is set; printed on failure by callers.
 uint64_t test_seed();

@@ -116,11 +116,23 @@ uint16_t f32_to_bf16_bits(float x) {
 
 float bf16_bits_to_f32(uint16_t h) { return float_of(static_cast<uint32_t>(h) << 16); }
 
+namespace {
+// x narrowed to f32 with round-to-odd (truncate, then set the last bit if inexact). f32 keeps
+// at least two more bits than f16/bf16, so rounding this to nearest-even once more equals
+// rounding x directly; a plain RNE cast first would double-round (1 + 2^-11 + 2^-40 -> 1).
+float f32_round_to_odd(double x) {
+  const float f = static_cast<float>(x);
+  if (!std::isfinite(x) || static_cast<double>(f) == x) return f;
+  const float t = std::fabs(static_cast<double>(f)) > std::fabs(x) ? std::nextafter(f, 0.0f) : f;
+  return float_of(bits_of(t) | 1u);
+}
+}  // namespace
+
 double round_to_dtype(DType dt, double x) {
   switch (dt) {
     case DType::kF32: return static_cast<float>(x);
-    case DType::kF16: return f16_bits_to_f32(f32_to_f16_bits(static_cast<float>(x)));
-    case DType::kBF16: return bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(x)));
+    case DType::kF16: return f16_bits_to_f32(f32_to_f16_bits(f32_round_to_odd(x)));
+    case DType::kBF16: return bf16_bits_to_f32(f32_to_bf16_bits(f32_round_to_odd(x)));
     default: return x;
   }
 }

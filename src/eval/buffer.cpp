@@ -31,16 +31,28 @@ Result<Buffer> Buffer::i32(Shape shape, const std::vector<int32_t>& values) {
 }
 
 Result<Buffer> from_host(const HostTensor& t) {
-  Result<std::vector<float>> f = t.to_f32();
-  if (!f) return f.take_error();
   Buffer b;
   b.dtype = is_block_quant(t.dtype()) ? DType::kF32 : t.dtype();
   b.shape = t.shape();
-  if (t.dtype() == DType::kI32 && t.is_contiguous()) {  // exact beyond 2^24
+  if (t.numel() == 0) return b;  // nothing to read (and to_f32 would memcpy into a null vector)
+  if (t.dtype() == DType::kI32) {  // read directly, not through f32: exact beyond 2^24, strided or not
     const int32_t* p = t.data<int32_t>();
-    b.data.assign(p, p + t.numel());
+    const Shape& strides = t.strides();
+    std::vector<int64_t> idx(b.shape.size(), 0);
+    b.data.resize(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      int64_t off = 0;
+      for (size_t a = 0; a < idx.size(); ++a) off += idx[a] * strides[a];
+      b.data[static_cast<size_t>(i)] = p[off];
+      for (size_t a = idx.size(); a-- > 0;) {
+        if (++idx[a] < b.shape[a]) break;
+        idx[a] = 0;
+      }
+    }
     return b;
   }
+  Result<std::vector<float>> f = t.to_f32();
+  if (!f) return f.take_error();
   b.data.assign(f->begin(), f->end());
   return b;
 }

@@ -33,6 +33,11 @@ double unary_f(OpKind op, double x) {
 
 // Wraps to int32 two's complement, as integer hardware does.
 double wrap_i32(int64_t x) { return static_cast<double>(static_cast<int32_t>(static_cast<uint32_t>(x))); }
+// The same for the integer dtype dt (i8 wraps at 8 bits).
+double wrap_int(DType dt, int64_t x) {
+  if (dt == DType::kI8) return static_cast<double>(static_cast<int8_t>(static_cast<uint8_t>(x)));
+  return wrap_i32(x);
+}
 
 bool compare(CmpDir dir, double x, double y) {
   switch (dir) {
@@ -59,12 +64,12 @@ Result<double> binary_f(OpKind op, CmpDir dir, DType dt, double x, double y) {
   if (is_integer(dt)) {
     const auto xi = static_cast<int64_t>(x), yi = static_cast<int64_t>(y);
     switch (op) {
-      case OpKind::kAdd: return wrap_i32(xi + yi);
-      case OpKind::kSub: return wrap_i32(xi - yi);
-      case OpKind::kMul: return wrap_i32(xi * yi);
+      case OpKind::kAdd: return wrap_int(dt, xi + yi);
+      case OpKind::kSub: return wrap_int(dt, xi - yi);
+      case OpKind::kMul: return wrap_int(dt, xi * yi);
       case OpKind::kDiv:
         if (yi == 0) return invalid_input("div: integer division by zero");
-        return wrap_i32(xi / yi);  // truncates toward zero
+        return wrap_int(dt, xi / yi);  // truncates toward zero
       default: break;
     }
   }

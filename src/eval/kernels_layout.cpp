@@ -45,6 +45,12 @@ Result<Buffer> eval_reduce(const KernelArgs& a) {
     else if (std::isnan(v) || std::isnan(acc)) acc = std::numeric_limits<double>::quiet_NaN();
     else if (v > acc) acc = v;
   }
+  // i32 sums wrap like i32 add (the f64 sum is exact, so wrapping once at the end is enough).
+  if (!is_max && a.out_type.dtype == DType::kI32) {
+    for (double& v : out->data) {
+      v = static_cast<double>(static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v))));
+    }
+  }
   return out;
 }
 

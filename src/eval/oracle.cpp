@@ -24,7 +24,7 @@ Oracle::Oracle(EvalOptions opts) : opts_(opts) {
 }
 
 const Buffer* Oracle::constant(const ir::Value& v, Status& status) {
-  auto key = std::make_tuple(v.data.raw(), v.data.dtype(), v.data.shape());
+  auto key = std::make_tuple(v.data.raw(), v.data.dtype(), v.data.shape(), v.data.strides());
   auto it = constants_.find(key);
   if (it != constants_.end()) return &it->second;
   Result<Buffer> b = from_host(v.data);

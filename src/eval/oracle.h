@@ -46,8 +46,9 @@ class Oracle {
 
   EvalOptions opts_;
   std::unique_ptr<ThreadPool> pool_;
-  // Weights widened once: keyed by the tensor's address, dtype and shape.
-  std::map<std::tuple<const void*, DType, Shape>, Buffer> constants_;
+  // Weights widened once: keyed by the tensor's address, dtype, shape and strides (a
+  // permuted view shares the address, dtype and, when square, the shape of its source).
+  std::map<std::tuple<const void*, DType, Shape, Shape>, Buffer> constants_;
 };
 
 }  // namespace kvf::eval

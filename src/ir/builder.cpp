@@ -1,6 +1,8 @@
 // Builder: appends typed eqns through infer(); the first error sticks.
 #include "ir/builder.h"
 
+#include <cmath>
+
 #include "ir/infer.h"
 
 namespace kvf::ir {
@@ -71,6 +73,14 @@ V Builder::constant(std::string name, HostTensor data) {
 
 V Builder::literal(double x, DType dtype) {
   if (error_) return poison();
+  if ((is_integer(dtype) || dtype == DType::kBool) && !(std::isfinite(x) && x == std::trunc(x))) {
+    fail(invalid_input("literal ", x, " is not a whole number, as ", dtype_name(dtype), " needs"));
+    return poison();
+  }
+  if (is_block_quant(dtype)) {
+    fail(invalid_input("a literal cannot be ", dtype_name(dtype)));
+    return poison();
+  }
   Value v;
   v.type = {dtype, {}};
   v.kind = ValueKind::kLiteral;
@@ -194,14 +204,17 @@ V Builder::slice(V x, std::vector<int64_t> starts, std::vector<int64_t> limits, 
 V Builder::slice_axis(V x, int64_t axis, int64_t start, int64_t limit, int64_t step) {
   if (!usable({x})) return poison();
   axis = norm_axis(x, axis);
+  if (axis < 0 || axis >= x.rank()) {  // else the slice would silently keep all of x
+    fail(invalid_input("slice: axis ", axis, " out of range for ", type_str(x.type()))
+             .context("tracing ", g_.name, " eqn ", g_.eqns.size()));
+    return poison();
+  }
   std::vector<int64_t> starts(static_cast<size_t>(x.rank()), 0);
   std::vector<int64_t> limits = x.shape();
   std::vector<int64_t> steps(static_cast<size_t>(x.rank()), 1);
-  if (axis >= 0 && axis < x.rank()) {
-    starts[static_cast<size_t>(axis)] = start;
-    limits[static_cast<size_t>(axis)] = limit;
-    steps[static_cast<size_t>(axis)] = step;
-  }
+  starts[static_cast<size_t>(axis)] = start;
+  limits[static_cast<size_t>(axis)] = limit;
+  steps[static_cast<size_t>(axis)] = step;
   return slice(x, std::move(starts), std::move(limits), std::move(steps));
 }
 

@@ -82,8 +82,10 @@ Status verify(const Graph& g) {
   if (!s) return s;
   const ValueId n = static_cast<ValueId>(g.values.size());
   auto in_range = [&](ValueId v) { return v >= 0 && v < n; };
+  std::set<std::string> output_names;
   for (const Output& o : g.outputs) {
     if (!in_range(o.value)) return internal_error("output '", o.name, "' names no value");
+    if (!output_names.insert(o.name).second) return internal_error("output '", o.name, "' is declared twice");
   }
   std::set<ValueId> donated;
   for (const Donation& d : g.donations) {

@@ -164,8 +164,10 @@ Result<TensorType> infer_iota(const Params& p) {
   return TensorType{p.dtype, p.shape};
 }
 
+// Casting a block-quantized weight to a float dtype is how the IR says "dequantize";
+// executors fuse it into the consuming matmul. Nothing casts into a block type.
 Result<TensorType> infer_cast(const Params& p, const TensorType& x) {
-  if (is_block_quant(x.dtype) || is_block_quant(p.dtype)) {
+  if (is_block_quant(p.dtype) || (is_block_quant(x.dtype) && !is_float(p.dtype))) {
     return bad(OpKind::kCast, "cannot cast ", type_str(x), " to ", dtype_name(p.dtype));
   }
   return TensorType{p.dtype, x.shape};
@@ -257,6 +259,9 @@ Result<TensorType> infer(OpKind op, const Params& p, std::span<const TensorType>
   for (const TensorType& t : in) {
     Status s = check_shape(op, t.shape);
     if (!s) return s.take_error();
+    if (is_block_quant(t.dtype) && op != OpKind::kCast) {
+      return bad(op, "block-quantized operand ", type_str(t), " must be cast to a float dtype first");
+    }
   }
   if (is_unary(op)) {
     Status s = check_arity(op, in, 1);

@@ -50,7 +50,9 @@ std::string value_ref(const Graph& g, ValueId id) {
   const Value& v = g.value(id);
   if (v.kind == ValueKind::kLiteral) return str_cat(number(v.literal), ":", dtype_name(v.type.dtype));
   if (!v.name.empty()) return v.kind == ValueKind::kIntermediate ? "%" + v.name : v.name;
-  return str_cat("%", id);
+  // Unnamed intermediates are numbered by their eqn, so the text does not depend on how
+  // many literals or leaves were created in between.
+  return str_cat("%", v.producer >= 0 ? v.producer : id);
 }
 
 std::string print(const Graph& g) {

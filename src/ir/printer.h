@@ -13,7 +13,7 @@ namespace kvf::ir {
 // }
 std::string print(const Graph& g);
 
-// How eqns and the header refer to a value: its name, "%id", or an inline literal.
+// How eqns and the header refer to a value: its name, "%N" (N = its eqn), or an inline literal.
 std::string value_ref(const Graph& g, ValueId id);
 
 }  // namespace kvf::ir

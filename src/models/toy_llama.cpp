@@ -120,7 +120,9 @@ Result<ir::Graph> trace_toy_llama(const ToyLlamaConfig& cfg, const ToyLlamaWeigh
     x = b.name(x + ops::linear(att, weight("wo", lw.wo)), "attn_out", li);
     // feed-forward: SwiGLU
     V f = b.name(ops::rmsnorm(x, weight("ffn_norm", lw.ffn_norm), cfg.norm_eps), "ffn_norm", li);
-    V g = ops::swiglu(ops::linear(f, weight("w_gate", lw.w_gate)), ops::linear(f, weight("w_up", lw.w_up)));
+    V gate = ops::linear(f, weight("w_gate", lw.w_gate));
+    V up = ops::linear(f, weight("w_up", lw.w_up));
+    V g = ops::swiglu(gate, up);
     x = b.name(x + ops::linear(g, weight("w_down", lw.w_down)), "ffn_out", li);
   }
   V out = ops::rmsnorm(x, b.constant("final_norm", w.final_norm), cfg.norm_eps);

@@ -34,14 +34,23 @@ ir::Graph decode_attention_graph() {
   return testing::must(b.finish());
 }
 
+ir::Graph live_attention_graph() {
+  Builder b("live_attention");
+  V len = b.slot(ir::Slot::kSeqLen, DType::kI32, {1});
+  V query = b.constant("q", testing::must(HostTensor::zeros(DType::kF32, {1, 2, 1, 4})));
+  V k = b.constant("k_cache", testing::must(HostTensor::zeros(DType::kF32, {1, 1, 8, 4})));
+  V v = b.constant("v_cache", testing::must(HostTensor::zeros(DType::kF32, {1, 1, 8, 4})));
+  b.output("out", ops::attention_live(query, k, v, len, V{}, {.scale = 0.5, .softcap = 0}));
+  return testing::must(b.finish());
+}
+
 std::string golden_path(const std::string& name) {
   const char* root = std::getenv("KVF_SOURCE_DIR");
   return std::string(root ? root : ".") + "/tests/ir/golden/" + name;
 }
 
-TEST(PrinterGolden, AttentionMaskedChain) {
-  const std::string printed = ir::print(decode_attention_graph());
-  const std::string path = golden_path("attention_masked.txt");
+void expect_golden(const std::string& printed, const std::string& file) {
+  const std::string path = golden_path(file);
   if (std::getenv("KVF_UPDATE_GOLDEN")) {
     std::ofstream(path) << printed;
     GTEST_SKIP() << "rewrote " << path;  // only ever with the explicit update flag
@@ -52,6 +61,11 @@ TEST(PrinterGolden, AttentionMaskedChain) {
   want << in.rdbuf();
   EXPECT_EQ(printed, want.str());
 }
+
+TEST(PrinterGolden, AttentionMaskedChain) { expect_golden(ir::print(decode_attention_graph()), "attention_masked.txt"); }
+
+// The live form: index guard with its witness, true selects on K/V rows and scores.
+TEST(PrinterGolden, AttentionLiveChain) { expect_golden(ir::print(live_attention_graph()), "attention_live.txt"); }
 
 // Independent of the printer: the eqn sequence after the mask is exactly the seed's chain.
 TEST(PrinterGolden, ChainOpcodesFollowTheSeed) {

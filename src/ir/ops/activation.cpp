@@ -7,15 +7,19 @@ namespace kvf::ir::ops {
 
 V silu(V x) { return x / (1.0 + x.b->unary(OpKind::kExp, -x)); }
 
+// Sibling sub-expressions that both emit eqns are sequenced through locals: C++ leaves the
+// order of operator operands unspecified, and the graph must not depend on the compiler.
 V gelu_erf(V x) {
+  V half_x = x * 0.5;
   V e = x.b->unary(OpKind::kErf, x * M_SQRT1_2);
-  return (x * 0.5) * (1.0 + e);
+  return half_x * (1.0 + e);
 }
 
 V gelu_tanh(V x) {
   const double k = std::sqrt(2.0 / M_PI);
   V inner = (x + (x * x * x) * 0.044715) * k;
-  return (x * 0.5) * (1.0 + x.b->unary(OpKind::kTanh, inner));
+  V half_x = x * 0.5;
+  return half_x * (1.0 + x.b->unary(OpKind::kTanh, inner));
 }
 
 V swiglu(V gate, V up) { return silu(gate) * up; }

@@ -63,7 +63,9 @@ V index_guard(V x, int64_t lo, int64_t hi, const std::string& what) {
   Builder& b = *x.b;
   V lo_v = b.like(x, static_cast<double>(lo));
   V hi_v = b.like(x, static_cast<double>(hi));
-  V ok = b.binary(OpKind::kAnd, b.compare(x, lo_v, CmpDir::kGe), b.compare(x, hi_v, CmpDir::kLe));
+  V above = b.compare(x, lo_v, CmpDir::kGe);
+  V below = b.compare(x, hi_v, CmpDir::kLe);
+  V ok = b.binary(OpKind::kAnd, above, below);
   b.validate(ok, what);
   return b.binary(OpKind::kMax, b.binary(OpKind::kMin, x, hi_v), lo_v);
 }
@@ -72,7 +74,8 @@ V attention_live(V q, V k, V v, V len, V mask, const AttnOpts& opts) {
   Builder& b = *q.b;
   const int64_t batch = k.dim(0), lk = k.dim(2);
   V n = index_guard(len, 1, lk, str_cat("attention_live: 1 <= len <= ", lk));
-  V active = b.compare(b.iota({1, lk}, 1), b.reshape(n, {batch, 1}), CmpDir::kLt);  // [B, L]
+  V key = b.iota({1, lk}, 1);
+  V active = b.compare(key, b.reshape(n, {batch, 1}), CmpDir::kLt);  // [B, L]
   // A true select, not a multiply: a NaN in an unused row must not reach the output.
   V rows = b.reshape(active, {batch, 1, lk, 1});
   V k0 = b.select(rows, k, b.like(k, 0.0));
@@ -81,7 +84,8 @@ V attention_live(V q, V k, V v, V len, V mask, const AttnOpts& opts) {
   V scores = b.matmul(q, b.transpose(repeat_kv(k0, n_rep), {0, 1, 3, 2}));
   V s = transform_scores(scores, mask, opts);
   s = b.select(b.reshape(active, {batch, 1, 1, lk}), s, b.like(s, -kInf));
-  return b.matmul(softmax(s), repeat_kv(v0, n_rep));
+  V p = softmax(s);
+  return b.matmul(p, repeat_kv(v0, n_rep));
 }
 
 }  // namespace kvf::ir::ops

@@ -48,8 +48,12 @@ V apply_rope(V x, const RopeTables& t) {
   if (t.layout == RopeLayout::kHalf) {
     V x1 = b.slice_axis(x, -1, 0, half);
     V x2 = b.slice_axis(x, -1, half, rot);
-    parts.push_back(x1 * t.cos - x2 * t.sin);
-    parts.push_back(x2 * t.cos + x1 * t.sin);
+    V x1c = x1 * t.cos;
+    V x2s = x2 * t.sin;
+    parts.push_back(x1c - x2s);
+    V x2c = x2 * t.cos;
+    V x1s = x1 * t.sin;
+    parts.push_back(x2c + x1s);
   } else {
     Shape pairs = x.shape();
     pairs.back() = half;
@@ -57,7 +61,13 @@ V apply_rope(V x, const RopeTables& t) {
     V xr = b.reshape(rot == dim ? x : b.slice_axis(x, -1, 0, rot), pairs);  // [..., rot/2, 2]
     V even = b.slice_axis(xr, -1, 0, 1);
     V odd = b.slice_axis(xr, -1, 1, 2);
-    V rotated = b.concat({even * t.cos - odd * t.sin, even * t.sin + odd * t.cos}, -1);
+    V ec = even * t.cos;
+    V os = odd * t.sin;
+    V first = ec - os;
+    V es = even * t.sin;
+    V oc = odd * t.cos;
+    V second = es + oc;
+    V rotated = b.concat({first, second}, -1);
     Shape flat = x.shape();
     flat.back() = rot;
     parts.push_back(b.reshape(rotated, flat));
