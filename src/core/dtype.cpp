@@ -103,7 +103,7 @@ float f16_bits_to_f32(uint16_t h) {
     const float mag = std::ldexp(static_cast<float>(m), -24);  // exact: m < 2^10
     return sign ? -mag : mag;
   }
-  if (e == 31) return float_of(sign | 0x7f800000u | (m << 13));
+  if (e == 31) return float_of(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));  // NaN comes out quiet
   return float_of(sign | ((e + 112) << 23) | (m << 13));
 }
 
@@ -114,7 +114,10 @@ uint16_t f32_to_bf16_bits(float x) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
-float bf16_bits_to_f32(uint16_t h) { return float_of(static_cast<uint32_t>(h) << 16); }
+float bf16_bits_to_f32(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  return float_of((u & 0x7fffffffu) > 0x7f800000u ? u | 0x400000u : u);  // NaN comes out quiet
+}
 
 namespace {
 // x narrowed to f32 with round-to-odd (truncate, then set the last bit if inexact). f32 keeps
@@ -141,6 +144,7 @@ Status dequantize_row(DType dt, const void* src, float* out, int64_t n) {
   if (n % block_elems(dt) != 0) {
     return invalid_input("row of ", n, " elements is not a whole number of ", dtype_name(dt), " blocks");
   }
+  if (n == 0) return {};  // nothing to read; src may be null
   const auto* bytes = static_cast<const uint8_t*>(src);
   switch (dt) {
     case DType::kF32:

@@ -31,7 +31,9 @@ Result<Buffer> eval_reduce(const KernelArgs& a) {
   }
   Result<Buffer> out = fresh(a);
   if (!out) return out;
-  const double init = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+  // An empty max is -inf for floats and the smallest i32 for integers (no -inf in an i32).
+  const double lowest = x.dtype == DType::kI32 ? -2147483648.0 : -std::numeric_limits<double>::infinity();
+  const double init = is_max ? lowest : 0.0;
   std::fill(out->data.begin(), out->data.end(), init);
   const Shape kept_strides = contiguous_strides(kept);
   std::vector<int64_t> idx(x.shape.size());

@@ -26,13 +26,13 @@ Oracle::Oracle(EvalOptions opts) : opts_(opts) {
 const Buffer* Oracle::constant(const ir::Value& v, Status& status) {
   auto key = std::make_tuple(v.data.raw(), v.data.dtype(), v.data.shape(), v.data.strides());
   auto it = constants_.find(key);
-  if (it != constants_.end()) return &it->second;
+  if (it != constants_.end()) return &it->second.values;
   Result<Buffer> b = from_host(v.data);
   if (!b) {
     status = b.take_error().context("constant ", v.name);
     return nullptr;
   }
-  return &constants_.emplace(key, std::move(*b)).first->second;
+  return &constants_.emplace(key, Widened{v.data, std::move(*b)}).first->second.values;
 }
 
 Result<Buffer> Oracle::eval_eqn(const ir::Graph& g, const ir::Eqn& e, std::span<const Buffer* const> in) {

@@ -48,7 +48,13 @@ class Oracle {
   std::unique_ptr<ThreadPool> pool_;
   // Weights widened once: keyed by the tensor's address, dtype, shape and strides (a
   // permuted view shares the address, dtype and, when square, the shape of its source).
-  std::map<std::tuple<const void*, DType, Shape, Shape>, Buffer> constants_;
+  // Each entry also holds the HostTensor itself, pinning its bytes: while cached, the
+  // address cannot be freed and reused by another weight.
+  struct Widened {
+    HostTensor pin;
+    Buffer values;
+  };
+  std::map<std::tuple<const void*, DType, Shape, Shape>, Widened> constants_;
 };
 
 }  // namespace kvf::eval
