@@ -1,0 +1,62 @@
+// Tokenizer dispatch, decoding and UTF-8-safe streaming.
+#include "load/tokenizer.h"
+
+namespace kvf::load {
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::create(Vocab vocab) {
+  if (vocab.pieces.empty()) return invalid_input("tokenizer: the vocabulary is empty");
+  for (int32_t id : {vocab.bos, vocab.eos, vocab.unk, vocab.pad}) {
+    if (id >= vocab.size()) return invalid_input("tokenizer: special token id ", id, " is outside the vocabulary of ", vocab.size());
+  }
+  return vocab.kind == VocabKind::kSpm ? make_spm_tokenizer(std::move(vocab)) : make_bpe_tokenizer(std::move(vocab));
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) out += token_bytes(id);
+  return out;
+}
+
+namespace {
+
+// Length of the UTF-8 sequence a lead byte announces (1 for ASCII and for stray bytes).
+size_t utf8_len(unsigned char c) {
+  if (c >= 0xF0 && c <= 0xF4) return 4;
+  if (c >= 0xE0) return c <= 0xEF ? 3 : 1;
+  if (c >= 0xC2) return 2;
+  return 1;
+}
+
+// How many leading bytes of s are whole characters (a trailing incomplete one is held).
+size_t complete_prefix(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t n = utf8_len(static_cast<unsigned char>(s[i]));
+    if (i + n > s.size()) {
+      for (size_t k = i + 1; k < s.size(); ++k) {  // held only if the tail is a valid prefix
+        if ((static_cast<unsigned char>(s[k]) & 0xC0) != 0x80) return s.size();
+      }
+      return i;
+    }
+    i += n;
+  }
+  return s.size();
+}
+
+}  // namespace
+
+std::string StreamDecoder::push(int32_t id) {
+  pending_ += tok_.token_bytes(id);
+  const size_t n = complete_prefix(pending_);
+  std::string out = pending_.substr(0, n);
+  pending_.erase(0, n);
+  return out;
+}
+
+std::string StreamDecoder::flush() {
+  std::string out;
+  out.swap(pending_);
+  return out;
+}
+
+}  // namespace kvf::load

@@ -1,0 +1,81 @@
+// Tokenizers: a Vocab read from a checkpoint (llama2.c tokenizer.bin, GGUF tokenizer.ggml.*,
+// HF tokenizer.json) and the Tokenizer that encodes text to ids and decodes ids back.
+// Two algorithms: SentencePiece-style BPE by piece score with byte fallback (tokenizer_spm.cpp)
+// and byte-level BPE by merge rank with a pre-tokenizer (tokenizer_bpe.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+
+namespace kvf::load {
+
+// llama.cpp's token types (GGUF tokenizer.ggml.token_type).
+enum class TokenType : int32_t {
+  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+};
+
+enum class VocabKind {
+  kSpm,  // SentencePiece BPE: merges chosen by piece score, byte fallback <0xNN>
+  kBpe,  // byte-level BPE (GPT-2 family): merges chosen by rank, bytes mapped to unicode
+};
+
+// The pre-tokenizer split rules byte-level BPE applies before merging.
+enum class PreTokenizer { kGpt2, kLlama3, kQwen2 };
+
+struct Vocab {
+  VocabKind kind = VocabKind::kSpm;
+  std::vector<std::string> pieces;  // id -> piece as stored (SPM: '▁' or ' ' for space)
+  std::vector<float> scores;        // SPM merge priority (higher first)
+  std::vector<TokenType> types;
+  std::vector<std::string> merges;  // BPE: "a b" in rank order
+  PreTokenizer pre = PreTokenizer::kGpt2;
+  std::string space = "\xe2\x96\x81";  // SPM's space symbol: '▁', or " " for llama2.c files
+  bool add_space_prefix = true;        // SPM: prepend a space to the text (dummy prefix)
+  int32_t bos = -1, eos = -1, unk = -1, pad = -1;
+  bool add_bos = true;
+  bool add_eos = false;
+
+  int32_t size() const { return static_cast<int32_t>(pieces.size()); }
+};
+
+class Tokenizer {
+ public:
+  static Result<std::unique_ptr<Tokenizer>> create(Vocab vocab);
+  virtual ~Tokenizer() = default;
+
+  const Vocab& vocab() const { return vocab_; }
+  // Text (UTF-8) to ids; with add_special, BOS (and EOS) as the vocab asks.
+  virtual std::vector<int32_t> encode(const std::string& text, bool add_special) const = 0;
+  // The bytes one token stands for (control tokens give "", byte tokens their byte).
+  virtual std::string token_bytes(int32_t id) const = 0;
+  // Ids back to text; invalid UTF-8 is kept as bytes.
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+ protected:
+  explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+  Vocab vocab_;
+};
+
+// Streams decoded text: feed ids one by one; each call returns only whole UTF-8 characters,
+// holding back a trailing partial sequence until its remaining bytes arrive.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  std::string push(int32_t id);
+  std::string flush();  // whatever is held back, as is
+
+ private:
+  const Tokenizer& tok_;
+  std::string pending_;
+};
+
+// The two algorithms (tokenizer_spm.cpp, tokenizer_bpe.cpp); Tokenizer::create picks one.
+Result<std::unique_ptr<Tokenizer>> make_spm_tokenizer(Vocab vocab);
+Result<std::unique_ptr<Tokenizer>> make_bpe_tokenizer(Vocab vocab);
+
+}  // namespace kvf::load
