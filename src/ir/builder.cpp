@@ -63,6 +63,16 @@ V Builder::slot(Slot s, DType dtype, Shape shape) {
 
 V Builder::constant(std::string name, HostTensor data) {
   if (error_) return poison();
+  if (auto it = constants_.find(name); it != constants_.end()) {
+    const HostTensor& have = g_.value(it->second).data;
+    if (have.raw() == data.raw() && have.dtype() == data.dtype() && have.shape() == data.shape() &&
+        have.strides() == data.strides()) {
+      return V{this, it->second};
+    }
+    fail(invalid_input("constant ", name, " declared twice with different data"));
+    return poison();
+  }
+  constants_[name] = static_cast<ValueId>(g_.values.size());
   Value v;
   v.type = {data.dtype(), data.shape()};
   v.kind = ValueKind::kConstant;

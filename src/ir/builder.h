@@ -3,6 +3,7 @@
 // A typing error is sticky: later calls become no-ops and finish() reports the first one.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,8 @@ class Builder {
 
   // ---- leaves
   V slot(Slot s, DType dtype, Shape shape);  // the same slot twice returns the same value
+  // A weight. The same name with the same tensor returns the existing value (tied
+  // embeddings); the same name with different data is an error.
   V constant(std::string name, HostTensor data);
   V literal(double x, DType dtype = DType::kF32);
   V state(std::string name, DType dtype, Shape shape, StateRole role = StateRole::kOther, int layer = -1);
@@ -82,6 +85,7 @@ class Builder {
 
   Graph g_;
   std::optional<Error> error_;
+  std::map<std::string, ValueId> constants_;  // by name
 };
 
 // Elementwise arithmetic on handles; a double operand becomes a literal of the other's dtype.

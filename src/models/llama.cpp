@@ -1,0 +1,61 @@
+// Llama tracer: reads top to bottom like llama2.c's forward — embed, layers, norm, logits.
+#include "models/llama.h"
+
+#include <cmath>
+
+namespace kvf::models {
+
+using ir::V;
+namespace ops = ir::ops;
+
+Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
+  Status ok = cfg.check();
+  if (!ok) return ok.take_error();
+  if (step.n_tokens <= 0) return invalid_input("llama: a step needs at least one token");
+  if (step.cached && step.capacity < step.n_tokens) {
+    return capacity("llama: cache capacity ", step.capacity, " is smaller than the step's ", step.n_tokens, " tokens");
+  }
+  const int64_t n = step.n_tokens, dim = cfg.dim, hd = cfg.head_dim, nh = cfg.n_heads, nkv = cfg.n_kv_heads;
+  const int64_t lk = step.cached ? step.capacity : n;
+  ir::Builder b(str_cat(cfg.arch, step.cached ? ".step" : ".full", n));
+
+  V tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
+  V pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  const ops::RopeTables rope = ops::rope_tables(pos, cfg.rope_spec());
+  const V causal = ops::causal_mask(pos, lk);
+  const V window = cfg.sliding_window > 0 ? ops::sliding_window_mask(pos, lk, cfg.sliding_window) : causal;
+  const ops::AttnOpts attn{.scale = 1.0 / std::sqrt(static_cast<double>(hd)), .softcap = 0.0};
+
+  V x = b.reshape(ops::embed(weight(b, w, "token_embd.weight", {cfg.vocab, dim}), tokens), {1, n, dim});
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const int li = static_cast<int>(l);
+    auto W = [&](const char* name, Shape shape) { return weight(b, w, str_cat("blk.", l, ".", name), shape); };
+    // attention
+    V h = b.name(ops::rmsnorm(x, W("attn_norm.weight", {dim}), cfg.norm_eps), "attn_norm", li);
+    V q = ops::apply_rope(split_heads(ops::linear(h, W("attn_q.weight", {nh * hd, dim})), nh, hd), rope);
+    V k = ops::apply_rope(split_heads(ops::linear(h, W("attn_k.weight", {nkv * hd, dim})), nkv, hd), rope);
+    V v = split_heads(ops::linear(h, W("attn_v.weight", {nkv * hd, dim})), nkv, hd);
+    const V mask = cfg.sliding(l) ? window : causal;
+    V att;
+    if (step.cached) {
+      V kc = b.state(str_cat("k_cache.", l), DType::kF32, {1, nkv, lk, hd}, ir::StateRole::kKeyCache, li);
+      V vc = b.state(str_cat("v_cache.", l), DType::kF32, {1, nkv, lk, hd}, ir::StateRole::kValueCache, li);
+      att = ops::attention_masked(q, k, v, kc, vc, pos, mask, attn).out;
+    } else {
+      att = ops::attention_prefill(q, k, v, mask, attn);
+    }
+    x = b.name(x + ops::linear(merge_heads(att), W("attn_output.weight", {dim, nh * hd})), "attn_out", li);
+    // feed-forward: SwiGLU
+    V f = b.name(ops::rmsnorm(x, W("ffn_norm.weight", {dim}), cfg.norm_eps), "ffn_norm", li);
+    V gate = ops::linear(f, W("ffn_gate.weight", {cfg.hidden_dim, dim}));
+    V up = ops::linear(f, W("ffn_up.weight", {cfg.hidden_dim, dim}));
+    x = b.name(x + ops::linear(ops::swiglu(gate, up), W("ffn_down.weight", {dim, cfg.hidden_dim})), "ffn_out", li);
+  }
+  V out = ops::rmsnorm(x, weight(b, w, "output_norm.weight", {dim}), cfg.norm_eps);
+  const char* classifier = cfg.tie_embeddings ? "token_embd.weight" : "output.weight";
+  V logits = ops::linear(out, weight(b, w, classifier, {cfg.vocab, dim}));
+  b.output("logits", b.reshape(logits, {n, cfg.vocab}));
+  return b.finish();
+}
+
+}  // namespace kvf::models

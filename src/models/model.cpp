@@ -1,0 +1,159 @@
+// open_model: dispatch on what --model names; one reader per checkpoint format.
+#include "models/model.h"
+
+#include <filesystem>
+
+#include "load/gguf.h"
+#include "load/llama2c.h"
+#include "load/vocab_readers.h"
+#include "models/llama.h"
+
+namespace kvf::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// llama2.c keeps the tokenizer beside the model: tokenizer.bin, or tok<vocab>.bin.
+std::string find_llama2c_tokenizer(const std::string& model_path, int32_t vocab) {
+  const fs::path dir = fs::path(model_path).parent_path();
+  for (const std::string& name : {std::string("tokenizer.bin"), str_cat("tok", vocab, ".bin")}) {
+    std::error_code ec;
+    if (fs::is_regular_file(dir / name, ec)) return (dir / name).string();
+  }
+  return "";
+}
+
+Result<Model> open_llama2c(const std::string& path, const OpenOptions& opts) {
+  Result<load::Llama2cCheckpoint> ck = load::read_llama2c(path);
+  if (!ck) return ck.take_error();
+  const load::Llama2cHeader& h = ck->header;
+  Model m;
+  m.source = path;
+  ModelConfig& c = m.config;
+  c.arch = "llama";
+  c.vocab = h.vocab();
+  c.dim = h.dim;
+  c.n_layers = h.n_layers;
+  c.n_heads = h.n_heads;
+  c.n_kv_heads = h.n_kv_heads;
+  c.head_dim = h.dim / h.n_heads;
+  c.hidden_dim = h.hidden_dim;
+  c.context = h.seq_len;
+  c.rope_layout = ir::ops::RopeLayout::kInterleaved;  // llama2.c rotates adjacent pairs
+  c.tie_embeddings = h.shared_classifier();
+  c.bos = 1;
+  c.eos = 2;
+  m.weights = Weights(path);
+  for (auto& [name, t] : ck->tensors) m.weights.add(name, std::move(t));
+  const std::string tok = opts.tokenizer_path.empty() ? find_llama2c_tokenizer(path, h.vocab()) : opts.tokenizer_path;
+  if (opts.with_tokenizer && !tok.empty()) {
+    Result<load::Vocab> v = load::read_llama2c_vocab(tok, h.vocab());
+    if (!v) return v.take_error();
+    Result<std::unique_ptr<load::Tokenizer>> t = load::Tokenizer::create(std::move(*v));
+    if (!t) return t.take_error().context(tok);
+    m.tokenizer = std::move(*t);
+  }
+  return m;
+}
+
+// GGUF llama-family metadata, "<arch>.<key>".
+Status llama_config_from_gguf(const load::GgufFile& f, const std::string& arch, ModelConfig& c) {
+  auto key = [&](const char* k) { return str_cat(arch, ".", k); };
+  Result<int64_t> dim = f.get_int(key("embedding_length"));
+  Result<int64_t> layers = f.get_int(key("block_count"));
+  Result<int64_t> hidden = f.get_int(key("feed_forward_length"));
+  Result<int64_t> heads = f.get_int(key("attention.head_count"));
+  for (Result<int64_t>* r : {&dim, &layers, &hidden, &heads}) {
+    if (!r->ok()) return r->take_error();
+  }
+  c.arch = arch;
+  c.dim = *dim;
+  c.n_layers = *layers;
+  c.hidden_dim = *hidden;
+  c.n_heads = *heads;
+  c.n_kv_heads = f.get_int_or(key("attention.head_count_kv"), c.n_heads);
+  c.head_dim = f.get_int_or(key("attention.key_length"), c.n_heads > 0 ? c.dim / c.n_heads : 0);
+  c.context = f.get_int_or(key("context_length"), 2048);
+  c.norm_eps = f.get_float_or(key("attention.layer_norm_rms_epsilon"), 1e-5);
+  c.rope_theta = f.get_float_or(key("rope.freq_base"), 10000.0);
+  const int64_t rot = f.get_int_or(key("rope.dimension_count"), c.head_dim);
+  c.rotary_dim = rot == c.head_dim ? 0 : rot;
+  c.rope_layout = ir::ops::RopeLayout::kInterleaved;  // llama.cpp's converter permutes q/k to pairs
+  c.sliding_window = f.get_int_or(key("attention.sliding_window"), 0);
+  c.bos = static_cast<int32_t>(f.get_int_or("tokenizer.ggml.bos_token_id", -1));
+  c.eos = static_cast<int32_t>(f.get_int_or("tokenizer.ggml.eos_token_id", -1));
+  return {};
+}
+
+Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
+  Result<load::GgufFile> f = load::read_gguf(path);
+  if (!f) return f.take_error();
+  Result<std::string> arch = f->get_string("general.architecture");
+  if (!arch) return arch.take_error();
+  Result<TraceFn> trace = family_tracer(*arch);
+  if (!trace) return trace.take_error().context(path);
+  Model m;
+  m.source = path;
+  m.trace = *trace;
+  Status s = llama_config_from_gguf(*f, *arch, m.config);
+  if (!s) return s.take_error();
+  m.weights = Weights(path);
+  for (const load::GgufTensorInfo& t : f->tensors) {
+    Result<HostTensor> h = f->tensor(t.name);
+    if (!h) return h.take_error();
+    m.weights.add(t.name, std::move(*h));
+  }
+  if (!m.weights.has("token_embd.weight")) return invalid_input(path, ": missing tensor token_embd.weight");
+  m.config.vocab = m.weights.tensors().at("token_embd.weight").shape()[0];
+  m.config.tie_embeddings = !m.weights.has("output.weight");
+  if (opts.with_tokenizer && f->find("tokenizer.ggml.model")) {
+    Result<load::Vocab> v = load::vocab_from_gguf(*f);
+    if (!v) return v.take_error();
+    Result<std::unique_ptr<load::Tokenizer>> t = load::Tokenizer::create(std::move(*v));
+    if (!t) return t.take_error().context(path);
+    m.tokenizer = std::move(*t);
+  }
+  return m;
+}
+
+}  // namespace
+
+Result<TraceFn> family_tracer(const std::string& arch) {
+  if (arch == "llama" || arch == "mistral") return TraceFn(trace_llama);
+  return unsupported("model architecture '", arch, "' is not supported (kvforge knows: llama, mistral)");
+}
+
+namespace {
+
+Result<Model> open_by_kind(const std::string& spec, const OpenOptions& opts) {
+  if (ends_with(spec, ".gguf")) return open_gguf(spec, opts);
+  if (ends_with(spec, ".bin")) return open_llama2c(spec, opts);
+  std::error_code ec;
+  if (!fs::exists(spec, ec)) return invalid_input(spec, ": no such file or directory");
+  return unsupported(spec, ": expected a .gguf file, a llama2.c .bin or a safetensors directory");
+}
+
+}  // namespace
+
+Result<Model> open_model(const std::string& spec, const OpenOptions& opts) {
+  Result<Model> m = open_by_kind(spec, opts);
+  if (!m) return m;
+  if (!m->trace) {
+    Result<TraceFn> t = family_tracer(m->config.arch);
+    if (!t) return t.take_error();
+    m->trace = *t;
+  }
+  Status s = m->config.check();
+  if (!s) return s.take_error().context(spec);
+  if (opts.check_finite) {
+    s = m->weights.check_finite();
+    if (!s) return s.take_error();
+  }
+  return m;
+}
+
+}  // namespace kvf::models

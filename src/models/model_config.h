@@ -1,0 +1,44 @@
+// ModelConfig: the immutable description of a transformer that every family's tracer
+// reads. Filled from a checkpoint's metadata (GGUF, config.json, llama2.c header) by the
+// family's loader; checked once before tracing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ir/ops.h"
+
+namespace kvf::models {
+
+struct ModelConfig {
+  std::string arch = "llama";  // registry key: llama, mistral, qwen2, qwen3, gemma2, gpt2, bloom, deepseek2
+  int64_t vocab = 0;
+  int64_t dim = 0;         // hidden size
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;    // usually dim / n_heads
+  int64_t hidden_dim = 0;  // feed-forward width
+  int64_t context = 2048;  // longest sequence the model was built for
+  double norm_eps = 1e-5;
+
+  double rope_theta = 10000.0;
+  int64_t rotary_dim = 0;  // 0: the whole head
+  ir::ops::RopeLayout rope_layout = ir::ops::RopeLayout::kHalf;
+  std::vector<float> rope_inv_freq;  // set when a scaling rule (llama3, ...) rewrote them
+
+  int64_t sliding_window = 0;       // > 0: layers marked sliding attend to this many keys
+  std::vector<bool> layer_sliding;  // per layer; empty means every layer when window > 0
+  bool tie_embeddings = false;      // classifier shares token_embd.weight
+
+  int32_t bos = -1, eos = -1;
+
+  int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  bool sliding(int64_t layer) const;
+  Status check() const;
+  ir::ops::RopeSpec rope_spec() const;
+};
+
+}  // namespace kvf::models
