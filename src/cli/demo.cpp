@@ -31,8 +31,8 @@ Result<int32_t> step(eval::Oracle& oracle, const ir::Graph& g, const std::vector
   std::vector<int32_t> pos(ids.size());
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = start + static_cast<int32_t>(i);
   Result<eval::Buffer> tok = eval::Buffer::i32({n}, ids);
-  Result<eval::Buffer> p = eval::Buffer::i32({n}, pos);
   if (!tok) return tok.take_error();
+  Result<eval::Buffer> p = eval::Buffer::i32({n}, pos);
   if (!p) return p.take_error();
   eval::SlotBindings slots{{ir::Slot::kToken, std::move(*tok)}, {ir::Slot::kPos, std::move(*p)}};
   Result<eval::Outputs> out = oracle.run(g, slots, state);

@@ -79,7 +79,8 @@ Result<TensorType> infer_reshape(const Params& p, const TensorType& x) {
   if (!s) return s.take_error();
   Result<int64_t> n_in = checked_numel(x.shape);
   Result<int64_t> n_out = checked_numel(p.shape);
-  if (!n_in || !n_out || *n_in != *n_out) {
+  const bool counted = n_in.ok() & n_out.ok();  // look at both: neither may die unchecked
+  if (!counted || *n_in != *n_out) {
     return bad(OpKind::kReshape, "cannot reshape ", type_str(x), " to ", shape_str(p.shape));
   }
   return TensorType{x.dtype, p.shape};

@@ -37,8 +37,8 @@ Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
   std::vector<int32_t> pos(tokens.size());
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(pos_ + static_cast<int64_t>(i));
   Result<eval::Buffer> tok = eval::Buffer::i32({n}, tokens);
-  Result<eval::Buffer> p = eval::Buffer::i32({n}, pos);
   if (!tok) return tok.take_error();
+  Result<eval::Buffer> p = eval::Buffer::i32({n}, pos);
   if (!p) return p.take_error();
   eval::SlotBindings slots{{ir::Slot::kToken, std::move(*tok)}, {ir::Slot::kPos, std::move(*p)}};
   Result<eval::Outputs> out = oracle_.run(**g, slots, state_);

@@ -185,8 +185,8 @@ Result<GgufFile> parse_gguf_bytes(std::span<const uint8_t> bytes, const std::str
   if (*version != 2 && *version != 3) return unsupported(name, ": GGUF version ", *version, " (kvforge reads v2 and v3)");
   f.version = *version;
   Result<uint64_t> n_tensors = c.read<uint64_t>("tensor count");
-  Result<uint64_t> n_kv = c.read<uint64_t>("metadata count");
   if (!n_tensors) return n_tensors.take_error();
+  Result<uint64_t> n_kv = c.read<uint64_t>("metadata count");
   if (!n_kv) return n_kv.take_error();
   if (*n_kv > c.left() / 12 || *n_tensors > c.left() / 24) {
     return c.fail("counts of ", *n_kv, " metadata entries and ", *n_tensors, " tensors cannot fit the file");

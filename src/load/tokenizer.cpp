@@ -11,13 +11,20 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(Vocab vocab) {
   return vocab.kind == VocabKind::kSpm ? make_spm_tokenizer(std::move(vocab)) : make_bpe_tokenizer(std::move(vocab));
 }
 
-std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
-  std::string out;
-  for (int32_t id : ids) out += token_bytes(id);
-  return out;
-}
-
 namespace {
+
+// SentencePiece's dummy prefix: encode() put a space before the text, so the first token
+// that yields text loses one leading ' ' (as SentencePiece and llama.cpp's detokenize do).
+// Control tokens (BOS) yield nothing and do not count as that first token.
+std::string text_of(const Tokenizer& tok, int32_t id, bool& at_start) {
+  std::string s = tok.token_bytes(id);
+  if (at_start && !s.empty()) {
+    at_start = false;
+    const Vocab& v = tok.vocab();
+    if (v.kind == VocabKind::kSpm && v.add_space_prefix && s[0] == ' ') s.erase(0, 1);
+  }
+  return s;
+}
 
 // Length of the UTF-8 sequence a lead byte announces (1 for ASCII and for stray bytes).
 size_t utf8_len(unsigned char c) {
@@ -45,8 +52,15 @@ size_t complete_prefix(const std::string& s) {
 
 }  // namespace
 
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  bool at_start = true;
+  for (int32_t id : ids) out += text_of(*this, id, at_start);
+  return out;
+}
+
 std::string StreamDecoder::push(int32_t id) {
-  pending_ += tok_.token_bytes(id);
+  pending_ += text_of(tok_, id, at_start_);
   const size_t n = complete_prefix(pending_);
   std::string out = pending_.substr(0, n);
   pending_.erase(0, n);

@@ -53,7 +53,8 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(const std::string& text, bool add_special) const = 0;
   // The bytes one token stands for (control tokens give "", byte tokens their byte).
   virtual std::string token_bytes(int32_t id) const = 0;
-  // Ids back to text; invalid UTF-8 is kept as bytes.
+  // Ids back to text; invalid UTF-8 is kept as bytes. SPM vocabs with a dummy prefix drop
+  // one leading ' ' from the first token that yields text, so decode(encode(t)) == t.
   std::string decode(const std::vector<int32_t>& ids) const;
 
  protected:
@@ -62,7 +63,8 @@ class Tokenizer {
 };
 
 // Streams decoded text: feed ids one by one; each call returns only whole UTF-8 characters,
-// holding back a trailing partial sequence until its remaining bytes arrive.
+// holding back a trailing partial sequence until its remaining bytes arrive. The chunks
+// concatenate to decode(ids); to stream a continuation, push the prompt's ids first.
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
@@ -72,6 +74,7 @@ class StreamDecoder {
  private:
   const Tokenizer& tok_;
   std::string pending_;
+  bool at_start_ = true;  // no token has yielded text yet (see decode)
 };
 
 // The two algorithms (tokenizer_spm.cpp, tokenizer_bpe.cpp); Tokenizer::create picks one.

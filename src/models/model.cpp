@@ -63,18 +63,16 @@ Result<Model> open_llama2c(const std::string& path, const OpenOptions& opts) {
 // GGUF llama-family metadata, "<arch>.<key>".
 Status llama_config_from_gguf(const load::GgufFile& f, const std::string& arch, ModelConfig& c) {
   auto key = [&](const char* k) { return str_cat(arch, ".", k); };
-  Result<int64_t> dim = f.get_int(key("embedding_length"));
-  Result<int64_t> layers = f.get_int(key("block_count"));
-  Result<int64_t> hidden = f.get_int(key("feed_forward_length"));
-  Result<int64_t> heads = f.get_int(key("attention.head_count"));
-  for (Result<int64_t>* r : {&dim, &layers, &hidden, &heads}) {
-    if (!r->ok()) return r->take_error();
+  const std::pair<const char*, int64_t*> required[] = {{"embedding_length", &c.dim},
+                                                       {"block_count", &c.n_layers},
+                                                       {"feed_forward_length", &c.hidden_dim},
+                                                       {"attention.head_count", &c.n_heads}};
+  for (const auto& [k, out] : required) {
+    Result<int64_t> v = f.get_int(key(k));
+    if (!v) return v.take_error();
+    *out = *v;
   }
   c.arch = arch;
-  c.dim = *dim;
-  c.n_layers = *layers;
-  c.hidden_dim = *hidden;
-  c.n_heads = *heads;
   c.n_kv_heads = f.get_int_or(key("attention.head_count_kv"), c.n_heads);
   c.head_dim = f.get_int_or(key("attention.key_length"), c.n_heads > 0 ? c.dim / c.n_heads : 0);
   c.context = f.get_int_or(key("context_length"), 2048);
