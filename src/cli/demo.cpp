@@ -2,6 +2,12 @@
 // oracle with a fixed-capacity KV cache, and prints per-step time and the KV memory bill.
 #include "cli/demo.h"
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <memory>
+
+#include "cli/command.h"
+
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -112,6 +118,23 @@ Status run_demo(const DemoOptions& o) {
               (long long)cfg.max_seq, mib(models::kv_cache_bytes(cfg.model_config(), cfg.max_seq, 4)));
   std::printf("  the oracle actually holds %.3f MiB (f64 cells = 2x the f32 bill)\n", mib(held));
   return {};
+}
+
+Command add_demo_command(CLI::App& parent) {
+  auto o = std::make_shared<DemoOptions>();
+  CLI::App* cmd = parent.add_subcommand(
+      "demo", "Toy llama with seeded random weights on the oracle: prefill, cached decode, timings, KV bill");
+  cmd->add_option("--layers", o->layers, "transformer layers")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--dim", o->dim, "model width")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--heads", o->heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-heads", o->kv_heads, "key/value heads (GQA when fewer than --heads)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--capacity", o->capacity, "KV cache capacity in tokens")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--prompt-len", o->prompt_len, "random prompt tokens to prefill")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-n,--steps", o->steps, "greedy decode steps")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", o->seed, "seed for weights and prompt")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "oracle matmul threads")->capture_default_str()->check(CLI::Range(1, 256));
+  return {cmd, [o] { return run_demo(*o); }};
 }
 
 }  // namespace kvf::cli

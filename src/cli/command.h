@@ -1,0 +1,24 @@
+// One subcommand of `kvforge`: its CLI11 parser and the action main() runs when it is
+// chosen. Each command file adds itself to the app and keeps its options alive in the
+// action's closure.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+#include "core/error.h"
+
+namespace kvf::cli {
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<Status()> run;
+};
+
+Command add_demo_command(CLI::App& parent);
+Command add_generate_command(CLI::App& parent);
+Command add_logits_command(CLI::App& parent);
+Command add_tokenize_command(CLI::App& parent);
+Command add_inspect_command(CLI::App& parent);
+
+}  // namespace kvf::cli

@@ -1,0 +1,122 @@
+// `kvforge generate`: prefill the prompt, then sample token by token, streaming text.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/model_options.h"
+#include "llm/generator.h"
+#include "llm/sampler.h"
+
+namespace kvf::cli {
+namespace {
+
+struct GenerateOptions {
+  ModelOptions model;
+  std::string prompt;
+  std::string ids;
+  int64_t n = 64;
+  llm::SamplerConfig sampler;
+  std::string kv = "contiguous";
+  bool no_bos = false;
+  bool json = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+Result<std::vector<int32_t>> prompt_ids(const GenerateOptions& o, const models::Model& m) {
+  if (!o.ids.empty()) return parse_ids(o.ids);
+  std::vector<int32_t> ids = m.tokenizer->encode(o.prompt, !o.no_bos);
+  if (ids.empty()) return invalid_input("generate: the prompt encodes to no tokens");
+  return ids;
+}
+
+std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab) {
+  return {logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab)};
+}
+
+Status run(const GenerateOptions& o) {
+  if (o.kv != "contiguous") return unsupported("--kv ", o.kv, ": only the contiguous cache exists so far");
+  if (!o.prompt.empty() && !o.ids.empty()) return invalid_input("give --prompt or --ids, not both");
+  Result<models::Model> m = open(o.model, o.ids.empty());
+  if (!m) return m.take_error();
+  Result<std::vector<int32_t>> prompt = prompt_ids(o, *m);
+  if (!prompt) return prompt.take_error();
+  const int64_t cap = capacity_for(o.model, *m);
+  if (static_cast<int64_t>(prompt->size()) + o.n > cap) {
+    return capacity("generate: prompt ", prompt->size(), " + ", o.n, " new tokens exceed the KV capacity ", cap,
+                    " (raise --ctx or lower -n)");
+  }
+  llm::Generator gen(*m, cap, {.precision = eval::Precision::kNative, .threads = o.model.threads});
+  llm::Sampler sampler(o.sampler);
+  std::unique_ptr<load::StreamDecoder> stream;
+  if (m->tokenizer) stream = std::make_unique<load::StreamDecoder>(*m->tokenizer);
+
+  std::vector<int32_t> history = *prompt, generated;
+  auto t0 = Clock::now();
+  Result<std::vector<float>> logits = gen.step(*prompt);
+  if (!logits) return logits.take_error().context("prefill");
+  const double prefill_ms = ms_since(t0);
+  std::string stop = "length";
+  t0 = Clock::now();
+  for (int64_t i = 0; i < o.n; ++i) {
+    const int32_t next = sampler.sample(last_row(*logits, gen.vocab()), history);
+    if (next == m->config.eos) {
+      stop = "eos";
+      break;
+    }
+    generated.push_back(next);
+    history.push_back(next);
+    if (!o.json) {
+      const std::string piece = stream ? stream->push(next) : str_cat(generated.size() > 1 ? " " : "", next);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (i + 1 == o.n) break;
+    logits = gen.step({next});
+    if (!logits) return logits.take_error().context("decode step ", i);
+  }
+  const double decode_ms = ms_since(t0);
+  const double per_token = generated.empty() ? 0 : decode_ms / static_cast<double>(generated.size());
+  if (o.json) {
+    nlohmann::json j{{"model", o.model.model}, {"prompt_ids", *prompt}, {"ids", generated}, {"stop", stop},
+                     {"prefill_ms", prefill_ms}, {"decode_ms_per_token", per_token}};
+    if (m->tokenizer) j["text"] = m->tokenizer->decode(generated);
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    if (stream) {
+      const std::string tail = stream->flush();
+      std::fwrite(tail.data(), 1, tail.size(), stdout);
+    }
+    std::printf("\n");
+    std::fprintf(stderr, "kvforge: prefill %zu tokens %.1f ms; decode %zu tokens %.2f ms/token; stop: %s\n",
+                 prompt->size(), prefill_ms, generated.size(), per_token, stop.c_str());
+  }
+  return {};
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& parent) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = parent.add_subcommand("generate", "Generate text from a prompt (streams tokens as they are sampled)");
+  add_model_options(*cmd, o->model, true);
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text (encoded with the model's tokenizer, BOS added)");
+  cmd->add_option("--ids", o->ids, "prompt as comma-separated token ids instead of text");
+  cmd->add_option("-n,--n-predict", o->n, "tokens to generate (stops early at EOS)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature,--temp", o->sampler.temperature, "0 is greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", o->sampler.top_k, "keep the k most likely tokens (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->sampler.top_p, "nucleus: keep the smallest set with this mass (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", o->sampler.min_p, "drop tokens below min_p * p(best) (0: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "penalize the last --repeat-last-n tokens (1: off)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "history the repetition penalty looks at")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", o->sampler.seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--kv", o->kv, "KV cache layout")->capture_default_str()->check(CLI::IsMember({"contiguous", "paged"}));
+  cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS to --prompt");
+  cmd->add_flag("--json", o->json, "print one JSON object at the end instead of streaming");
+  return {cmd, [o] { return run(*o); }};
+}
+
+}  // namespace kvf::cli

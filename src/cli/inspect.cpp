@@ -1,0 +1,63 @@
+// `kvforge inspect`: a model's config, parameter count and KV memory bill.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/model_options.h"
+
+namespace kvf::cli {
+namespace {
+
+struct InspectOptions {
+  ModelOptions model;
+  bool json = false;
+};
+
+// 2 · layers · n_kv · d_head · tokens · bytes (DESIGN.md §4).
+int64_t kv_bytes(const models::ModelConfig& c, int64_t tokens, int64_t bytes) {
+  return 2 * c.n_layers * c.n_kv_heads * c.head_dim * tokens * bytes;
+}
+
+Status run(const InspectOptions& o) {
+  Result<models::Model> m = open(o.model, false);
+  if (!m) return m.take_error();
+  const models::ModelConfig& c = m->config;
+  int64_t weight_bytes = 0;
+  for (const auto& [name, t] : m->weights.tensors()) weight_bytes += t.nbytes();
+  nlohmann::json j{
+      {"model", o.model.model}, {"arch", c.arch}, {"vocab", c.vocab}, {"dim", c.dim}, {"n_layers", c.n_layers},
+      {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim}, {"hidden_dim", c.hidden_dim},
+      {"context", c.context}, {"norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta},
+      {"rope_layout", c.rope_layout == ir::ops::RopeLayout::kHalf ? "half" : "interleaved"},
+      {"sliding_window", c.sliding_window}, {"tie_embeddings", c.tie_embeddings},
+      {"parameters", m->weights.parameter_count()}, {"weight_bytes", weight_bytes},
+      {"kv_bytes_per_token_f32", kv_bytes(c, 1, 4)}, {"kv_bytes_per_token_f16", kv_bytes(c, 1, 2)},
+      {"kv_bytes_context_f16", kv_bytes(c, c.context, 2)}};
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return {};
+  }
+  std::printf("%s: %s, %lld layers, dim %lld, %lld heads / %lld kv heads (head dim %lld), ffn %lld, vocab %lld\n",
+              o.model.model.c_str(), c.arch.c_str(), (long long)c.n_layers, (long long)c.dim, (long long)c.n_heads,
+              (long long)c.n_kv_heads, (long long)c.head_dim, (long long)c.hidden_dim, (long long)c.vocab);
+  std::printf("parameters %lld (%.2f MiB as stored); context %lld\n", (long long)m->weights.parameter_count(),
+              static_cast<double>(weight_bytes) / (1 << 20), (long long)c.context);
+  std::printf("KV bill = 2 * %lld layers * %lld kv heads * %lld head dim * tokens * bytes = %lld B/token in f16; "
+              "%.2f MiB for the full context in f16\n",
+              (long long)c.n_layers, (long long)c.n_kv_heads, (long long)c.head_dim, (long long)kv_bytes(c, 1, 2),
+              static_cast<double>(kv_bytes(c, c.context, 2)) / (1 << 20));
+  return {};
+}
+
+}  // namespace
+
+Command add_inspect_command(CLI::App& parent) {
+  auto o = std::make_shared<InspectOptions>();
+  CLI::App* cmd = parent.add_subcommand("inspect", "Print a model's config, parameter count and KV memory bill");
+  add_model_options(*cmd, o->model, false);
+  cmd->add_flag("--json", o->json, "print JSON");
+  return {cmd, [o] { return run(*o); }};
+}
+
+}  // namespace kvf::cli

@@ -1,0 +1,53 @@
+// Shared model options.
+#include "cli/model_options.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace kvf::cli {
+
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
+  cmd.add_option("-m,--model", o.model,
+                 "a GGUF file, or a llama2.c .bin (tokenizer next to it or --tokenizer)")
+      ->required();
+  cmd.add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer.bin when it is not next to the model");
+  if (!with_runtime) return;
+  cmd.add_option("--threads", o.threads, "threads for the oracle's matmuls")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd.add_option("--ctx", o.ctx, "KV cache capacity in tokens (default: the model's context, at most 4096)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+Result<models::Model> open(const ModelOptions& o, bool need_tokenizer) {
+  models::OpenOptions opts;
+  opts.tokenizer_path = o.tokenizer;
+  opts.with_tokenizer = need_tokenizer;
+  Result<models::Model> m = models::open_model(o.model, opts);
+  if (!m) return m;
+  if (need_tokenizer && !m->tokenizer) {
+    return invalid_input(o.model, ": no tokenizer found (pass --tokenizer, or use --ids)");
+  }
+  return m;
+}
+
+int64_t capacity_for(const ModelOptions& o, const models::Model& m) {
+  return o.ctx > 0 ? o.ctx : std::min<int64_t>(m.config.context, 4096);
+}
+
+Result<std::vector<int32_t>> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end) {
+    int32_t v = 0;
+    auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || (next < end && *next != ',')) {
+      return invalid_input("--ids: expected comma-separated integers, got '", text, "'");
+    }
+    ids.push_back(v);
+    p = next < end ? next + 1 : next;
+  }
+  if (ids.empty()) return invalid_input("--ids: no ids given");
+  return ids;
+}
+
+}  // namespace kvf::cli

@@ -1,0 +1,28 @@
+// The options every model-reading subcommand shares (--model, --tokenizer, --threads,
+// --ctx) and the helpers that turn them into an opened Model.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+
+namespace kvf::cli {
+
+struct ModelOptions {
+  std::string model;
+  std::string tokenizer;
+  int threads = 2;
+  int64_t ctx = 0;  // KV cache capacity; 0: min(model context, 4096)
+};
+
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime);
+Result<models::Model> open(const ModelOptions& o, bool need_tokenizer);
+// KV capacity for a run: --ctx, else the model's context capped at 4096 (the oracle holds
+// the contiguous cache whole).
+int64_t capacity_for(const ModelOptions& o, const models::Model& m);
+// "1,2,3" -> ids; refuses anything that is not a comma-separated list of integers.
+Result<std::vector<int32_t>> parse_ids(const std::string& text);
+
+}  // namespace kvf::cli
