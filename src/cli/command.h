@@ -20,5 +20,6 @@ Command add_generate_command(CLI::App& parent);
 Command add_logits_command(CLI::App& parent);
 Command add_tokenize_command(CLI::App& parent);
 Command add_inspect_command(CLI::App& parent);
+Command add_convert_command(CLI::App& parent);
 
 }  // namespace kvf::cli

@@ -33,6 +33,16 @@ Result<std::vector<int32_t>> prompt_ids(const GenerateOptions& o, const models::
   return ids;
 }
 
+// The text the generated ids add after the prompt (decoded together, for the same reason
+// the stream is primed with the prompt).
+std::string continuation(const load::Tokenizer& tok, const std::vector<int32_t>& prompt,
+                         const std::vector<int32_t>& generated) {
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end());
+  const std::string full = tok.decode(all), head = tok.decode(prompt);
+  return full.compare(0, head.size(), head) == 0 ? full.substr(head.size()) : tok.decode(generated);
+}
+
 std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab) {
   return {logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab)};
 }
@@ -52,7 +62,13 @@ Status run(const GenerateOptions& o) {
   llm::Generator gen(*m, cap, {.precision = eval::Precision::kNative, .threads = o.model.threads});
   llm::Sampler sampler(o.sampler);
   std::unique_ptr<load::StreamDecoder> stream;
-  if (m->tokenizer) stream = std::make_unique<load::StreamDecoder>(*m->tokenizer);
+  if (m->tokenizer) {
+    // The prompt goes through the decoder first (output dropped) so the first generated
+    // word keeps its leading space: SentencePiece strips a space only at the very start.
+    stream = std::make_unique<load::StreamDecoder>(*m->tokenizer);
+    for (int32_t id : *prompt) stream->push(id);
+    stream->flush();
+  }
 
   std::vector<int32_t> history = *prompt, generated;
   auto t0 = Clock::now();
@@ -83,7 +99,7 @@ Status run(const GenerateOptions& o) {
   if (o.json) {
     nlohmann::json j{{"model", o.model.model}, {"prompt_ids", *prompt}, {"ids", generated}, {"stop", stop},
                      {"prefill_ms", prefill_ms}, {"decode_ms_per_token", per_token}};
-    if (m->tokenizer) j["text"] = m->tokenizer->decode(generated);
+    if (m->tokenizer) j["text"] = continuation(*m->tokenizer, *prompt, generated);
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     if (stream) {

@@ -88,6 +88,7 @@ class SpmTokenizer final : public Tokenizer {
 
  private:
   Status validate() const;
+  void add_byte_token(int32_t id, int b);
   void build_tables();
   std::string escape(const std::string& text) const;
   int32_t match_user_defined(std::string_view s, size_t at) const;
@@ -120,6 +121,14 @@ Status SpmTokenizer::validate() const {
   return Status();
 }
 
+// A byte token for byte b: typed kByte tokens win over plain pieces named "<0xNN>".
+void SpmTokenizer::add_byte_token(int32_t id, int b) {
+  bytes_of_[static_cast<size_t>(id)] = std::string(1, static_cast<char>(b));
+  int32_t& slot = byte_ids_[static_cast<size_t>(b)];
+  const bool typed = vocab_.types[static_cast<size_t>(id)] == TokenType::kByte;
+  if (slot < 0 || (typed && vocab_.types[static_cast<size_t>(slot)] != TokenType::kByte)) slot = id;
+}
+
 void SpmTokenizer::build_tables() {
   const int32_t n = vocab_.size();
   byte_ids_.fill(-1);
@@ -127,18 +136,14 @@ void SpmTokenizer::build_tables() {
   for (int32_t id = 0; id < n; ++id) {
     const std::string& p = vocab_.pieces[static_cast<size_t>(id)];
     const TokenType t = vocab_.types[static_cast<size_t>(id)];
-    const int b = byte_piece_value(p);
-    if (is_text_piece(t)) text_ids_.emplace(p, id);  // on duplicates the first id wins
     if (t == TokenType::kUserDefined && !p.empty()) user_defined_.push_back(id);
     if (t == TokenType::kControl) continue;  // bytes_of_ stays ""
+    const int b = byte_piece_value(p);
     if (b >= 0 && (t == TokenType::kByte || is_text_piece(t))) {
-      bytes_of_[static_cast<size_t>(id)] = std::string(1, static_cast<char>(b));
-      // Typed byte tokens first; a plain piece named "<0xNN>" only if no typed one exists.
-      int32_t& slot = byte_ids_[static_cast<size_t>(b)];
-      const bool typed = t == TokenType::kByte;
-      if (slot < 0 || (typed && vocab_.types[static_cast<size_t>(slot)] != TokenType::kByte)) slot = id;
+      add_byte_token(id, b);  // never a merge target: text "<0x41>" stays text
       continue;
     }
+    if (is_text_piece(t)) text_ids_.emplace(p, id);  // on duplicates the first id wins
     std::string text = p;
     replace_all(text, vocab_.space, " ");
     bytes_of_[static_cast<size_t>(id)] = std::move(text);
@@ -172,8 +177,9 @@ std::string SpmTokenizer::escape(const std::string& text) const {
   return s;
 }
 
-// A user-defined piece starting at s[at] (longest first), as SentencePiece matches them
-// whole before merging; -1 if none.
+// A user-defined piece starting at s[at] (longest first); -1 if none. SentencePiece matches
+// them whole before merging. llama.cpp splits them out too but then gives the text after
+// each one another dummy-prefix space, which would break decode(encode(t)) == t; we don't.
 int32_t SpmTokenizer::match_user_defined(std::string_view s, size_t at) const {
   for (int32_t id : user_defined_) {
     const std::string& p = vocab_.pieces[static_cast<size_t>(id)];
