@@ -66,25 +66,40 @@ size_t next_char(std::string_view s, size_t i, uint32_t& cp) {
 
 // ---- Pre-tokenizer regexes ------------------------------------------------------------------
 
-// The split patterns, in PCRE2 syntax. HF and tiktoken take \s as Unicode White_Space, which
-// also holds U+0085 (PCRE2's \s does not), so \s is written [\s\x{85}] here.
+// The split patterns as HF tokenizer.json and tiktoken spell them. Their \s is Unicode
+// White_Space; PCRE2's \s differs (it lacks U+0085 and has U+180E), so to_pcre spells it out.
 constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\x{85}\p{L}\p{N}]+)"
-    R"(|[\s\x{85}]+(?![^\s\x{85}])|[\s\x{85}]+)";
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr const char* kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
-    R"(| ?[^\s\x{85}\p{L}\p{N}]+[\r\n]*|[\s\x{85}]*[\r\n]+|[\s\x{85}]+(?![^\s\x{85}])|[\s\x{85}]+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
-    R"(| ?[^\s\x{85}\p{L}\p{N}]+[\r\n]*|[\s\x{85}]*[\r\n]+|[\s\x{85}]+(?![^\s\x{85}])|[\s\x{85}]+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kWhiteSpace =
+    R"(\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
-const char* pattern_for(PreTokenizer pre) {
-  switch (pre) {
-    case PreTokenizer::kGpt2: return kGpt2Pattern;
-    case PreTokenizer::kLlama3: return kLlama3Pattern;
-    case PreTokenizer::kQwen2: return kQwen2Pattern;
+// \s and \S rewritten as explicit White_Space classes (inside a [...] class, \s adds its members).
+std::string to_pcre(std::string_view pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    const char next = i + 1 < pattern.size() ? pattern[i + 1] : '\0';
+    if (c == '\\' && next == 's') {
+      out += in_class ? std::string(kWhiteSpace) : str_cat("[", kWhiteSpace, "]");
+      ++i;
+    } else if (c == '\\' && next == 'S') {
+      out += str_cat("[^", kWhiteSpace, "]");  // never used inside a class
+      ++i;
+    } else if (c == '\\') {
+      out += c;
+      out += next;
+      ++i;
+    } else {
+      in_class = c == '[' ? true : c == ']' ? false : in_class;
+      out += c;
+    }
   }
-  return kGpt2Pattern;
+  return out;
 }
 
 struct CodeFree {
@@ -97,10 +112,10 @@ using Regex = std::unique_ptr<pcre2_code, CodeFree>;
 
 // Compiles a split pattern; invalid UTF-8 in a subject is allowed and simply never matches.
 Result<Regex> compile(PreTokenizer pre) {
-  const char* pattern = pattern_for(pre);
+  const std::string pattern = to_pcre(bpe_split_regex(pre));
   int err = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
                                    PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR msg[256];
@@ -400,6 +415,15 @@ std::string bpe_unicode_to_bytes(std::string_view text) {
     i += n;
   }
   return out;
+}
+
+const char* bpe_split_regex(PreTokenizer pre) {
+  switch (pre) {
+    case PreTokenizer::kGpt2: return kGpt2Pattern;
+    case PreTokenizer::kLlama3: return kLlama3Pattern;
+    case PreTokenizer::kQwen2: return kQwen2Pattern;
+  }
+  return kGpt2Pattern;
 }
 
 Result<std::vector<std::string>> bpe_pre_split(PreTokenizer pre, std::string_view text) {

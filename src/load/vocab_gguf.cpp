@@ -120,7 +120,8 @@ Result<PreTokenizer> pre_tokenizer(const GgufFile& f) {
     if (!n) return n.take_error();
     name = std::move(*n);
   }
-  if (name.empty() || name == "gpt-2" || name == "default") return PreTokenizer::kGpt2;
+  // mpt uses GPT-2's split in llama.cpp (its vectors pass with it).
+  if (name.empty() || name == "gpt-2" || name == "default" || name == "mpt") return PreTokenizer::kGpt2;
   if (name == "llama-bpe" || name == "llama3") return PreTokenizer::kLlama3;
   if (name == "qwen2") return PreTokenizer::kQwen2;
   return unsupported(f.path, ": tokenizer.ggml.pre \"", name, "\" is not a supported pre-tokenizer (gpt-2, llama-bpe, qwen2)");

@@ -9,20 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "load/tokenizer_bpe.h"
 #include "load/vocab_readers.h"
 
 namespace kvf::load {
 namespace {
 
 using json = nlohmann::json;
-
-// The split regexes as HF tokenizer.json files spell them (Split pre-tokenizer, Regex pattern).
-constexpr const char* kHfGpt2Regex =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr const char* kHfLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kHfQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 enum class Kind { kObject, kArray, kString, kInt, kBool };
 
@@ -208,7 +201,9 @@ Status check_byte_level(const Ctx& ctx, const json& pre, const std::string& path
   if (!prefix.ok()) return prefix.take_error();
   Result<const json*> regex = optional_member(ctx, pre, path, "use_regex", Kind::kBool);
   if (!regex.ok()) return regex.take_error();
-  if (*prefix != nullptr && (*prefix)->get<bool>()) return unsupported(ctx.file, ": ", path, ".add_prefix_space = true is not supported");
+  if (*prefix != nullptr && (*prefix)->get<bool>()) {
+    return unsupported(ctx.file, ": ", path, ".add_prefix_space = true is not supported");
+  }
   const bool uses_regex = *regex == nullptr || (*regex)->get<bool>();  // HF's default is true
   if (uses_regex != want_regex) {
     return unsupported(ctx.file, ": ", path, ".use_regex = ", uses_regex ? "true" : "false", " is not supported here");
@@ -221,7 +216,9 @@ Result<PreTokenizer> read_split(const Ctx& ctx, const json& split, const std::st
   Result<const json*> pattern = need(ctx, split, path, "pattern", Kind::kObject);
   if (!pattern.ok()) return pattern.take_error();
   const json* regex = member(**pattern, "Regex");
-  if (regex == nullptr || !regex->is_string()) return unsupported(ctx.file, ": ", path, ".pattern: only a Regex pattern is supported");
+  if (regex == nullptr || !regex->is_string()) {
+    return unsupported(ctx.file, ": ", path, ".pattern: only a Regex pattern is supported");
+  }
   const json* behavior = member(split, "behavior");
   const json* invert = member(split, "invert");
   if (behavior == nullptr || !behavior->is_string() || str(*behavior) != "Isolated" ||
@@ -229,9 +226,9 @@ Result<PreTokenizer> read_split(const Ctx& ctx, const json& split, const std::st
     return unsupported(ctx.file, ": ", path, ": only behavior \"Isolated\" without invert is supported");
   }
   const std::string& r = str(*regex);
-  if (r == kHfGpt2Regex) return PreTokenizer::kGpt2;
-  if (r == kHfLlama3Regex) return PreTokenizer::kLlama3;
-  if (r == kHfQwen2Regex) return PreTokenizer::kQwen2;
+  for (PreTokenizer p : {PreTokenizer::kGpt2, PreTokenizer::kLlama3, PreTokenizer::kQwen2}) {
+    if (r == bpe_split_regex(p)) return p;
+  }
   return unsupported(ctx.file, ": ", path, ".pattern.Regex \"", r, "\" is not a known split (GPT-2, Llama 3, Qwen2)");
 }
 
@@ -254,7 +251,8 @@ Result<PreTokenizer> read_pre_tokenizer(const Ctx& ctx, const json& root) {
   if (!items.ok()) return items.take_error();
   const json& list = **items;
   if (list.size() == 1 && type_of(list[0]) == "ByteLevel") {
-    if (Status s = check_byte_level(ctx, list[0], "pre_tokenizer.pretokenizers[0]", true); !s.ok()) return Result<PreTokenizer>(std::move(s));
+    Status s = check_byte_level(ctx, list[0], "pre_tokenizer.pretokenizers[0]", true);
+    if (!s.ok()) return Result<PreTokenizer>(std::move(s));
     return PreTokenizer::kGpt2;
   }
   if (list.size() != 2 || type_of(list[0]) != "Split" || type_of(list[1]) != "ByteLevel") {
@@ -262,7 +260,8 @@ Result<PreTokenizer> read_pre_tokenizer(const Ctx& ctx, const json& root) {
     for (const json& p : list) types += (types.empty() ? "" : ", ") + type_of(p);
     return unsupported(ctx.file, ": pre_tokenizer Sequence [", types, "] is not supported (want [Split, ByteLevel])");
   }
-  if (Status s = check_byte_level(ctx, list[1], "pre_tokenizer.pretokenizers[1]", false); !s.ok()) return Result<PreTokenizer>(std::move(s));
+  Status s = check_byte_level(ctx, list[1], "pre_tokenizer.pretokenizers[1]", false);
+  if (!s.ok()) return Result<PreTokenizer>(std::move(s));
   return read_split(ctx, list[0], "pre_tokenizer.pretokenizers[0]");
 }
 
@@ -296,7 +295,9 @@ Status check_model_options(const Ctx& ctx, const json& model, PreTokenizer pre) 
   }
   const json* ignore = member(model, "ignore_merges");
   const bool ignores = ignore != nullptr && ignore->is_boolean() && ignore->get<bool>();
-  if (ignores && pre != PreTokenizer::kLlama3) return unsupported(ctx.file, ": model.ignore_merges is only supported with Llama 3's split");
+  if (ignores && pre != PreTokenizer::kLlama3) {
+    return unsupported(ctx.file, ": model.ignore_merges is only supported with Llama 3's split");
+  }
   return Status();
 }
 
@@ -321,7 +322,9 @@ Status read_template(const Ctx& ctx, const json& root, const std::unordered_map<
       const json* special = member(item, "SpecialToken");
       const json* name = special != nullptr ? member(*special, "id") : nullptr;
       const std::string item_path = index(join(path, "single"), i);
-      if (name == nullptr || !name->is_string()) return ctx.bad(item_path, "expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
+      if (name == nullptr || !name->is_string()) {
+        return ctx.bad(item_path, "expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
+      }
       const auto it = ids.find(str(*name));
       if (it == ids.end()) return ctx.bad(item_path, "\"", str(*name), "\" is not a token");
       if (!seen_a && v.bos < 0) { v.bos = it->second; v.add_bos = true; }
@@ -339,7 +342,9 @@ Result<Vocab> parse(const std::string& text, const Ctx& ctx) {
   if (!model.ok()) return model.take_error();
   Result<const json*> type = need(ctx, **model, "model", "type", Kind::kString);
   if (!type.ok()) return type.take_error();
-  if (str(**type) != "BPE") return unsupported(ctx.file, ": model.type \"", str(**type), "\" is not supported (only byte-level BPE)");
+  if (str(**type) != "BPE") {
+    return unsupported(ctx.file, ": model.type \"", str(**type), "\" is not supported (only byte-level BPE)");
+  }
   Result<const json*> vocab_json = need(ctx, **model, "model", "vocab", Kind::kObject);
   if (!vocab_json.ok()) return vocab_json.take_error();
   Result<const json*> merges = need(ctx, **model, "model", "merges", Kind::kArray);
@@ -380,7 +385,9 @@ Status config_token(const Ctx& ctx, const json& cfg, const char* key, const std:
   const json* t = member(cfg, key);
   if (t == nullptr) return Status();
   const json* content = t->is_object() ? member(*t, "content") : t;
-  if (content == nullptr || !content->is_string()) return ctx.bad(key, "is ", t->type_name(), "; expected a string or {\"content\": string}");
+  if (content == nullptr || !content->is_string()) {
+    return ctx.bad(key, "is ", t->type_name(), "; expected a string or {\"content\": string}");
+  }
   const auto it = ids.find(str(*content));
   if (it == ids.end()) return ctx.bad(key, "\"", str(*content), "\" is not a token of the tokenizer");
   out = it->second;
@@ -393,7 +400,8 @@ Status apply_config(const std::string& text, const Ctx& ctx, Vocab& v) {
   if (!cfg.is_object()) return ctx.bad("(root)", "is ", cfg.type_name(), "; expected an object");
   std::unordered_map<std::string, int32_t> ids;
   for (size_t i = 0; i < v.pieces.size(); ++i) ids.emplace(v.pieces[i], static_cast<int32_t>(i));
-  const std::pair<const char*, int32_t*> tokens[] = {{"bos_token", &v.bos}, {"eos_token", &v.eos}, {"unk_token", &v.unk}, {"pad_token", &v.pad}};
+  const std::pair<const char*, int32_t*> tokens[] = {
+      {"bos_token", &v.bos}, {"eos_token", &v.eos}, {"unk_token", &v.unk}, {"pad_token", &v.pad}};
   for (const auto& [key, slot] : tokens) {
     if (Status s = config_token(ctx, cfg, key, ids, *slot); !s.ok()) return s;
   }
@@ -442,7 +450,8 @@ Result<Vocab> read_hf_tokenizer(const std::string& path) {
   Result<Vocab> v = parse(*text, Ctx{path});
   if (!v.ok()) return v;
   const size_t slash = path.find_last_of('/');
-  const std::string config_path = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "tokenizer_config.json";
+  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+  const std::string config_path = dir + "tokenizer_config.json";
   if (std::optional<std::string> config = slurp(config_path)) {
     if (Status s = apply_config(*config, Ctx{config_path}, *v); !s.ok()) return Result<Vocab>(std::move(s));
   }
