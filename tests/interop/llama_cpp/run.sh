@@ -11,6 +11,11 @@ if [ ! -f "$bin" ]; then
   if [ "${KVF_REQUIRE_MODELS:-0}" = 1 ]; then echo "FAIL: $bin is missing"; exit 1; fi
   echo "SKIP: $bin is missing"; exit 77
 fi
+node_major=$(node --version 2>/dev/null | sed 's/^v\([0-9]*\).*/\1/')
+if [ -z "$node_major" ] || [ "$node_major" -lt 20 ]; then
+  if [ "${KVF_REQUIRE_MODELS:-0}" = 1 ]; then echo "FAIL: node >= 20 is needed for node-llama-cpp"; exit 1; fi
+  echo "SKIP: node >= 20 is needed for node-llama-cpp"; exit 77
+fi
 mkdir -p "$work"
 cp "$here/package.json" "$here/package-lock.json" "$here/greedy.mjs" "$work/"
 if [ ! -d "$work/node_modules/node-llama-cpp" ]; then
