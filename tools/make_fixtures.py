@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Builds the tiny random-init transformers fixtures kvforge's family tests compare against.
+
+For every family: a small config of our own, weights drawn from a fixed seed, saved with
+save_pretrained (config.json + model.safetensors); float32 eager-attention logits at every
+position of a 48-token input (logits.npy); and transformers' greedy continuation with
+use_cache=True plus each step's top-2 logit margin (fixture.json). Run on a machine with
+torch and transformers (the GPU machine); the outputs are committed under tests/fixtures/.
+
+    python3 tools/make_fixtures.py --out tests/fixtures [--only llama,gpt2]
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+VOCAB, HIDDEN, FFN, HEADS, KV_HEADS, LAYERS, MAX_POS = 128, 64, 96, 4, 2, 2, 128
+N_INPUT, N_PROMPT, N_NEW = 48, 12, 40
+
+
+def base(**kw):
+    args = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=LAYERS,
+                num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, max_position_embeddings=MAX_POS,
+                rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    args.update(kw)
+    return args
+
+
+def configs():
+    t = transformers
+    out = {
+        "llama": lambda: t.LlamaConfig(**base(rope_theta=10000.0)),
+        "llama3_scaled": lambda: t.LlamaConfig(**base(
+            head_dim=32, num_attention_heads=2, num_key_value_heads=1, rope_theta=500000.0, tie_word_embeddings=True,
+            rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 16})),
+        "mistral": lambda: t.MistralConfig(**base(sliding_window=16, head_dim=16)),
+        "qwen2": lambda: t.Qwen2Config(**base(use_sliding_window=False, rope_theta=1000000.0)),
+        "qwen3": lambda: t.Qwen3Config(**base(head_dim=32, use_sliding_window=False)),
+        "gemma2": lambda: t.Gemma2Config(**base(
+            num_hidden_layers=4, head_dim=16, query_pre_attn_scalar=24, sliding_window=16,
+            attn_logit_softcapping=50.0, final_logit_softcapping=30.0, hidden_activation="gelu_pytorch_tanh",
+            tie_word_embeddings=True)),
+        "gpt2": lambda: t.GPT2Config(vocab_size=VOCAB, n_positions=MAX_POS, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+                                     bos_token_id=1, eos_token_id=2),
+        "bloom": lambda: t.BloomConfig(vocab_size=VOCAB, hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+                                       bos_token_id=1, eos_token_id=2, pad_token_id=0),
+    }
+    if hasattr(t, "DeepseekV2Config"):
+        out["deepseek_v2"] = lambda: t.DeepseekV2Config(**base(
+            num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+            v_head_dim=24, first_k_dense_replace=LAYERS, moe_intermediate_size=32, n_routed_experts=4,
+            num_experts_per_tok=2, n_shared_experts=1))
+    return out
+
+
+def randomize(model, family, gen):
+    """Weights large enough that logits are far from uniform; norms away from 1 so a
+    (1 + w) / w mix-up shows; biases nonzero so a dropped bias shows."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.copy_(torch.empty_like(p).uniform_(-0.1, 0.1, generator=gen))
+            elif p.ndim == 1:
+                centre = 0.0 if family == "gemma2" else 1.0  # gemma's RMSNorm scales by (1 + w)
+                p.copy_(centre + torch.empty_like(p).uniform_(-0.3, 0.3, generator=gen))
+            else:
+                p.copy_(torch.empty_like(p).normal_(0.0, 0.12, generator=gen))
+
+
+def build(family, make_config, out_dir, seed):
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    cfg = make_config()
+    model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32, attn_implementation="eager")
+    randomize(model, family, gen)
+    model.eval()
+    ids = torch.randint(3, VOCAB, (1, N_INPUT), generator=gen)
+    with torch.no_grad():
+        logits = model(ids).logits[0].float().numpy()
+        prompt = ids[:, :N_PROMPT]
+        res = model.generate(prompt, max_new_tokens=N_NEW, min_new_tokens=N_NEW, do_sample=False, use_cache=True,
+                             output_scores=True, return_dict_in_generate=True, pad_token_id=0)
+    greedy = res.sequences[0, N_PROMPT:].tolist()
+    margins = []
+    for s in res.scores:
+        top2 = torch.topk(s[0].float(), 2).values
+        margins.append(float(top2[0] - top2[1]))
+    d = os.path.join(out_dir, family)
+    os.makedirs(d, exist_ok=True)
+    model.save_pretrained(d, safe_serialization=True)
+    np.save(os.path.join(d, "logits.npy"), logits.astype(np.float32))
+    meta = {
+        "family": family, "model_type": cfg.model_type, "seed": seed,
+        "transformers": transformers.__version__, "torch": torch.__version__,
+        "input_ids": ids[0].tolist(), "prompt_ids": prompt[0].tolist(), "greedy_ids": greedy,
+        "greedy_top2_margins": margins, "logits": "logits.npy", "logits_shape": list(logits.shape),
+        "command": "python3 tools/make_fixtures.py --out tests/fixtures",
+    }
+    with open(os.path.join(d, "fixture.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    gen_cfg = os.path.join(d, "generation_config.json")
+    if os.path.exists(gen_cfg):
+        os.remove(gen_cfg)
+    print(f"{family:14s} params {sum(p.numel() for p in model.parameters()):7d}  "
+          f"min margin {min(margins):.4f}  logits {tuple(logits.shape)}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    torch.set_num_threads(8)
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    fams = configs()
+    only = [f for f in args.only.split(",") if f]
+    failed = []
+    for i, (family, make) in enumerate(fams.items()):
+        if only and family not in only:
+            continue
+        try:
+            build(family, make, args.out, seed=1000 + i)
+        except Exception as e:  # report every family, then fail
+            failed.append(family)
+            print(f"{family}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
