@@ -119,6 +119,26 @@ Result<HostTensor> HostTensor::permute(const std::vector<int64_t>& perm) const {
   return t;
 }
 
+Result<HostTensor> HostTensor::contiguous() const {
+  if (is_block_quant(dtype_)) return unsupported("contiguous copy of block-quantized ", dtype_name(dtype_));
+  Result<HostTensor> out = zeros(dtype_, shape_);
+  if (!out) return out;
+  const int64_t esize = block_bytes(dtype_);
+  Shape idx(shape_.size(), 0);
+  const auto* src = static_cast<const uint8_t*>(data_);
+  auto* dst = static_cast<uint8_t*>(out->data_);
+  for (int64_t i = 0; i < numel_; ++i) {
+    int64_t off = 0;
+    for (size_t a = 0; a < idx.size(); ++a) off += idx[a] * strides_[a];
+    std::memcpy(dst + i * esize, src + off * esize, static_cast<size_t>(esize));
+    for (size_t a = idx.size(); a-- > 0;) {
+      if (++idx[a] < shape_[a]) break;
+      idx[a] = 0;
+    }
+  }
+  return out;
+}
+
 Result<std::vector<float>> HostTensor::to_f32() const {
   std::vector<float> out(static_cast<size_t>(numel_));
   if (is_contiguous() && is_float(dtype_)) {

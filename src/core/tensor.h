@@ -52,6 +52,8 @@ class HostTensor {
   Result<HostTensor> reshape(Shape shape) const;
   // Same bytes, axes reordered (plain dtypes only): a strided view.
   Result<HostTensor> permute(const std::vector<int64_t>& perm) const;
+  // A fresh owning, row-major copy of this (possibly strided) view; plain dtypes only.
+  Result<HostTensor> contiguous() const;
   // Every element widened to f32 in row-major logical order (dequantizes blocks, follows strides).
   Result<std::vector<float>> to_f32() const;
 

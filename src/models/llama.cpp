@@ -1,4 +1,5 @@
 // Llama tracer: reads top to bottom like llama2.c's forward — embed, layers, norm, logits.
+// Qwen2 (q/k/v biases) and Qwen3 (q/k head norms) differ only by those config flags.
 #include "models/llama.h"
 
 #include <cmath>
@@ -32,9 +33,19 @@ Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const St
     auto W = [&](const char* name, Shape shape) { return weight(b, w, str_cat("blk.", l, ".", name), shape); };
     // attention
     V h = b.name(ops::rmsnorm(x, W("attn_norm.weight", {dim}), cfg.norm_eps), "attn_norm", li);
-    V q = ops::apply_rope(split_heads(ops::linear(h, W("attn_q.weight", {nh * hd, dim})), nh, hd), rope);
-    V k = ops::apply_rope(split_heads(ops::linear(h, W("attn_k.weight", {nkv * hd, dim})), nkv, hd), rope);
-    V v = split_heads(ops::linear(h, W("attn_v.weight", {nkv * hd, dim})), nkv, hd);
+    auto project = [&](const char* name, int64_t heads) {
+      V bias = cfg.attn_bias ? W(str_cat(name, ".bias").c_str(), {heads * hd}) : V{};
+      return split_heads(ops::linear(h, W(str_cat(name, ".weight").c_str(), {heads * hd, dim}), bias), heads, hd);
+    };
+    V q = project("attn_q", nh);
+    V k = project("attn_k", nkv);
+    V v = project("attn_v", nkv);
+    if (cfg.qk_norm) {  // qwen3: per-head RMSNorm over head_dim, before rope
+      q = ops::rmsnorm(q, W("attn_q_norm.weight", {hd}), cfg.norm_eps);
+      k = ops::rmsnorm(k, W("attn_k_norm.weight", {hd}), cfg.norm_eps);
+    }
+    q = ops::apply_rope(q, rope);
+    k = ops::apply_rope(k, rope);
     const V mask = cfg.sliding(l) ? window : causal;
     V att;
     if (step.cached) {

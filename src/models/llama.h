@@ -1,5 +1,6 @@
-// The llama family (Llama 2/3, TinyLlama, SmolLM, llama2.c models; mistral's sliding window
-// rides on the same tracer): RMSNorm, rope, GQA attention, SwiGLU.
+// The llama family (Llama 2/3, TinyLlama, SmolLM, llama2.c models) and its close kin that
+// differ only by config flags: mistral (sliding window), qwen2 (q/k/v biases), qwen3 (q/k
+// head norms). RMSNorm, rope, GQA attention, SwiGLU.
 #pragma once
 
 #include "models/family.h"

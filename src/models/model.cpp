@@ -6,6 +6,11 @@
 #include "load/gguf.h"
 #include "load/llama2c.h"
 #include "load/vocab_readers.h"
+#include "models/bloom.h"
+#include "models/deepseek2.h"
+#include "models/gemma2.h"
+#include "models/gpt2.h"
+#include "models/hf_checkpoint.h"
 #include "models/llama.h"
 
 namespace kvf::models {
@@ -80,7 +85,10 @@ Status llama_config_from_gguf(const load::GgufFile& f, const std::string& arch, 
   c.rope_theta = f.get_float_or(key("rope.freq_base"), 10000.0);
   const int64_t rot = f.get_int_or(key("rope.dimension_count"), c.head_dim);
   c.rotary_dim = rot == c.head_dim ? 0 : rot;
-  c.rope_layout = ir::ops::RopeLayout::kInterleaved;  // llama.cpp's converter permutes q/k to pairs
+  // llama.cpp's converter permutes llama/mistral q/k rows into adjacent pairs; qwen keeps
+  // HF's rotate-half (llama.cpp runs it in NEOX mode).
+  const bool neox = arch == "qwen2" || arch == "qwen3";
+  c.rope_layout = neox ? ir::ops::RopeLayout::kHalf : ir::ops::RopeLayout::kInterleaved;
   c.sliding_window = f.get_int_or(key("attention.sliding_window"), 0);
   c.bos = static_cast<int32_t>(f.get_int_or("tokenizer.ggml.bos_token_id", -1));
   c.eos = static_cast<int32_t>(f.get_int_or("tokenizer.ggml.eos_token_id", -1));
@@ -108,6 +116,8 @@ Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
   if (!m.weights.has("token_embd.weight")) return invalid_input(path, ": missing tensor token_embd.weight");
   m.config.vocab = m.weights.tensors().at("token_embd.weight").shape()[0];
   m.config.tie_embeddings = !m.weights.has("output.weight");
+  m.config.attn_bias = m.weights.has("blk.0.attn_q.bias");
+  m.config.qk_norm = m.weights.has("blk.0.attn_q_norm.weight");
   if (opts.with_tokenizer && f->find("tokenizer.ggml.model")) {
     Result<load::Vocab> v = load::vocab_from_gguf(*f);
     if (!v) return v.take_error();
@@ -121,8 +131,13 @@ Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
 }  // namespace
 
 Result<TraceFn> family_tracer(const std::string& arch) {
-  if (arch == "llama" || arch == "mistral") return TraceFn(trace_llama);
-  return unsupported("model architecture '", arch, "' is not supported (kvforge knows: llama, mistral)");
+  if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3") return TraceFn(trace_llama);
+  if (arch == "gemma2") return TraceFn(trace_gemma2);
+  if (arch == "gpt2") return TraceFn(trace_gpt2);
+  if (arch == "bloom") return TraceFn(trace_bloom);
+  if (arch == "deepseek2" || arch == "deepseek_v2") return TraceFn(trace_deepseek2);
+  return unsupported("model architecture '", arch,
+                     "' is not supported (kvforge knows: llama, mistral, qwen2, qwen3, gemma2, gpt2, bloom, deepseek2)");
 }
 
 namespace {
@@ -131,6 +146,7 @@ Result<Model> open_by_kind(const std::string& spec, const OpenOptions& opts) {
   if (ends_with(spec, ".gguf")) return open_gguf(spec, opts);
   if (ends_with(spec, ".bin")) return open_llama2c(spec, opts);
   std::error_code ec;
+  if (fs::is_directory(spec, ec)) return open_hf(spec, opts);
   if (!fs::exists(spec, ec)) return invalid_input(spec, ": no such file or directory");
   return unsupported(spec, ": expected a .gguf file, a llama2.c .bin or a safetensors directory");
 }

@@ -32,6 +32,22 @@ struct ModelConfig {
   int64_t sliding_window = 0;       // > 0: layers marked sliding attend to this many keys
   std::vector<bool> layer_sliding;  // per layer; empty means every layer when window > 0
   bool tie_embeddings = false;      // classifier shares token_embd.weight
+  bool attn_bias = false;           // q/k/v projections carry biases (qwen2)
+  bool qk_norm = false;             // RMSNorm over each q/k head before rope (qwen3)
+
+  // gemma2
+  bool norm_unit_offset = false;    // RMSNorm scales by (1 + w) (HF gemma; GGUF stores 1 + w already)
+  double embed_scale = 0.0;         // > 0: embeddings are multiplied by it (gemma: sqrt(dim))
+  double attn_scale = 0.0;          // > 0: overrides 1/sqrt(head_dim) (gemma: query_pre_attn_scalar^-0.5)
+  double attn_softcap = 0.0;        // > 0: cap * tanh(score / cap) before the mask
+  double final_softcap = 0.0;       // > 0: the same on the logits
+
+  // deepseek2 (multi-head latent attention)
+  int64_t q_lora_rank = 0;          // 0: q is one projection
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_dim = 0;          // per-head key part without rope
+  int64_t qk_rope_dim = 0;          // rotary part, shared by every head
+  int64_t v_head_dim = 0;
 
   int32_t bos = -1, eos = -1;
 

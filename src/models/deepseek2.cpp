@@ -1,0 +1,73 @@
+// DeepSeek-V2 tracer: latent K/V, split rotary key, Dv != Dk attention.
+#include "models/deepseek2.h"
+
+#include <cmath>
+
+namespace kvf::models {
+
+using ir::V;
+namespace ops = ir::ops;
+
+Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
+  Status ok = cfg.check();
+  if (!ok) return ok.take_error();
+  if (cfg.q_lora_rank > 0) return unsupported("deepseek2: q_lora_rank > 0 (compressed queries) is not supported yet");
+  if (cfg.kv_lora_rank <= 0 || cfg.qk_rope_dim <= 0 || cfg.qk_nope_dim <= 0 || cfg.v_head_dim <= 0) {
+    return invalid_input("deepseek2: kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim must be positive");
+  }
+  if (step.cached && step.capacity < step.n_tokens) return capacity("deepseek2: cache smaller than the step");
+  const int64_t n = step.n_tokens, dim = cfg.dim, nh = cfg.n_heads;
+  const int64_t nope = cfg.qk_nope_dim, rot = cfg.qk_rope_dim, dk = nope + rot, dv = cfg.v_head_dim, r = cfg.kv_lora_rank;
+  const int64_t lk = step.cached ? step.capacity : n;
+  ir::Builder b(str_cat("deepseek2", step.cached ? ".step" : ".full", n));
+  V tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
+  V pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  ops::RopeSpec rope_spec = cfg.rope_spec();
+  rope_spec.head_dim = rot;  // rope turns only the shared rotary part
+  rope_spec.rotary_dim = 0;
+  const ops::RopeTables rope = ops::rope_tables(pos, rope_spec);
+  const V mask = ops::causal_mask(pos, lk);
+  const double scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(dk));
+  const ops::AttnOpts attn{.scale = scale, .softcap = 0.0};
+  auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };
+
+  V x = b.reshape(ops::embed(W("token_embd.weight", {cfg.vocab, dim}), tokens), {1, n, dim});
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const int li = static_cast<int>(l);
+    const std::string p = str_cat("blk.", l, ".");
+    V h = b.name(ops::rmsnorm(x, W(p + "attn_norm.weight", {dim}), cfg.norm_eps), "attn_norm", li);
+    // queries: [1, H, n, nope | rot]
+    V q = split_heads(ops::linear(h, W(p + "attn_q.weight", {nh * dk, dim})), nh, dk);
+    V q_nope = b.slice_axis(q, -1, 0, nope);
+    V q_rot = ops::apply_rope(b.slice_axis(q, -1, nope, dk), rope);
+    // keys and values from the latent: [1, n, r | rot] -> per-head nope keys and values
+    V kv_a = ops::linear(h, W(p + "attn_kv_a_mqa.weight", {r + rot, dim}));
+    V latent = ops::rmsnorm(b.slice_axis(kv_a, -1, 0, r), W(p + "attn_kv_a_norm.weight", {r}), cfg.norm_eps);
+    V k_rot = ops::apply_rope(b.reshape(b.slice_axis(kv_a, -1, r, r + rot), {1, 1, n, rot}), rope);
+    V kv = split_heads(ops::linear(latent, W(p + "attn_kv_b.weight", {nh * (nope + dv), r})), nh, nope + dv);
+    V k_nope = b.slice_axis(kv, -1, 0, nope);
+    V v = b.slice_axis(kv, -1, nope, nope + dv);
+    V query = b.concat({q_nope, q_rot}, -1);
+    V key = b.concat({k_nope, b.broadcast(k_rot, {1, nh, n, rot})}, -1);
+    V att;
+    if (step.cached) {
+      V kc = b.state(str_cat("k_cache.", l), DType::kF32, {1, nh, lk, dk}, ir::StateRole::kKeyCache, li);
+      V vc = b.state(str_cat("v_cache.", l), DType::kF32, {1, nh, lk, dv}, ir::StateRole::kValueCache, li);
+      att = ops::attention_masked(query, key, v, kc, vc, pos, mask, attn).out;
+    } else {
+      att = ops::attention_prefill(query, key, v, mask, attn);
+    }
+    x = b.name(x + ops::linear(merge_heads(att), W(p + "attn_output.weight", {dim, nh * dv})), "attn_out", li);
+    V f = b.name(ops::rmsnorm(x, W(p + "ffn_norm.weight", {dim}), cfg.norm_eps), "ffn_norm", li);
+    V gate = ops::linear(f, W(p + "ffn_gate.weight", {cfg.hidden_dim, dim}));
+    V up = ops::linear(f, W(p + "ffn_up.weight", {cfg.hidden_dim, dim}));
+    x = b.name(x + ops::linear(ops::swiglu(gate, up), W(p + "ffn_down.weight", {dim, cfg.hidden_dim})), "ffn_out", li);
+  }
+  V out = ops::rmsnorm(x, W("output_norm.weight", {dim}), cfg.norm_eps);
+  const char* classifier = cfg.tie_embeddings ? "token_embd.weight" : "output.weight";
+  V logits = ops::linear(out, W(classifier, {cfg.vocab, dim}));
+  b.output("logits", b.reshape(logits, {n, cfg.vocab}));
+  return b.finish();
+}
+
+}  // namespace kvf::models

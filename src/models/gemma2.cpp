@@ -1,0 +1,63 @@
+// Gemma 2 tracer: reads top to bottom — scaled embed, sandwich-normed layers, capped logits.
+#include "models/gemma2.h"
+
+#include <cmath>
+
+namespace kvf::models {
+
+using ir::V;
+namespace ops = ir::ops;
+
+Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
+  Status ok = cfg.check();
+  if (!ok) return ok.take_error();
+  if (step.cached && step.capacity < step.n_tokens) return capacity("gemma2: cache smaller than the step");
+  const int64_t n = step.n_tokens, dim = cfg.dim, hd = cfg.head_dim, nh = cfg.n_heads, nkv = cfg.n_kv_heads;
+  const int64_t lk = step.cached ? step.capacity : n;
+  ir::Builder b(str_cat("gemma2", step.cached ? ".step" : ".full", n));
+  V tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
+  V pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  const ops::RopeTables rope = ops::rope_tables(pos, cfg.rope_spec());
+  const V causal = ops::causal_mask(pos, lk);
+  const V window = cfg.sliding_window > 0 ? ops::sliding_window_mask(pos, lk, cfg.sliding_window) : causal;
+  const double scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
+  const ops::AttnOpts attn{.scale = scale, .softcap = cfg.attn_softcap};
+  auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };
+  auto norm = [&](V x, const std::string& name) {
+    return ops::rmsnorm(x, W(name, {dim}), cfg.norm_eps, cfg.norm_unit_offset);
+  };
+
+  V x = b.reshape(ops::embed(W("token_embd.weight", {cfg.vocab, dim}), tokens), {1, n, dim});
+  if (cfg.embed_scale > 0) x = x * static_cast<double>(static_cast<float>(cfg.embed_scale));  // HF casts it to the dtype
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const int li = static_cast<int>(l);
+    const std::string p = str_cat("blk.", l, ".");
+    V h = norm(x, p + "attn_norm.weight");
+    V q = ops::apply_rope(split_heads(ops::linear(h, W(p + "attn_q.weight", {nh * hd, dim})), nh, hd), rope);
+    V k = ops::apply_rope(split_heads(ops::linear(h, W(p + "attn_k.weight", {nkv * hd, dim})), nkv, hd), rope);
+    V v = split_heads(ops::linear(h, W(p + "attn_v.weight", {nkv * hd, dim})), nkv, hd);
+    const V mask = cfg.sliding(l) ? window : causal;
+    V att;
+    if (step.cached) {
+      V kc = b.state(str_cat("k_cache.", l), DType::kF32, {1, nkv, lk, hd}, ir::StateRole::kKeyCache, li);
+      V vc = b.state(str_cat("v_cache.", l), DType::kF32, {1, nkv, lk, hd}, ir::StateRole::kValueCache, li);
+      att = ops::attention_masked(q, k, v, kc, vc, pos, mask, attn).out;
+    } else {
+      att = ops::attention_prefill(q, k, v, mask, attn);
+    }
+    V o = ops::linear(merge_heads(att), W(p + "attn_output.weight", {dim, nh * hd}));
+    x = b.name(x + norm(o, p + "post_attention_norm.weight"), "attn_out", li);
+    V f = norm(x, p + "ffn_norm.weight");
+    V gate = ops::linear(f, W(p + "ffn_gate.weight", {cfg.hidden_dim, dim}));
+    V up = ops::linear(f, W(p + "ffn_up.weight", {cfg.hidden_dim, dim}));
+    V down = ops::linear(ops::geglu(gate, up, /*tanh_form=*/true), W(p + "ffn_down.weight", {dim, cfg.hidden_dim}));
+    x = b.name(x + norm(down, p + "post_ffw_norm.weight"), "ffn_out", li);
+  }
+  V out = norm(x, "output_norm.weight");
+  V logits = ops::linear(out, W("token_embd.weight", {cfg.vocab, dim}));
+  if (cfg.final_softcap > 0) logits = ops::softcap(logits, cfg.final_softcap);
+  b.output("logits", b.reshape(logits, {n, cfg.vocab}));
+  return b.finish();
+}
+
+}  // namespace kvf::models
