@@ -2,10 +2,13 @@
 # configures once and builds incrementally with Ninja.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+MODELS_DIR ?= ../shared/models
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: deps build run test test-asan bench clean
+.PHONY: deps build run test test-asan fuzz bench clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -16,9 +19,10 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: for now the toy-llama demo on the oracle.
+# The main job: generation with a built-in synthetic model (seeded random weights in the
+# shapes of llama2.c's stories15M), on the oracle; prints tokens, timings and the KV bill.
 run: build
-	./$(BUILD)/src/kvforge demo
+	./$(BUILD)/src/kvforge generate -m synthetic:llama-15m --ids 1,415,2501,263,931 -n 24 --ctx 64
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -31,8 +35,16 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer + ASan + UBSan on the readers (fuzz/, docs/reliability.md); clang, its own build.
+$(FUZZ_BUILD)/build.ninja:
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DKVF_FUZZ=ON -DKVF_BUILD_TESTS=OFF -DKVF_BUILD_BENCH=OFF
+
+fuzz: deps $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	./scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(MODELS_DIR)
+
 bench: build
 	./$(BUILD)/bench/bench_oracle --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

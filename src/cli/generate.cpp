@@ -47,6 +47,20 @@ std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab)
   return {logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab)};
 }
 
+// The seed's memory bill, 2 · layers · n_kv · d_head · tokens · bytes, next to what the
+// contiguous cache actually holds (its whole capacity, as f64 cells on the oracle).
+void print_kv_bill(const models::ModelConfig& c, int64_t live, const llm::Generator& gen) {
+  const double per_token = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.head_dim);
+  const double kib = 1024.0;
+  std::fprintf(stderr,
+               "kvforge: KV bill 2*%lld layers*%lld kv heads*%lld head dim = %.0f elements/token: %lld live tokens "
+               "= %.1f KiB in f32 (%.1f KiB in f16); the contiguous cache holds %lld positions = %.1f KiB as the "
+               "oracle's f64 cells\n",
+               (long long)c.n_layers, (long long)c.n_kv_heads, (long long)c.head_dim, per_token, (long long)live,
+               per_token * static_cast<double>(live) * 4 / kib, per_token * static_cast<double>(live) * 2 / kib,
+               (long long)gen.capacity(), static_cast<double>(gen.state_elements()) * 8 / kib);
+}
+
 Status run(const GenerateOptions& o) {
   if (o.kv != "contiguous") return unsupported("--kv ", o.kv, ": only the contiguous cache exists so far");
   if (!o.prompt.empty() && !o.ids.empty()) return invalid_input("give --prompt or --ids, not both");
@@ -107,8 +121,10 @@ Status run(const GenerateOptions& o) {
       std::fwrite(tail.data(), 1, tail.size(), stdout);
     }
     std::printf("\n");
+    std::fflush(stdout);  // the text ends before the stats on a shared terminal
     std::fprintf(stderr, "kvforge: prefill %zu tokens %.1f ms; decode %zu tokens %.2f ms/token; stop: %s\n",
                  prompt->size(), prefill_ms, generated.size(), per_token, stop.c_str());
+    print_kv_bill(m->config, static_cast<int64_t>(history.size()), gen);
   }
   return {};
 }

@@ -1,14 +1,20 @@
 // Shared model options.
 #include "cli/model_options.h"
 
+#include "models/synthetic.h"
+
 #include <algorithm>
 #include <charconv>
 
 namespace kvf::cli {
 
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
+  std::string sizes;
+  for (const std::string& s : models::synthetic_specs()) sizes += (sizes.empty() ? "" : ", ") + s;
   cmd.add_option("-m,--model", o.model,
-                 "a GGUF file, or a llama2.c .bin (tokenizer next to it or --tokenizer)")
+                 "a GGUF file, a llama2.c .bin (tokenizer next to it or --tokenizer), a Hugging Face directory "
+                 "(config.json + *.safetensors [+ tokenizer.json]), or synthetic:<family>-<size> (seeded random "
+                 "weights; sizes: " + sizes + ")")
       ->required();
   cmd.add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer.bin when it is not next to the model");
   if (!with_runtime) return;

@@ -6,6 +6,12 @@ namespace kvf::llm {
 Generator::Generator(const models::Model& model, int64_t capacity, eval::EvalOptions opts)
     : model_(model), capacity_(capacity > 0 ? capacity : model.config.context), oracle_(opts) {}
 
+int64_t Generator::state_elements() const {
+  int64_t n = 0;
+  for (const auto& [name, buf] : state_) n += buf.numel();
+  return n;
+}
+
 void Generator::reset() {
   state_.clear();
   pos_ = 0;

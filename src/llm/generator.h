@@ -23,6 +23,8 @@ class Generator {
   int64_t position() const { return pos_; }
   int64_t capacity() const { return capacity_; }
   int64_t vocab() const { return model_.config.vocab; }
+  // Elements the KV state holds now (the whole capacity, once the first step ran).
+  int64_t state_elements() const;
   void reset();
 
  private:

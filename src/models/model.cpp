@@ -12,6 +12,7 @@
 #include "models/gpt2.h"
 #include "models/hf_checkpoint.h"
 #include "models/llama.h"
+#include "models/synthetic.h"
 
 namespace kvf::models {
 namespace {
@@ -143,6 +144,7 @@ Result<TraceFn> family_tracer(const std::string& arch) {
 namespace {
 
 Result<Model> open_by_kind(const std::string& spec, const OpenOptions& opts) {
+  if (spec.starts_with("synthetic:")) return open_synthetic(spec.substr(10));
   if (ends_with(spec, ".gguf")) return open_gguf(spec, opts);
   if (ends_with(spec, ".bin")) return open_llama2c(spec, opts);
   std::error_code ec;
@@ -163,7 +165,7 @@ Result<Model> open_model(const std::string& spec, const OpenOptions& opts) {
   }
   Status s = m->config.check();
   if (!s) return s.take_error().context(spec);
-  if (opts.check_finite) {
+  if (opts.check_finite && !spec.starts_with("synthetic:")) {
     s = m->weights.check_finite();
     if (!s) return s.take_error();
   }

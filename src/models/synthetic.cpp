@@ -1,0 +1,120 @@
+// Synthetic models: size presets, per-family weight shapes, seeded uniform weights.
+#include "models/synthetic.h"
+
+#include <cmath>
+#include <random>
+
+namespace kvf::models {
+namespace {
+
+struct Preset {
+  const char* spec;
+  const char* arch;
+  int64_t vocab, dim, layers, heads, kv_heads, hidden, context;
+};
+
+// Shapes of published models (llama2.c's stories, TinyLlama, GPT-2 small).
+constexpr Preset kPresets[] = {
+    {"llama-260k", "llama", 512, 64, 5, 8, 4, 172, 512},
+    {"llama-15m", "llama", 32000, 288, 6, 6, 6, 768, 256},
+    {"llama-110m", "llama", 32000, 768, 12, 12, 12, 2048, 1024},
+    {"llama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048},
+    {"gpt2-124m", "gpt2", 50257, 768, 12, 12, 12, 3072, 1024},
+};
+
+using Shapes = std::vector<std::pair<std::string, Shape>>;
+
+Shapes llama_shapes(const ModelConfig& c) {
+  Shapes s{{"token_embd.weight", {c.vocab, c.dim}}};
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = str_cat("blk.", l, ".");
+    s.insert(s.end(), {{p + "attn_norm.weight", {c.dim}},
+                       {p + "attn_q.weight", {c.n_heads * c.head_dim, c.dim}},
+                       {p + "attn_k.weight", {c.kv_dim(), c.dim}},
+                       {p + "attn_v.weight", {c.kv_dim(), c.dim}},
+                       {p + "attn_output.weight", {c.dim, c.n_heads * c.head_dim}},
+                       {p + "ffn_norm.weight", {c.dim}},
+                       {p + "ffn_gate.weight", {c.hidden_dim, c.dim}},
+                       {p + "ffn_up.weight", {c.hidden_dim, c.dim}},
+                       {p + "ffn_down.weight", {c.dim, c.hidden_dim}}});
+  }
+  s.insert(s.end(), {{"output_norm.weight", {c.dim}}, {"output.weight", {c.vocab, c.dim}}});
+  return s;
+}
+
+Shapes gpt2_shapes(const ModelConfig& c) {
+  Shapes s{{"token_embd.weight", {c.vocab, c.dim}}, {"position_embd.weight", {c.context, c.dim}}};
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = str_cat("blk.", l, ".");
+    const std::pair<const char*, Shape> mats[] = {{"attn_qkv", {3 * c.dim, c.dim}},
+                                                  {"attn_output", {c.dim, c.dim}},
+                                                  {"ffn_up", {c.hidden_dim, c.dim}},
+                                                  {"ffn_down", {c.dim, c.hidden_dim}}};
+    for (const char* norm : {"attn_norm", "ffn_norm"}) {
+      s.push_back({p + norm + ".weight", {c.dim}});
+      s.push_back({p + norm + ".bias", {c.dim}});
+    }
+    for (const auto& [name, shape] : mats) {
+      s.push_back({p + name + ".weight", shape});
+      s.push_back({p + name + ".bias", {shape[0]}});
+    }
+  }
+  s.insert(s.end(), {{"output_norm.weight", {c.dim}}, {"output_norm.bias", {c.dim}}});
+  return s;
+}
+
+// Norm weights near 1, biases near 0, matrices uniform in ±1/sqrt(fan_in).
+Status fill(Weights& w, const Shapes& shapes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const auto& [name, shape] : shapes) {
+    Result<HostTensor> t = HostTensor::zeros(DType::kF32, shape);
+    if (!t) return t.take_error();
+    const bool norm = name.find("norm") != std::string::npos && name.ends_with(".weight");
+    const double a = shape.size() == 1 ? (norm ? 0.2 : 0.02) : 1.0 / std::sqrt(static_cast<double>(shape.back()));
+    std::uniform_real_distribution<float> dist(static_cast<float>(-a), static_cast<float>(a));
+    float* p = t->data<float>();
+    for (int64_t i = 0; i < t->numel(); ++i) p[i] = (norm ? 1.0f : 0.0f) + dist(rng);
+    w.add(name, std::move(*t));
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> synthetic_specs() {
+  std::vector<std::string> out;
+  for (const Preset& p : kPresets) out.push_back(p.spec);
+  return out;
+}
+
+Result<Model> open_synthetic(const std::string& spec, uint64_t seed) {
+  const Preset* preset = nullptr;
+  for (const Preset& p : kPresets) {
+    if (spec == p.spec) preset = &p;
+  }
+  if (!preset) {
+    std::string known;
+    for (const std::string& s : synthetic_specs()) known += (known.empty() ? "" : ", ") + s;
+    return invalid_input("synthetic:", spec, " is not a known size (known: ", known, ")");
+  }
+  Model m;
+  m.source = "synthetic:" + spec;
+  ModelConfig& c = m.config;
+  c.arch = preset->arch;
+  c.vocab = preset->vocab;
+  c.dim = preset->dim;
+  c.n_layers = preset->layers;
+  c.n_heads = preset->heads;
+  c.n_kv_heads = preset->kv_heads;
+  c.head_dim = preset->dim / preset->heads;
+  c.hidden_dim = preset->hidden;
+  c.context = preset->context;
+  c.bos = 1;
+  c.eos = 2;
+  m.weights = Weights(m.source);
+  Status s = fill(m.weights, c.arch == "gpt2" ? gpt2_shapes(c) : llama_shapes(c), seed);
+  if (!s) return s.take_error();
+  return m;
+}
+
+}  // namespace kvf::models
