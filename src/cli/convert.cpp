@@ -1,4 +1,5 @@
 // `kvforge convert`: any checkpoint kvforge opens, written as a GGUF llama.cpp loads.
+#include <cstdio>
 #include <memory>
 
 #include "cli/command.h"
@@ -14,8 +15,9 @@ struct ConvertOptions {
 };
 
 Status run(const ConvertOptions& o) {
-  Result<models::Model> m = open(o.model, /*need_tokenizer=*/true);  // a GGUF without one is of little use
+  Result<models::Model> m = open(o.model, /*need_tokenizer=*/false);
   if (!m) return m.take_error();
+  if (!m->tokenizer) std::fprintf(stderr, "kvforge: warning: %s has no tokenizer; the GGUF will have none\n", o.model.model.c_str());
   return models::export_gguf(*m, o.out);
 }
 
@@ -23,7 +25,8 @@ Status run(const ConvertOptions& o) {
 
 Command add_convert_command(CLI::App& parent) {
   auto o = std::make_shared<ConvertOptions>();
-  CLI::App* cmd = parent.add_subcommand("convert", "Write a llama2.c checkpoint (with its tokenizer) as GGUF");
+  CLI::App* cmd = parent.add_subcommand(
+      "convert", "Write a llama checkpoint (llama2.c .bin or HF safetensors directory, with its tokenizer) as GGUF");
   add_model_options(*cmd, o->model, false);
   cmd->add_option("-o,--out", o->out, "output .gguf path")->required();
   return {cmd, [o] { return run(*o); }};

@@ -54,14 +54,34 @@ Status write_tokenizer(const load::Vocab& v, load::GgufWriter& w) {
   return {};
 }
 
+// GGUF llama wants q/k rows in adjacent rope pairs; HF stores each head as two halves.
+// Rows [heads, 2, hd/2] become [heads, hd/2, 2] (llama.cpp's converter does the same).
+Result<HostTensor> halves_to_pairs(const HostTensor& t, int64_t heads) {
+  const int64_t rows = t.shape()[0], cols = t.shape()[1], hd = rows / heads;
+  Result<HostTensor> r = t.reshape({heads, 2, hd / 2, cols});
+  if (!r) return r;
+  Result<HostTensor> p = r->permute({0, 2, 1, 3});
+  if (!p) return p;
+  Result<HostTensor> c = p->contiguous();
+  if (!c) return c;
+  return c->reshape({rows, cols});
+}
+
+// The tensor as GGUF llama stores it.
+Result<HostTensor> gguf_layout(const Model& m, const std::string& name, const HostTensor& t) {
+  if (m.config.rope_layout == ir::ops::RopeLayout::kInterleaved) return t;
+  if (name.ends_with("attn_q.weight")) return halves_to_pairs(t, m.config.n_heads);
+  if (name.ends_with("attn_k.weight")) return halves_to_pairs(t, m.config.n_kv_heads);
+  return t;
+}
+
 }  // namespace
 
 Status export_gguf(const Model& m, const std::string& path) {
   const ModelConfig& c = m.config;
   if (c.arch != "llama") return unsupported("GGUF export: architecture ", c.arch, " is not supported yet");
-  if (c.rope_layout != ir::ops::RopeLayout::kInterleaved) {
-    // GGUF llama expects q/k rows permuted into interleaved pairs; HF checkpoints need it.
-    return unsupported("GGUF export: rotate-half checkpoints need the q/k permutation (not yet)");
+  if (c.rotary_dim != 0 || !c.rope_inv_freq.empty() || c.sliding_window > 0 || c.attn_bias || c.qk_norm) {
+    return unsupported("GGUF export: only plain llama models (full rotary, unscaled rope, no window or biases) so far");
   }
   load::GgufWriter w;
   w.set_string("general.architecture", "llama");
@@ -79,7 +99,10 @@ Status export_gguf(const Model& m, const std::string& path) {
     Status s = write_tokenizer(m.tokenizer->vocab(), w);
     if (!s) return s;
   }
-  for (const auto& [name, t] : m.weights.tensors()) {
+  for (const auto& [name, stored] : m.weights.tensors()) {
+    Result<HostTensor> laid = gguf_layout(m, name, stored);
+    if (!laid) return laid.take_error().context("tensor ", name);
+    const HostTensor& t = *laid;
     Result<uint32_t> type = ggml_type_of(t.dtype());
     if (!type) return type.take_error().context("tensor ", name);
     if (!t.is_contiguous()) return internal_error("GGUF export: tensor ", name, " is a strided view");

@@ -109,6 +109,7 @@ Result<Model> open_synthetic(const std::string& spec, uint64_t seed) {
   c.head_dim = preset->dim / preset->heads;
   c.hidden_dim = preset->hidden;
   c.context = preset->context;
+  c.rope_layout = ir::ops::RopeLayout::kInterleaved;  // as llama2.c's models (and GGUF) store them
   c.bos = 1;
   c.eos = 2;
   m.weights = Weights(m.source);
