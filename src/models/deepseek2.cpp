@@ -49,14 +49,7 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
     V v = b.slice_axis(kv, -1, nope, nope + dv);
     V query = b.concat({q_nope, q_rot}, -1);
     V key = b.concat({k_nope, b.broadcast(k_rot, {1, nh, n, rot})}, -1);
-    V att;
-    if (step.cached) {
-      V kc = b.state(str_cat("k_cache.", l), DType::kF32, {1, nh, lk, dk}, ir::StateRole::kKeyCache, li);
-      V vc = b.state(str_cat("v_cache.", l), DType::kF32, {1, nh, lk, dv}, ir::StateRole::kValueCache, li);
-      att = ops::attention_masked(query, key, v, kc, vc, pos, mask, attn).out;
-    } else {
-      att = ops::attention_prefill(query, key, v, mask, attn);
-    }
+    V att = layer_attention(step, l, query, key, v, pos, mask, attn);
     x = b.name(x + ops::linear(merge_heads(att), W(p + "attn_output.weight", {dim, nh * dv})), "attn_out", li);
     V f = b.name(ops::rmsnorm(x, W(p + "ffn_norm.weight", {dim}), cfg.norm_eps), "ffn_norm", li);
     V gate = ops::linear(f, W(p + "ffn_gate.weight", {cfg.hidden_dim, dim}));

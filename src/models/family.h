@@ -24,6 +24,18 @@ struct StepSpec {
 // recorded as the builder's error.
 ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Shape& shape);
 
+// One layer's attention: over this step's own keys (a full pass), or by writing k/v
+// [1, Hkv, n, D] into the layer's state caches k_cache.L / v_cache.L [1, Hkv, capacity, D]
+// and attending over them (attention_masked).
+ir::V layer_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir::V v, ir::V pos, ir::V mask,
+                      const ir::ops::AttnOpts& opts);
+
+// A pre-LayerNorm block with fused, biased q|k|v and a tanh-GELU MLP (GPT-2, BLOOM):
+// x + attn(ln(x)), then + mlp(ln(.)). Weights blk.L.{attn_norm, attn_qkv, attn_output,
+// ffn_norm, ffn_up, ffn_down}.{weight,bias}.
+ir::V layernorm_block(const ModelConfig& cfg, const Weights& w, const StepSpec& step, int64_t layer, ir::V x,
+                      ir::V pos, ir::V mask);
+
 // [1, n, heads * hd] -> [1, heads, n, hd] and back.
 ir::V split_heads(ir::V x, int64_t heads, int64_t head_dim);
 ir::V merge_heads(ir::V x);

@@ -37,14 +37,7 @@ Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const S
     V k = ops::apply_rope(split_heads(ops::linear(h, W(p + "attn_k.weight", {nkv * hd, dim})), nkv, hd), rope);
     V v = split_heads(ops::linear(h, W(p + "attn_v.weight", {nkv * hd, dim})), nkv, hd);
     const V mask = cfg.sliding(l) ? window : causal;
-    V att;
-    if (step.cached) {
-      V kc = b.state(str_cat("k_cache.", l), DType::kF32, {1, nkv, lk, hd}, ir::StateRole::kKeyCache, li);
-      V vc = b.state(str_cat("v_cache.", l), DType::kF32, {1, nkv, lk, hd}, ir::StateRole::kValueCache, li);
-      att = ops::attention_masked(q, k, v, kc, vc, pos, mask, attn).out;
-    } else {
-      att = ops::attention_prefill(q, k, v, mask, attn);
-    }
+    V att = layer_attention(step, l, q, k, v, pos, mask, attn);
     V o = ops::linear(merge_heads(att), W(p + "attn_output.weight", {dim, nh * hd}));
     x = b.name(x + norm(o, p + "post_attention_norm.weight"), "attn_out", li);
     V f = norm(x, p + "ffn_norm.weight");

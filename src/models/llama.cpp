@@ -47,14 +47,7 @@ Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const St
     q = ops::apply_rope(q, rope);
     k = ops::apply_rope(k, rope);
     const V mask = cfg.sliding(l) ? window : causal;
-    V att;
-    if (step.cached) {
-      V kc = b.state(str_cat("k_cache.", l), DType::kF32, {1, nkv, lk, hd}, ir::StateRole::kKeyCache, li);
-      V vc = b.state(str_cat("v_cache.", l), DType::kF32, {1, nkv, lk, hd}, ir::StateRole::kValueCache, li);
-      att = ops::attention_masked(q, k, v, kc, vc, pos, mask, attn).out;
-    } else {
-      att = ops::attention_prefill(q, k, v, mask, attn);
-    }
+    V att = layer_attention(step, l, q, k, v, pos, mask, attn);
     x = b.name(x + ops::linear(merge_heads(att), W("attn_output.weight", {dim, nh * hd})), "attn_out", li);
     // feed-forward: SwiGLU
     V f = b.name(ops::rmsnorm(x, W("ffn_norm.weight", {dim}), cfg.norm_eps), "ffn_norm", li);
