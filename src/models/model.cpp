@@ -103,6 +103,12 @@ Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
   if (!arch) return arch.take_error();
   Result<TraceFn> trace = family_tracer(*arch);
   if (!trace) return trace.take_error().context(path);
+  // GGUF metadata and tensor conventions are read for the llama-like families only; the
+  // others would load with wrong settings, so they are refused until their readers exist.
+  if (*arch != "llama" && *arch != "mistral" && *arch != "qwen2" && *arch != "qwen3") {
+    return unsupported(path, ": GGUF architecture '", *arch,
+                       "' is not supported yet (GGUF: llama, mistral, qwen2, qwen3; its Hugging Face checkpoint loads)");
+  }
   Model m;
   m.source = path;
   m.trace = *trace;
