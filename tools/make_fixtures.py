@@ -51,10 +51,15 @@ def configs():
                                        bos_token_id=1, eos_token_id=2, pad_token_id=0),
     }
     if hasattr(t, "DeepseekV2Config"):
-        out["deepseek_v2"] = lambda: t.DeepseekV2Config(**base(
-            num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
-            v_head_dim=24, first_k_dense_replace=LAYERS, moe_intermediate_size=32, n_routed_experts=4,
-            num_experts_per_tok=2, n_shared_experts=1))
+        def deepseek(**kw):
+            args = dict(num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16,
+                        qk_rope_head_dim=8, v_head_dim=24, first_k_dense_replace=LAYERS, moe_intermediate_size=32,
+                        n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1)
+            args.update(kw)
+            return t.DeepseekV2Config(**base(**args))
+        out["deepseek_v2"] = lambda: deepseek()
+        out["deepseek_v2_qlora"] = lambda: deepseek(q_lora_rank=16)  # compressed queries
+        out["deepseek_v2_moe"] = lambda: deepseek(first_k_dense_replace=1)  # layer 1 is routed MoE
     return out
 
 

@@ -11,7 +11,6 @@ namespace ops = ir::ops;
 Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
   Status ok = cfg.check();
   if (!ok) return ok.take_error();
-  if (cfg.q_lora_rank > 0) return unsupported("deepseek2: q_lora_rank > 0 (compressed queries) is not supported yet");
   if (cfg.kv_lora_rank <= 0 || cfg.qk_rope_dim <= 0 || cfg.qk_nope_dim <= 0 || cfg.v_head_dim <= 0) {
     return invalid_input("deepseek2: kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim must be positive");
   }
@@ -37,7 +36,15 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
     const std::string p = str_cat("blk.", l, ".");
     V h = b.name(ops::rmsnorm(x, W(p + "attn_norm.weight", {dim}), cfg.norm_eps), "attn_norm", li);
     // queries: [1, H, n, nope | rot]
-    V q = split_heads(ops::linear(h, W(p + "attn_q.weight", {nh * dk, dim})), nh, dk);
+    V q_flat;
+    if (cfg.q_lora_rank > 0) {  // compressed queries: down-project, RMSNorm, up-project
+      V q_a = ops::linear(h, W(p + "attn_q_a.weight", {cfg.q_lora_rank, dim}));
+      V q_a_norm = ops::rmsnorm(q_a, W(p + "attn_q_a_norm.weight", {cfg.q_lora_rank}), cfg.norm_eps);
+      q_flat = ops::linear(q_a_norm, W(p + "attn_q_b.weight", {nh * dk, cfg.q_lora_rank}));
+    } else {
+      q_flat = ops::linear(h, W(p + "attn_q.weight", {nh * dk, dim}));
+    }
+    V q = split_heads(q_flat, nh, dk);
     V q_nope = b.slice_axis(q, -1, 0, nope);
     V q_rot = ops::apply_rope(b.slice_axis(q, -1, nope, dk), rope);
     // keys and values from the latent: [1, n, r | rot] -> per-head nope keys and values

@@ -1,7 +1,7 @@
 // DeepSeek-V2 attention (multi-head latent attention): q projection, a shared low-rank
 // key/value latent (kv_lora_rank) expanded per head, a rotary key part shared by every
-// head, value width independent of the key width. Dense SwiGLU MLPs; routed-MoE layers are
-// refused at load. The cache holds the expanded per-head keys and values for now; the
+// head, value width independent of the key width; queries direct or through a q_lora_rank
+// bottleneck. Dense SwiGLU MLPs; routed-MoE layers are refused at load. The cache holds the expanded per-head keys and values for now; the
 // latent cache is the KV-cache issue's.
 #pragma once
 
@@ -9,7 +9,8 @@
 
 namespace kvf::models {
 
-// Weights (GGUF deepseek2 names): token_embd, blk.N.{attn_norm, attn_q, attn_kv_a_mqa,
+// Weights (GGUF deepseek2 names): token_embd, blk.N.{attn_norm, attn_q (or attn_q_a,
+// attn_q_a_norm, attn_q_b with q_lora_rank), attn_kv_a_mqa,
 // attn_kv_a_norm, attn_kv_b, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}.weight,
 // output_norm.weight, output.weight.
 Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, const StepSpec& step);

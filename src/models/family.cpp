@@ -62,7 +62,8 @@ ir::V layernorm_block(const ModelConfig& cfg, const Weights& w, const StepSpec& 
   ir::V att = layer_attention(step, layer, q, k, v, pos, mask, attn);
   x = x + linear(merge_heads(att), "attn_output", dim, dim);
   ir::V up = linear(layernorm(x, "ffn_norm"), "ffn_up", cfg.hidden_dim, dim);
-  return x + linear(ops::gelu_tanh(up), "ffn_down", dim, cfg.hidden_dim);
+  ir::V act = cfg.gelu_tanh ? ops::gelu_tanh(up) : ops::gelu_erf(up);
+  return x + linear(act, "ffn_down", dim, cfg.hidden_dim);
 }
 
 }  // namespace kvf::models

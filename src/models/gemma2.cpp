@@ -43,7 +43,7 @@ Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const S
     V f = norm(x, p + "ffn_norm.weight");
     V gate = ops::linear(f, W(p + "ffn_gate.weight", {cfg.hidden_dim, dim}));
     V up = ops::linear(f, W(p + "ffn_up.weight", {cfg.hidden_dim, dim}));
-    V down = ops::linear(ops::geglu(gate, up, /*tanh_form=*/true), W(p + "ffn_down.weight", {dim, cfg.hidden_dim}));
+    V down = ops::linear(ops::geglu(gate, up, cfg.gelu_tanh), W(p + "ffn_down.weight", {dim, cfg.hidden_dim}));
     x = b.name(x + norm(down, p + "post_ffw_norm.weight"), "ffn_out", li);
   }
   V out = norm(x, "output_norm.weight");

@@ -64,6 +64,8 @@ const FamilyNames kDeepseek2Names{
     "model.layers.",
     {{"input_layernorm.weight", "attn_norm.weight"},
      {"self_attn.q_proj.weight", "attn_q.weight"},
+     {"self_attn.q_a_proj.weight", "attn_q_a.weight"}, {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+     {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
      {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
      {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
      {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"}, {"self_attn.o_proj.weight", "attn_output.weight"},
@@ -205,6 +207,22 @@ Status llama_like_config(const load::HfConfig& hf, ModelConfig& c) {
   return rope_from_hf(hf, c, c.head_dim);
 }
 
+// The activation a family's config names: SwiGLU families need SiLU, GELU families pick
+// the tanh or erf form.
+Status activation_from_hf(const load::HfConfig& hf, ModelConfig& c, const char* key, const char* fallback,
+                          bool gelu_family) {
+  Result<std::string> act = hf.get_string_or(key, fallback);
+  if (!act) return act.take_error();
+  if (!gelu_family) {
+    if (*act == "silu" || *act == "swish") return {};
+    return unsupported(hf.name(), ": ", key, " '", *act, "' (the ", c.arch, " tracer computes SwiGLU)");
+  }
+  if (*act == "gelu_new" || *act == "gelu_pytorch_tanh" || *act == "gelu_fast") c.gelu_tanh = true;
+  else if (*act == "gelu") c.gelu_tanh = false;
+  else return unsupported(hf.name(), ": ", key, " '", *act, "' is not a GELU kvforge computes");
+  return {};
+}
+
 Status family_config(const load::HfConfig& hf, ModelConfig& c) {
   const std::string& t = hf.model_type();
   if (t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3") {
@@ -212,6 +230,8 @@ Status family_config(const load::HfConfig& hf, ModelConfig& c) {
     Status s = llama_like_config(hf, c);
     if (!s) return s;
     c.qk_norm = t == "qwen3";
+    s = activation_from_hf(hf, c, "hidden_act", "silu", false);
+    if (!s) return s;
     return sliding_from_hf(hf, c, false);
   }
   if (t == "gemma2") {
@@ -229,6 +249,8 @@ Status family_config(const load::HfConfig& hf, ModelConfig& c) {
     c.final_softcap = *final_cap;
     c.norm_unit_offset = true;
     c.embed_scale = std::sqrt(static_cast<double>(c.dim));
+    s = activation_from_hf(hf, c, "hidden_activation", "gelu_pytorch_tanh", true);
+    if (!s) return s;
     return sliding_from_hf(hf, c, true);
   }
   if (t == "deepseek_v2") {
@@ -247,6 +269,8 @@ Status family_config(const load::HfConfig& hf, ModelConfig& c) {
       return unsupported(hf.name(), ": routed-MoE layers (first_k_dense_replace ", *dense, " < ", c.n_layers,
                          " layers) are not supported yet");
     }
+    s = activation_from_hf(hf, c, "hidden_act", "silu", false);
+    if (!s) return s;
     c.n_kv_heads = c.n_heads;
     c.head_dim = c.qk_nope_dim + c.qk_rope_dim;
     c.rope_layout = ir::ops::RopeLayout::kInterleaved;  // DeepSeek rotates adjacent pairs
@@ -265,6 +289,8 @@ Status family_config(const load::HfConfig& hf, ModelConfig& c) {
     if (!eps) return eps.take_error();
     c.hidden_dim = *inner;
     c.norm_eps = *eps;
+    s = activation_from_hf(hf, c, "activation_function", "gelu_new", true);
+    if (!s) return s;
     c.n_kv_heads = c.n_heads;
     c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
     return {};

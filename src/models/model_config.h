@@ -49,6 +49,10 @@ struct ModelConfig {
   int64_t qk_rope_dim = 0;          // rotary part, shared by every head
   int64_t v_head_dim = 0;
 
+  // GELU flavour where a family uses GELU (gpt2, bloom, gemma2's GeGLU): HF "gelu_new" and
+  // "gelu_pytorch_tanh" are the tanh form, "gelu" the exact erf form.
+  bool gelu_tanh = true;
+
   int32_t bos = -1, eos = -1;
 
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
