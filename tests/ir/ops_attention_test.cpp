@@ -116,6 +116,50 @@ TEST_P(AttentionPrefill, MatchesDirectLoop) {
   EXPECT_LE(testing::rel_error(f32->data, want), 1e-6);
 }
 
+// The same cases through attention_masked: the first L - T keys already sit in the state
+// caches, the step's T new keys are written at pos[0] = L - T by DynamicUpdateSlice, and the
+// chain attends over the whole cache.
+TEST_P(AttentionPrefill, ThroughTheCacheMatchesDirectLoop) {
+  const Case& c = GetParam();
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  const Buffer q = testing::random_buffer(rng, {c.batch, c.hq, c.t, c.dk});
+  const Buffer k = testing::random_buffer(rng, {c.batch, c.hkv, c.l, c.dk});
+  const Buffer v = testing::random_buffer(rng, {c.batch, c.hkv, c.l, c.dv});
+  // Split the full K/V into the cached prefix (in state) and the step's new rows.
+  auto rows = [&](const Buffer& x, int64_t from, int64_t to, int64_t d) {
+    Buffer out = testing::must(Buffer::zeros(DType::kF32, {c.batch, c.hkv, to - from, d}));
+    for (int64_t b = 0; b < c.batch * c.hkv; ++b)
+      for (int64_t j = from; j < to; ++j)
+        for (int64_t e = 0; e < d; ++e) out.data[(b * (to - from) + j - from) * d + e] = x.data[(b * c.l + j) * d + e];
+    return out;
+  };
+  Builder b("cached");
+  V pos = b.slot(ir::Slot::kPos, DType::kI32, {c.t});
+  V kc = b.state("k_cache", DType::kF32, {c.batch, c.hkv, c.l, c.dk}, ir::StateRole::kKeyCache, 0);
+  V vc = b.state("v_cache", DType::kF32, {c.batch, c.hkv, c.l, c.dv}, ir::StateRole::kValueCache, 0);
+  const ops::AttnOpts opts{.scale = 1.0 / std::sqrt(static_cast<double>(c.dk)), .softcap = c.softcap};
+  V mask = build_mask(b, c, pos);
+  auto r = ops::attention_masked(testing::input(b, "q", q), testing::input(b, "k_new", rows(k, c.l - c.t, c.l, c.dk)),
+                                 testing::input(b, "v_new", rows(v, c.l - c.t, c.l, c.dv)), kc, vc, pos, mask, opts);
+  b.output("out", r.out);
+  const ir::Graph g = testing::must(b.finish());
+  eval::StateStore state;
+  state["k_cache"] = k;  // prefix rows are the real keys; the new rows' slots hold stale
+  state["v_cache"] = v;  // copies that the write must replace (checked by the reference)
+  for (int64_t bh = 0; bh < c.batch * c.hkv; ++bh)
+    for (int64_t j = c.l - c.t; j < c.l; ++j) {
+      for (int64_t e = 0; e < c.dk; ++e) state["k_cache"].data[(bh * c.l + j) * c.dk + e] = 7.0;
+      for (int64_t e = 0; e < c.dv; ++e) state["v_cache"].data[(bh * c.l + j) * c.dv + e] = -7.0;
+    }
+  eval::Oracle oracle({.precision = eval::Precision::kF64, .threads = 1});
+  Result<eval::Outputs> out = oracle.run(g, {{ir::Slot::kPos, testing::must(Buffer::i32({c.t}, positions(c)))}}, state);
+  ASSERT_TRUE(out.ok()) << out.error().to_string();
+  EXPECT_LE(testing::rel_error(out->at("out").data, reference(c, q, k, v)), 1e-12);
+  EXPECT_EQ(state.at("k_cache").data, k.data);  // the donated cache now holds every key
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Forms, AttentionPrefill,
     ::testing::Values(Case{"mha", 2, 4, 4, 3, 7, 8, 8, MaskKind::kCausal},
