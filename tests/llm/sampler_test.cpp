@@ -1,0 +1,81 @@
+// Sampler: greedy is argmax; each filter does what it promises; a seed fixes the draws and
+// the draws follow softmax(logits / T).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "llm/sampler.h"
+
+namespace kvf {
+namespace {
+
+using llm::Sampler;
+using llm::SamplerConfig;
+
+const std::vector<float> kLogits{1.0f, 3.0f, 2.5f, -1.0f, 0.0f, 2.9f};  // best 1, then 5, 2
+
+std::map<int32_t, int> draw(SamplerConfig cfg, int n, const std::vector<int32_t>& history = {}) {
+  Sampler s(cfg);
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < n; ++i) ++counts[s.sample(kLogits, history)];
+  return counts;
+}
+
+TEST(Sampler, GreedyIsArgmax) {
+  EXPECT_EQ(llm::argmax(kLogits), 1);
+  EXPECT_EQ(draw({}, 20), (std::map<int32_t, int>{{1, 20}}));
+}
+
+TEST(Sampler, TopKOneAndTinyTopPAreGreedy) {
+  EXPECT_EQ(draw({.temperature = 1.5, .top_k = 1, .seed = 3}, 50), (std::map<int32_t, int>{{1, 50}}));
+  EXPECT_EQ(draw({.temperature = 1.5, .top_p = 0.01, .seed = 3}, 50), (std::map<int32_t, int>{{1, 50}}));
+}
+
+TEST(Sampler, TopKKeepsOnlyTheKBest) {
+  const auto c = draw({.temperature = 1.0, .top_k = 3, .seed = 9}, 3000);
+  for (const auto& [tok, n] : c) EXPECT_TRUE(tok == 1 || tok == 5 || tok == 2) << "token " << tok;
+  EXPECT_EQ(c.size(), 3u);
+}
+
+TEST(Sampler, MinPDropsUnlikelyTokens) {
+  // p_i / p_max = exp(l_i - 3) at T = 1: token 5 keeps 0.90, token 2 0.61, token 0 0.14.
+  const auto c = draw({.temperature = 1.0, .min_p = 0.5, .seed = 4}, 3000);
+  for (const auto& [tok, n] : c) EXPECT_TRUE(tok == 1 || tok == 5 || tok == 2) << "token " << tok;
+}
+
+TEST(Sampler, DrawsFollowTheTemperatureSoftmax) {
+  const double t = 0.7;
+  double z = 0;
+  for (float l : kLogits) z += std::exp(l / t);
+  const int n = 20000;
+  const auto c = draw({.temperature = t, .seed = 12345}, n);
+  for (int32_t tok = 0; tok < static_cast<int32_t>(kLogits.size()); ++tok) {
+    const double p = std::exp(kLogits[static_cast<size_t>(tok)] / t) / z;
+    const double got = c.count(tok) ? static_cast<double>(c.at(tok)) / n : 0.0;
+    EXPECT_NEAR(got, p, 4 * std::sqrt(p * (1 - p) / n) + 1e-3) << "token " << tok;  // ~4 sigma
+  }
+}
+
+TEST(Sampler, SameSeedSameDrawsOtherSeedOtherDraws) {
+  auto seq = [](uint64_t seed) {
+    Sampler s({.temperature = 1.0, .seed = seed});
+    std::vector<int32_t> out;
+    for (int i = 0; i < 64; ++i) out.push_back(s.sample(kLogits, {}));
+    return out;
+  };
+  EXPECT_EQ(seq(7), seq(7));
+  EXPECT_NE(seq(7), seq(8));
+}
+
+TEST(Sampler, RepetitionPenaltyMovesTheArgmax) {
+  // Penalty 1.5 divides token 1's positive logit: 3 / 1.5 = 2 < 2.9 (token 5).
+  EXPECT_EQ(draw({.repeat_penalty = 1.5}, 1, {1}), (std::map<int32_t, int>{{5, 1}}));
+  // Outside the look-back window it does not apply.
+  EXPECT_EQ(draw({.repeat_penalty = 1.5, .repeat_last_n = 1}, 1, {1, 4}), (std::map<int32_t, int>{{1, 1}}));
+  // A negative logit is multiplied: token 3 goes from -1 to -1.5 (still never chosen greedily).
+  EXPECT_EQ(draw({.repeat_penalty = 1.5}, 1, {3}), (std::map<int32_t, int>{{1, 1}}));
+}
+
+}  // namespace
+}  // namespace kvf
