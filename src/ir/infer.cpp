@@ -79,7 +79,8 @@ Result<TensorType> infer_reshape(const Params& p, const TensorType& x) {
   if (!s) return s.take_error();
   Result<int64_t> n_in = checked_numel(x.shape);
   Result<int64_t> n_out = checked_numel(p.shape);
-  const bool counted = n_in.ok() & n_out.ok();  // look at both: neither may die unchecked
+  const bool in_ok = n_in.ok(), out_ok = n_out.ok();  // look at both: neither may die unchecked
+  const bool counted = in_ok && out_ok;
   if (!counted || *n_in != *n_out) {
     return bad(OpKind::kReshape, "cannot reshape ", type_str(x), " to ", shape_str(p.shape));
   }

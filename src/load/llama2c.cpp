@@ -1,6 +1,7 @@
 // llama2.c legacy checkpoint reader: header checks, exact size accounting, borrowed slices.
 #include "load/llama2c.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -13,7 +14,7 @@ Status check_header(const Llama2cHeader& h, const std::string& name) {
   const int32_t fields[] = {h.dim, h.hidden_dim, h.n_layers, h.n_heads, h.n_kv_heads, h.vocab_size, h.seq_len};
   const char* names[] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
   for (int i = 0; i < 7; ++i) {
-    const int64_t v = i == 5 ? int64_t{h.vocab()} : int64_t{fields[i]};
+    const int64_t v = i == 5 ? std::abs(int64_t{fields[i]}) : int64_t{fields[i]};  // not vocab(): -INT32_MIN overflows
     if (fields[i] == 0 || v <= 0 || v > (1 << 22)) {
       return invalid_input(name, ": header field ", names[i], " = ", fields[i], " (offset ", 4 * i, ") is out of range");
     }

@@ -7,10 +7,16 @@
 #include <cstdint>
 #include <limits>
 
+#include "eval/buffers.h"
 #include "testing.h"
 
 namespace kvf {
 namespace {
+
+using testing::f32;
+using testing::i32;
+using testing::make;
+using testing::ramp;
 
 using eval::Buffer;
 using eval::Precision;
@@ -26,16 +32,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kI32Min = -2147483648.0;
 constexpr double kI32Max = 2147483647.0;
 
-Buffer make(DType dt, Shape s, std::vector<double> v) {
-  Result<Buffer> b = Buffer::of(dt, std::move(s), std::move(v));
-  if (!b) {
-    ADD_FAILURE() << b.error().to_string();
-    return Buffer{};
-  }
-  return std::move(*b);
-}
-Buffer f32(Shape s, std::vector<double> v) { return make(DType::kF32, std::move(s), std::move(v)); }
-Buffer i32(Shape s, std::vector<double> v) { return make(DType::kI32, std::move(s), std::move(v)); }
 Buffer pred(Shape s, std::vector<double> v) { return make(DType::kBool, std::move(s), std::move(v)); }
 
 // Runs f on the oracle; a failure is reported and yields an empty buffer.

@@ -6,10 +6,16 @@
 #include <cmath>
 #include <limits>
 
+#include "eval/buffers.h"
 #include "testing.h"
 
 namespace kvf {
 namespace {
+
+using testing::f32;
+using testing::i32;
+using testing::make;
+using testing::ramp;
 
 using eval::Buffer;
 using ir::Builder;
@@ -20,24 +26,7 @@ using testing::input;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Buffer make(DType dt, Shape s, std::vector<double> v) {
-  Result<Buffer> b = Buffer::of(dt, std::move(s), std::move(v));
-  if (!b) {
-    ADD_FAILURE() << b.error().to_string();
-    return Buffer{};
-  }
-  return std::move(*b);
-}
-Buffer f32(Shape s, std::vector<double> v) { return make(DType::kF32, std::move(s), std::move(v)); }
 
-// x[i] = i + offset over shape s.
-Buffer ramp(Shape s, double offset = 0) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<double>(i) + offset;
-  return f32(std::move(s), std::move(v));
-}
 
 // x[a][b][c] of the 2x3x4 ramp.
 double x3(int a, int b, int c) { return 12 * a + 4 * b + c; }

@@ -7,10 +7,16 @@
 #include <cstring>
 #include <limits>
 
+#include "eval/buffers.h"
 #include "testing.h"
 
 namespace kvf {
 namespace {
+
+using testing::f32;
+using testing::i32;
+using testing::make;
+using testing::ramp;
 
 using eval::Buffer;
 using eval::Oracle;
@@ -24,16 +30,6 @@ using ir::V;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Buffer make(DType dt, Shape s, std::vector<double> v) {
-  Result<Buffer> b = Buffer::of(dt, std::move(s), std::move(v));
-  if (!b) {
-    ADD_FAILURE() << b.error().to_string();
-    return Buffer{};
-  }
-  return std::move(*b);
-}
-Buffer f32(Shape s, std::vector<double> v) { return make(DType::kF32, std::move(s), std::move(v)); }
-Buffer i32(Shape s, std::vector<double> v) { return make(DType::kI32, std::move(s), std::move(v)); }
 
 ir::Graph finish(Builder& b) {
   Result<ir::Graph> g = b.finish();

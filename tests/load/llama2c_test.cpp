@@ -2,6 +2,7 @@
 // truncations and trailing bytes that must be typed errors naming the file and offset.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstring>
 
 #include "load/llama2c.h"
@@ -75,6 +76,7 @@ TEST(Llama2c, MalformedHeadersAreTypedErrors) {
       {poke(good, 3, 3), "not a multiple of n_heads"},
       {poke(good, 4, 3), "not a multiple of n_kv_heads"},
       {poke(good, 5, 0), "vocab_size = 0"},
+      {poke(good, 5, INT32_MIN), "vocab_size = -2147483648"},  // fuzz/llama2c_fuzz: -INT32_MIN overflowed (UB)
   };
   for (const auto& [bytes, needle] : cases) {
     Result<load::Llama2cCheckpoint> ck = parse(bytes);
