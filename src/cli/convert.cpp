@@ -15,7 +15,10 @@ struct ConvertOptions {
 };
 
 Status run(const ConvertOptions& o) {
-  Result<models::Model> m = open(o.model, /*need_tokenizer=*/false);
+  // The tokenizer is loaded when the checkpoint has one, but not required.
+  models::OpenOptions opts;
+  opts.tokenizer_path = o.model.tokenizer;
+  Result<models::Model> m = models::open_model(o.model.model, opts);
   if (!m) return m.take_error();
   if (!m->tokenizer) std::fprintf(stderr, "kvforge: warning: %s has no tokenizer; the GGUF will have none\n", o.model.model.c_str());
   return models::export_gguf(*m, o.out);
