@@ -9,14 +9,13 @@ using ir::V;
 namespace ops = ir::ops;
 
 Result<ir::Graph> trace_bloom(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
-  Status ok = cfg.check();
+  Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
-  if (step.cached && step.capacity < step.n_tokens) return capacity("bloom: cache smaller than the step");
   const int64_t n = step.n_tokens, dim = cfg.dim;
-  const int64_t lk = step.cached ? step.capacity : n;
-  ir::Builder b(str_cat("bloom", step.cached ? ".step" : ".full", n));
-  V tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
-  V pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  const int64_t lk = keys_seen(step);
+  StepTrace t(cfg, step);
+  ir::Builder& b = t.b;
+  const V tokens = t.tokens, pos = t.pos;
   // ALiBi: slope_h * key position; softmax ignores the per-row constant -slope_h * query.
   V alibi = ops::alibi_bias(b, ops::alibi_slopes(cfg.n_heads), lk);
   const V mask = ops::causal_mask(pos, lk) + alibi;  // [1, H, n, lk]

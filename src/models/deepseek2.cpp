@@ -9,18 +9,17 @@ using ir::V;
 namespace ops = ir::ops;
 
 Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
-  Status ok = cfg.check();
+  Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
   if (cfg.kv_lora_rank <= 0 || cfg.qk_rope_dim <= 0 || cfg.qk_nope_dim <= 0 || cfg.v_head_dim <= 0) {
     return invalid_input("deepseek2: kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim must be positive");
   }
-  if (step.cached && step.capacity < step.n_tokens) return capacity("deepseek2: cache smaller than the step");
   const int64_t n = step.n_tokens, dim = cfg.dim, nh = cfg.n_heads;
   const int64_t nope = cfg.qk_nope_dim, rot = cfg.qk_rope_dim, dk = nope + rot, dv = cfg.v_head_dim, r = cfg.kv_lora_rank;
-  const int64_t lk = step.cached ? step.capacity : n;
-  ir::Builder b(str_cat("deepseek2", step.cached ? ".step" : ".full", n));
-  V tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
-  V pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  const int64_t lk = keys_seen(step);
+  StepTrace t(cfg, step);
+  ir::Builder& b = t.b;
+  const V tokens = t.tokens, pos = t.pos;
   ops::RopeSpec rope_spec = cfg.rope_spec();
   rope_spec.head_dim = rot;  // rope turns only the shared rotary part
   rope_spec.rotary_dim = 0;

@@ -5,6 +5,23 @@
 
 namespace kvf::models {
 
+Status check_step(const ModelConfig& cfg, const StepSpec& step) {
+  Status ok = cfg.check();
+  if (!ok) return ok;
+  if (step.n_tokens <= 0) return invalid_input(cfg.arch, ": a step needs at least one token");
+  if (step.cached && step.capacity < step.n_tokens) {
+    return capacity(cfg.arch, ": cache capacity ", step.capacity, " is smaller than the step's ", step.n_tokens,
+                    " tokens");
+  }
+  return {};
+}
+
+StepTrace::StepTrace(const ModelConfig& cfg, const StepSpec& step)
+    : b(str_cat(cfg.arch, step.cached ? ".step" : ".full", step.n_tokens)) {
+  tokens = b.slot(ir::Slot::kToken, DType::kI32, {step.n_tokens});
+  pos = b.slot(ir::Slot::kPos, DType::kI32, {step.n_tokens});
+}
+
 ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Shape& shape) {
   Result<HostTensor> t = w.get(name, shape);
   if (!t) {

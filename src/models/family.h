@@ -19,6 +19,17 @@ struct StepSpec {
   bool cached = true;     // false: a full forward over these tokens alone, no state
 };
 
+// Every tracer starts here: the config is valid, the step has tokens and its cache holds them.
+Status check_step(const ModelConfig& cfg, const StepSpec& step);
+// Keys each query row sees: the cache capacity, or the step's own tokens in a full pass.
+inline int64_t keys_seen(const StepSpec& step) { return step.cached ? step.capacity : step.n_tokens; }
+// A builder named after the arch and step ("llama.step1", "gpt2.full48") and its two slots.
+struct StepTrace {
+  ir::Builder b;
+  ir::V tokens, pos;  // i32 [n] each
+  StepTrace(const ModelConfig& cfg, const StepSpec& step);
+};
+
 // A weight as an f32 value: the named constant, cast from f16/bf16/q8_0/q4_0 when stored so
 // (executors fuse the cast into the consuming matmul). A missing or misshapen tensor is
 // recorded as the builder's error.

@@ -9,14 +9,13 @@ using ir::V;
 namespace ops = ir::ops;
 
 Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
-  Status ok = cfg.check();
+  Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
-  if (step.cached && step.capacity < step.n_tokens) return capacity("gemma2: cache smaller than the step");
   const int64_t n = step.n_tokens, dim = cfg.dim, hd = cfg.head_dim, nh = cfg.n_heads, nkv = cfg.n_kv_heads;
-  const int64_t lk = step.cached ? step.capacity : n;
-  ir::Builder b(str_cat("gemma2", step.cached ? ".step" : ".full", n));
-  V tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
-  V pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  const int64_t lk = keys_seen(step);
+  StepTrace t(cfg, step);
+  ir::Builder& b = t.b;
+  const V tokens = t.tokens, pos = t.pos;
   const ops::RopeTables rope = ops::rope_tables(pos, cfg.rope_spec());
   const V causal = ops::causal_mask(pos, lk);
   const V window = cfg.sliding_window > 0 ? ops::sliding_window_mask(pos, lk, cfg.sliding_window) : causal;

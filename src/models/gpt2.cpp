@@ -9,14 +9,13 @@ using ir::V;
 namespace ops = ir::ops;
 
 Result<ir::Graph> trace_gpt2(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
-  Status ok = cfg.check();
+  Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
-  if (step.cached && step.capacity < step.n_tokens) return capacity("gpt2: cache smaller than the step");
   const int64_t n = step.n_tokens, dim = cfg.dim;
-  const int64_t lk = step.cached ? step.capacity : n;
-  ir::Builder b(str_cat("gpt2", step.cached ? ".step" : ".full", n));
-  V tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
-  V pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  const int64_t lk = keys_seen(step);
+  StepTrace t(cfg, step);
+  ir::Builder& b = t.b;
+  const V tokens = t.tokens, pos = t.pos;
   const V mask = ops::causal_mask(pos, lk);
   auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };
   auto layernorm = [&](V x, const std::string& name) {
