@@ -17,6 +17,7 @@ struct KernelArgs {
   std::span<const Buffer* const> in;
   const ir::TensorType& out_type;
   ThreadPool* pool;  // may be null: run inline
+  bool native = false;  // Precision::kNative: fused loops round where their chain would
 };
 
 Result<Buffer> eval_unary(const KernelArgs& a);
@@ -34,5 +35,12 @@ Result<Buffer> eval_gather(const KernelArgs& a);
 Result<Buffer> eval_scatter_update(const KernelArgs& a);
 Result<Buffer> eval_dynamic_update_slice(const KernelArgs& a);
 Result<Buffer> eval_matmul(const KernelArgs& a);
+// fused ops (kernels_fused.cpp)
+Result<Buffer> eval_attention(const KernelArgs& a);
+Result<Buffer> eval_rope(const KernelArgs& a);
+Result<Buffer> eval_rmsnorm(const KernelArgs& a);
+Result<Buffer> eval_softmax(const KernelArgs& a);
+Result<Buffer> eval_glu(const KernelArgs& a);
+Result<Buffer> eval_linear(const KernelArgs& a);
 
 }  // namespace kvf::eval

@@ -36,7 +36,7 @@ const Buffer* Oracle::constant(const ir::Value& v, Status& status) {
 }
 
 Result<Buffer> Oracle::eval_eqn(const ir::Graph& g, const ir::Eqn& e, std::span<const Buffer* const> in) {
-  KernelArgs a{e, in, g.type(e.out), pool_.get()};
+  KernelArgs a{e, in, g.type(e.out), pool_.get(), opts_.precision == Precision::kNative};
   if (ir::is_unary(e.op)) return eval_unary(a);
   if (ir::is_binary(e.op)) return eval_binary(a);
   switch (e.op) {
@@ -53,6 +53,12 @@ Result<Buffer> Oracle::eval_eqn(const ir::Graph& g, const ir::Eqn& e, std::span<
     case OpKind::kScatterUpdate: return eval_scatter_update(a);
     case OpKind::kDynamicUpdateSlice: return eval_dynamic_update_slice(a);
     case OpKind::kMatMul: return eval_matmul(a);
+    case OpKind::kAttention: return eval_attention(a);
+    case OpKind::kRope: return eval_rope(a);
+    case OpKind::kRmsNorm: return eval_rmsnorm(a);
+    case OpKind::kSoftmax: return eval_softmax(a);
+    case OpKind::kGlu: return eval_glu(a);
+    case OpKind::kLinear: return eval_linear(a);
     default: break;
   }
   return internal_error("oracle: no loop for ", ir::op_name(e.op));

@@ -258,6 +258,7 @@ Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
 }
 
 Result<TensorType> infer(OpKind op, const Params& p, std::span<const TensorType> in) {
+  if (is_fused(op)) return infer_fused(op, p, in);
   for (const TensorType& t : in) {
     Status s = check_shape(op, t.shape);
     if (!s) return s.take_error();

@@ -12,6 +12,9 @@ namespace kvf::ir {
 // naming the op and the mismatch. Axes in params must already be non-negative.
 Result<TensorType> infer(OpKind op, const Params& params, std::span<const TensorType> in);
 
+// The typing rules of the fused ops (infer_fused.cpp); infer() forwards to it.
+Result<TensorType> infer_fused(OpKind op, const Params& params, std::span<const TensorType> in);
+
 // numpy broadcasting of two shapes.
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 

@@ -39,6 +39,12 @@ std::string_view op_name(OpKind op) {
     case OpKind::kScatterUpdate: return "scatter_update";
     case OpKind::kDynamicUpdateSlice: return "dynamic_update_slice";
     case OpKind::kMatMul: return "matmul";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kRope: return "rope";
+    case OpKind::kRmsNorm: return "rmsnorm";
+    case OpKind::kSoftmax: return "softmax";
+    case OpKind::kGlu: return "glu";
+    case OpKind::kLinear: return "linear";
   }
   return "?";
 }
@@ -57,6 +63,7 @@ std::string_view cmp_name(CmpDir dir) {
 
 bool is_unary(OpKind op) { return op <= OpKind::kRecip; }
 bool is_binary(OpKind op) { return op >= OpKind::kAdd && op <= OpKind::kOr; }
+bool is_fused(OpKind op) { return op >= OpKind::kAttention; }
 bool is_reduce(OpKind op) { return op == OpKind::kReduceSum || op == OpKind::kReduceMax; }
 
 }  // namespace kvf::ir

@@ -33,16 +33,48 @@ enum class OpKind : uint8_t {
   kScatterUpdate,       // base [N, ...], idx i32 [M], upd [M, ...]; idx -1 writes nothing
   kDynamicUpdateSlice,  // base, update, start i32 [1]: update placed at start along params.axis
   kMatMul,              // [..., M, K] x [..., K, N] -> [..., M, N], batch axes broadcast
+
+  // Fused ops: formed by compile/ from the chains ops:: emits, never by tracers. Each has
+  // the meaning of the chain it replaces (docs/ir.md, docs/attention.md).
+  kAttention,  // q, k, v [, k_shared] [, mask] [, len]: params.attn
+  kRope,       // x [..., T, D], cos, sin [T, rot/2] (or [T, rot/2, 1]): params.rope
+  kRmsNorm,    // x [..., D], weight [D]: x * rsqrt(mean(x²) + eps) * (weight or 1 + weight)
+  kSoftmax,    // x: over the last axis, max-subtracted
+  kGlu,        // gate, up (same shape): act(gate) * up; params.glu
+  kLinear,     // x f32 [..., K], weight [N, K] in its stored dtype [, bias [N]] -> f32 [..., N]
 };
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kLinear) + 1;
 
 enum class CmpDir : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 
 std::string_view op_name(OpKind op);
+bool is_fused(OpKind op);
 std::string_view cmp_name(CmpDir dir);
 
 bool is_unary(OpKind op);
 bool is_binary(OpKind op);  // includes compare/and/or, excludes select
 bool is_reduce(OpKind op);
+
+// The fused Attention's parameters. Operands in order: q, k, v, then k_shared if
+// has_shared, mask if has_mask, len if has_len.
+struct AttnParams {
+  double scale = 1.0;
+  double softcap = 0.0;  // 0: none; else cap * tanh(score / cap), before the mask
+  int64_t n_rep = 1;     // query heads per key head (GQA/MQA)
+  bool has_shared = false;  // split key (MLA): k_shared [B, 1, Lk, s] completes every head's key
+  bool has_mask = false;    // additive mask [1|B, 1|Hq, Lq, Lk]
+  bool has_len = false;     // live length len i32 [B]: keys t >= len[b] are not visited
+  bool operator==(const AttnParams&) const = default;
+};
+
+enum class RopeLayout : uint8_t { kHalf, kInterleaved };  // as ops::RopeLayout
+struct RopeParams {
+  RopeLayout layout = RopeLayout::kHalf;
+  int64_t rotary_dim = 0;  // the rotated prefix of the last axis; the rest passes through
+  bool operator==(const RopeParams&) const = default;
+};
+
+enum class GluAct : uint8_t { kSilu, kGeluTanh, kGeluErf };
 
 // Static parameters; each op reads only the fields docs/ir.md lists for it.
 struct Params {
@@ -55,6 +87,13 @@ struct Params {
   bool keepdim = false;         // reduce
   CmpDir cmp = CmpDir::kEq;     // compare
   DType dtype = DType::kF32;    // cast, iota
+  // fused ops
+  AttnParams attn;              // attention
+  RopeParams rope;              // rope
+  double eps = 0.0;             // rmsnorm
+  bool unit_offset = false;     // rmsnorm: scale by (1 + weight), as Gemma
+  GluAct glu = GluAct::kSilu;   // glu
+  bool has_bias = false;        // linear
 };
 
 }  // namespace kvf::ir

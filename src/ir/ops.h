@@ -28,10 +28,9 @@ V linear(V x, V weight, V bias = {});  // weight [out, in] as stored by HF: x @ 
 V embed(V table, V tokens);            // table [vocab, dim], tokens i32 [...] -> [..., dim]
 
 // ---- rotary embeddings (rope.cpp)
-enum class RopeLayout {
-  kHalf,         // rotate-half: pairs (i, i + rot/2), as HF Llama
-  kInterleaved,  // adjacent pairs (2i, 2i + 1), as llama2.c / GPT-J
-};
+// kHalf: rotate-half, pairs (i, i + rot/2), as HF Llama; kInterleaved: adjacent pairs
+// (2i, 2i + 1), as llama2.c / GPT-J. The fused Rope op carries the same enum.
+using RopeLayout = ir::RopeLayout;
 struct RopeSpec {
   int64_t head_dim = 0;
   int64_t rotary_dim = 0;  // 0: the whole head; else a partial rotary prefix of the head
@@ -69,6 +68,11 @@ V attention_prefill(V q, V k, V v, V mask, const AttnOpts& opts);
 // DynamicUpdateSlice (donating the state), then attends over the whole cache with mask.
 struct CachedAttention { V out, k_cache, v_cache; };
 CachedAttention attention_masked(V q, V k_new, V v_new, V k_cache, V v_cache, V pos, V mask,
+                                 const AttnOpts& opts);
+// attention_masked's cache writes, then attention_live over the live prefix of the cache,
+// len = pos[T-1] + 1 (guarded to 1..cap): a decode step visits what it needs, not the
+// capacity, once compile/ fuses it. The mask still orders the tokens within the step.
+CachedAttention attention_cached(V q, V k_new, V v_new, V k_cache, V v_cache, V pos, V mask,
                                  const AttnOpts& opts);
 // Clamps x into [lo, hi] and declares the witness lo <= x <= hi as a validation output.
 V index_guard(V x, int64_t lo, int64_t hi, const std::string& what);

@@ -21,6 +21,20 @@ std::string tuple(const std::vector<int64_t>& xs) {
   return s + ")";
 }
 
+std::string attention_params(const AttnParams& a) {
+  return str_cat("[scale=", number(a.scale), ", n_rep=", a.n_rep, a.softcap > 0 ? ", softcap=" + number(a.softcap) : "",
+                 a.has_shared ? ", split_key" : "", a.has_mask ? ", mask" : "", a.has_len ? ", live_len" : "", "]");
+}
+
+const char* glu_name(GluAct act) {
+  switch (act) {
+    case GluAct::kSilu: return "silu";
+    case GluAct::kGeluTanh: return "gelu_tanh";
+    case GluAct::kGeluErf: return "gelu_erf";
+  }
+  return "?";
+}
+
 std::string params_str(const Eqn& e) {
   const Params& p = e.params;
   switch (e.op) {
@@ -40,6 +54,13 @@ std::string params_str(const Eqn& e) {
     case OpKind::kDynamicUpdateSlice: return str_cat("[axis=", p.axis, "]");
     case OpKind::kIota: return str_cat("[shape=", tuple(p.shape), ", axis=", p.axis, ", dtype=", dtype_name(p.dtype), "]");
     case OpKind::kCast: return str_cat("[dtype=", dtype_name(p.dtype), "]");
+    case OpKind::kAttention: return attention_params(p.attn);
+    case OpKind::kRope:
+      return str_cat("[layout=", p.rope.layout == RopeLayout::kHalf ? "half" : "interleaved",
+                     ", rot=", p.rope.rotary_dim, "]");
+    case OpKind::kRmsNorm: return str_cat("[eps=", number(p.eps), p.unit_offset ? ", unit_offset" : "", "]");
+    case OpKind::kGlu: return str_cat("[act=", glu_name(p.glu), "]");
+    case OpKind::kLinear: return p.has_bias ? "[bias]" : "";
     default: return "";
   }
 }

@@ -55,7 +55,7 @@ ir::V layer_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir:
   };
   ir::V kc = cache("k_cache", k, ir::StateRole::kKeyCache);
   ir::V vc = cache("v_cache", v, ir::StateRole::kValueCache);
-  return ir::ops::attention_masked(q, k, v, kc, vc, pos, mask, opts).out;
+  return ir::ops::attention_cached(q, k, v, kc, vc, pos, mask, opts).out;
 }
 
 ir::V layernorm_block(const ModelConfig& cfg, const Weights& w, const StepSpec& step, int64_t layer, ir::V x,

@@ -59,6 +59,22 @@ CachedAttention attention_masked(V q, V k_new, V v_new, V k_cache, V v_cache, V 
   return r;
 }
 
+CachedAttention attention_cached(V q, V k_new, V v_new, V k_cache, V v_cache, V pos, V mask,
+                                 const AttnOpts& opts) {
+  Builder& b = *q.b;
+  const int64_t t = pos.dim(0);
+  V start = b.slice_axis(pos, 0, 0, 1);
+  CachedAttention r;
+  r.k_cache = b.dynamic_update_slice(k_cache, k_new, start, 2);
+  r.v_cache = b.dynamic_update_slice(v_cache, v_new, start, 2);
+  b.donate(k_cache, r.k_cache);
+  b.donate(v_cache, r.v_cache);
+  // The step's last token sees keys 0..pos[T-1]; the mask orders the tokens inside the step.
+  V len = b.slice_axis(pos, 0, t - 1, t) + b.like(pos, 1.0);
+  r.out = attention_live(q, r.k_cache, r.v_cache, len, mask, opts);
+  return r;
+}
+
 V index_guard(V x, int64_t lo, int64_t hi, const std::string& what) {
   Builder& b = *x.b;
   V lo_v = b.like(x, static_cast<double>(lo));

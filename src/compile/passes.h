@@ -1,0 +1,21 @@
+// The passes, one file each, and the fixed order they run in (DESIGN.md §3):
+// canonicalize → cse → rope recognition → attention rewrite → dce → fusion.
+#pragma once
+
+#include <vector>
+
+#include "compile/pass.h"
+
+namespace kvf::compile {
+
+Pass canonicalize_pass();  // canonicalize.cpp: fold no-op reshapes/transposes/broadcasts/casts, x*1, x+0 ...
+Pass cse_pass();           // cse.cpp: one eqn per (op, params, operands); equal literals merge
+Pass rope_pass();          // rope.cpp: the apply_rope chain -> one Rope eqn
+Pass attention_pass();     // attention.cpp: the ops::attention_* chains -> one Attention eqn
+Pass dce_pass();           // dce.cpp: drops eqns no output, donation or validation needs
+Pass fusion_pass();        // fusion.cpp: rmsnorm, softmax rows, glu, linear (+ bias epilogue)
+
+// All of the above, in order.
+std::vector<Pass> default_passes();
+
+}  // namespace kvf::compile

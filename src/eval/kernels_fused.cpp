@@ -1,0 +1,181 @@
+// Reference loops for the fused ops compile/ forms. They define what a fused op means, in
+// f64, so a pass can be checked against the chain it replaced and every exec/ kernel against
+// the oracle. Rope rounds its products like the chain it replaces (the rope pass is exact);
+// the others round once at the end (their passes reassociate).
+#include <cmath>
+#include <limits>
+
+#include "eval/kernels.h"
+
+namespace kvf::eval {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Rounds like one primitive of the replaced chain would under Precision::kNative.
+double step(const KernelArgs& a, double x) { return a.native ? round_to_dtype(a.out_type.dtype, x) : x; }
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+double gelu_tanh(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2)); }
+
+struct AttnView {
+  const Buffer *q, *k, *v, *shared = nullptr, *mask = nullptr, *len = nullptr;
+};
+
+AttnView attention_operands(const KernelArgs& a) {
+  const ir::AttnParams& p = a.eqn.params.attn;
+  AttnView view{a.in[0], a.in[1], a.in[2]};
+  size_t next = 3;
+  if (p.has_shared) view.shared = a.in[next++];
+  if (p.has_mask) view.mask = a.in[next++];
+  if (p.has_len) view.len = a.in[next++];
+  return view;
+}
+
+}  // namespace
+
+Result<Buffer> eval_attention(const KernelArgs& a) {
+  const ir::AttnParams& p = a.eqn.params.attn;
+  const AttnView in = attention_operands(a);
+  Result<Buffer> out = Buffer::zeros(a.out_type.dtype, a.out_type.shape);
+  if (!out) return out;
+  const Shape& qs = in.q->shape;
+  const int64_t batch = qs[0], hq = qs[1], lq = qs[2], dq = qs[3];
+  const int64_t hkv = in.k->shape[1], lk = in.k->shape[2], dk = in.k->shape[3], dv = in.v->shape[3];
+  const int64_t ds = in.shared ? in.shared->shape[3] : 0;
+  const Shape ms = in.mask ? in.mask->shape : Shape{1, 1, lq, lk};
+  std::vector<double> scores(static_cast<size_t>(lk));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t live = in.len ? std::clamp<int64_t>(static_cast<int64_t>(in.len->data[b]), 0, lk) : lk;
+    for (int64_t h = 0; h < hq; ++h) {
+      const int64_t g = h / p.n_rep;
+      for (int64_t i = 0; i < lq; ++i) {
+        const double* qrow = in.q->data.data() + ((b * hq + h) * lq + i) * dq;
+        double m = -kInf;
+        for (int64_t t = 0; t < live; ++t) {
+          const double* krow = in.k->data.data() + ((b * hkv + g) * lk + t) * dk;
+          double dot = 0;
+          for (int64_t c = 0; c < dk; ++c) dot += qrow[c] * krow[c];
+          if (in.shared) {
+            const double* srow = in.shared->data.data() + (b * lk + t) * ds;
+            for (int64_t c = 0; c < ds; ++c) dot += qrow[dk + c] * srow[c];
+          }
+          double s = dot * p.scale;
+          if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
+          if (in.mask) {
+            const int64_t mb = ms[0] == 1 ? 0 : b, mh = ms[1] == 1 ? 0 : h;
+            s += in.mask->data[static_cast<size_t>(((mb * ms[1] + mh) * lq + i) * lk + t)];
+          }
+          scores[static_cast<size_t>(t)] = s;
+          m = std::max(m, s);
+        }
+        double sum = 0;
+        for (int64_t t = 0; t < live; ++t) {
+          double& e = scores[static_cast<size_t>(t)];
+          e = std::exp(e - m);  // a row with no visible key: exp(NaN), as the softmax chain
+          sum += e;
+        }
+        double* orow = out->data.data() + ((b * hq + h) * lq + i) * dv;
+        for (int64_t t = 0; t < live; ++t) {
+          const double w = scores[static_cast<size_t>(t)] / sum;
+          const double* vrow = in.v->data.data() + ((b * hkv + g) * lk + t) * dv;
+          for (int64_t c = 0; c < dv; ++c) orow[c] += w * vrow[c];
+        }
+        if (live == 0) std::fill(orow, orow + dv, std::numeric_limits<double>::quiet_NaN());
+      }
+    }
+  }
+  return out;
+}
+
+Result<Buffer> eval_rope(const KernelArgs& a) {
+  const Buffer& x = *a.in[0];
+  const Buffer &cos = *a.in[1], &sin = *a.in[2];
+  const ir::RopeParams& p = a.eqn.params.rope;
+  Buffer out = x;
+  const int64_t d = x.shape.back(), t_len = x.shape[x.shape.size() - 2], half = p.rotary_dim / 2;
+  const int64_t rows = x.numel() / d;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.data.data() + r * d;
+    double* o = out.data.data() + r * d;
+    const double* c = cos.data.data() + (r % t_len) * half;
+    const double* s = sin.data.data() + (r % t_len) * half;
+    for (int64_t i = 0; i < half; ++i) {
+      const bool pairs = p.layout == ir::RopeLayout::kInterleaved;
+      const int64_t i0 = pairs ? 2 * i : i, i1 = pairs ? 2 * i + 1 : i + half;
+      o[i0] = step(a, step(a, xr[i0] * c[i]) - step(a, xr[i1] * s[i]));
+      // Term order as the chain: x2·cos + x1·sin (half), even·sin + odd·cos (pairs).
+      o[i1] = pairs ? step(a, step(a, xr[i0] * s[i]) + step(a, xr[i1] * c[i]))
+                    : step(a, step(a, xr[i1] * c[i]) + step(a, xr[i0] * s[i]));
+    }
+  }
+  return out;
+}
+
+Result<Buffer> eval_rmsnorm(const KernelArgs& a) {
+  const Buffer &x = *a.in[0], &w = *a.in[1];
+  const ir::Params& p = a.eqn.params;
+  Buffer out = x;
+  const int64_t d = x.shape.back(), rows = x.numel() / d;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.data.data() + r * d;
+    double ss = 0;
+    for (int64_t c = 0; c < d; ++c) ss += xr[c] * xr[c];
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(d) + p.eps);
+    for (int64_t c = 0; c < d; ++c) {
+      out.data[static_cast<size_t>(r * d + c)] = xr[c] * inv * (p.unit_offset ? 1.0 + w.data[c] : w.data[c]);
+    }
+  }
+  return out;
+}
+
+Result<Buffer> eval_softmax(const KernelArgs& a) {
+  Buffer out = *a.in[0];
+  const int64_t d = out.shape.back(), rows = out.numel() / d;
+  for (int64_t r = 0; r < rows; ++r) {
+    double* row = out.data.data() + r * d;
+    double m = -kInf, sum = 0;
+    for (int64_t c = 0; c < d; ++c) m = std::max(m, row[c]);
+    for (int64_t c = 0; c < d; ++c) sum += row[c] = std::exp(row[c] - m);
+    for (int64_t c = 0; c < d; ++c) row[c] /= sum;
+  }
+  return out;
+}
+
+Result<Buffer> eval_glu(const KernelArgs& a) {
+  const Buffer &gate = *a.in[0], &up = *a.in[1];
+  Buffer out = gate;
+  const ir::GluAct act = a.eqn.params.glu;
+  for (size_t i = 0; i < out.data.size(); ++i) {
+    const double g = gate.data[i];
+    const double f = act == ir::GluAct::kSilu ? silu(g) : act == ir::GluAct::kGeluTanh ? gelu_tanh(g) : gelu_erf(g);
+    out.data[i] = f * up.data[i];
+  }
+  return out;
+}
+
+Result<Buffer> eval_linear(const KernelArgs& a) {
+  const Buffer &x = *a.in[0], &w = *a.in[1];
+  Result<Buffer> out = Buffer::zeros(a.out_type.dtype, a.out_type.shape);
+  if (!out) return out;
+  const int64_t k = x.shape.back(), n = w.shape[0], rows = x.numel() / k;
+  const Buffer* bias = a.eqn.params.has_bias ? a.in[2] : nullptr;
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < k; ++c) acc += x.data[static_cast<size_t>(r * k + c)] * w.data[static_cast<size_t>(j * k + c)];
+        out->data[static_cast<size_t>(r * n + j)] = acc + (bias ? bias->data[static_cast<size_t>(j)] : 0.0);
+      }
+    }
+  };
+  if (a.pool) a.pool->parallel_for(rows, body, 1);
+  else body(0, rows);
+  return out;
+}
+
+}  // namespace kvf::eval

@@ -1,0 +1,69 @@
+// The fused Attention kernel on the CPU (seed 000: "The streaming schedule", "Split-KV
+// decode", "Split keys", "Live length"). One call computes, for every batch row b, query
+// head h and query row i:
+//   s[t] = transform(q[b,h,i,:] · key(b, h / n_rep, t) * scale) + mask[b,h,i,t]
+//   out[b,h,i,:] = sum_t softmax(s)[t] * v[b, h / n_rep, t, :]
+// over keys t < min(len[b], Lk) (all Lk without a live length). transform is identity or
+// softcap * tanh(x / softcap). A key whose score is -inf adds exactly zero; a row with no
+// visible key gives 0/0 (NaN), as the oracle's softmax does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace kvf::exec::cpu {
+
+struct AttentionArgs {
+  int64_t batch = 1, hq = 1, hkv = 1, lq = 1, lk = 1;
+  int64_t dk = 0;  // per-head key width (without the shared part)
+  int64_t ds = 0;  // shared key width (MLA split key); 0 when there is none
+  int64_t dv = 0;
+  const float* q = nullptr;     // f32 [B, Hq, Lq, dk + ds]
+  DType kv_dtype = DType::kF32; // F32 or F16: the dtype of k, k_shared and v
+  const void* k = nullptr;      // [B, Hkv, Lk, dk]
+  const void* k_shared = nullptr;  // [B, 1, Lk, ds] or null
+  const void* v = nullptr;      // [B, Hkv, Lk, dv]
+  const float* mask = nullptr;  // additive f32 [mask_batch, mask_heads, Lq, Lk] or null
+  int64_t mask_batch = 1;       // 1 or B
+  int64_t mask_heads = 1;       // 1 or Hq (ALiBi)
+  const int32_t* len = nullptr; // i32 [B] live lengths, or null; clamped into [0, Lk]
+  float scale = 1.0f;
+  float softcap = 0.0f;         // 0: none
+  float* out = nullptr;         // f32 [B, Hq, Lq, dv]
+};
+
+enum class AttentionScheduleKind { kStreaming, kSplitKV };
+
+struct AttentionSchedule {
+  AttentionScheduleKind kind = AttentionScheduleKind::kStreaming;
+  int splits = 1;       // split-KV: number of key chunks per (row, kv head), 2..16
+  int64_t chunk = 0;    // split-KV: keys per chunk (>= 128), splits * chunk >= Lk
+};
+
+// Floats of scratch the schedule needs (0 for streaming): the split-KV partials
+// (o[dv], m, l) for every (batch row, query head, split).
+size_t attention_scratch_floats(const AttentionArgs& a, const AttentionSchedule& s);
+
+// Runs the kernel on the pool. scratch holds attention_scratch_floats() floats and needs no
+// initialization (a split past the live length publishes the neutral (0, -inf, 0)).
+void attention(ThreadPool& pool, const AttentionArgs& a, const AttentionSchedule& s, float* scratch);
+
+// The planner's can_implement for this kernel: dtypes, shapes, pointers, widths (key and
+// value rows of at most kAttentionMaxWidth floats) and the split-KV parameters. attention()
+// assumes the call passed it. With Lq > 1 split-KV keeps partials per query row as well:
+// B * Hq * Lq * splits * (dv + 2) floats.
+inline constexpr int64_t kAttentionMaxWidth = 1024;
+Status attention_check(const AttentionArgs& a, const AttentionSchedule& s);
+
+// The bodies attention() can run; kAuto is the best this CPU supports. Tests run each one.
+enum class AttentionIsa { kAuto, kPortable, kAvx512 };
+bool attention_isa_supported(AttentionIsa isa);
+const char* attention_isa_name(AttentionIsa isa);
+void attention(ThreadPool& pool, const AttentionArgs& a, const AttentionSchedule& s, float* scratch,
+               AttentionIsa isa);
+
+}  // namespace kvf::exec::cpu

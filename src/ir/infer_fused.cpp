@@ -1,0 +1,139 @@
+// Typing rules of the fused ops compile/ forms (docs/ir.md, "Fused ops").
+#include <algorithm>
+
+#include "ir/infer.h"
+
+namespace kvf::ir {
+namespace {
+
+Error bad(OpKind op, const auto&... parts) { return invalid_input(op_name(op), ": ", parts...); }
+
+bool rank_is(const TensorType& t, size_t r) { return t.shape.size() == r; }
+
+Status check_kv(const AttnParams& p, const TensorType& q, const TensorType& k, const TensorType& v) {
+  const OpKind op = OpKind::kAttention;
+  if (q.dtype != DType::kF32) return bad(op, "q must be f32, got ", type_str(q));
+  if (!rank_is(q, 4) || !rank_is(k, 4) || !rank_is(v, 4)) {
+    return bad(op, "q, k, v must be rank 4, got ", type_str(q), ", ", type_str(k), ", ", type_str(v));
+  }
+  for (const TensorType* t : {&k, &v}) {
+    if (t->dtype != DType::kF32 && t->dtype != DType::kF16) return bad(op, "k/v must be f32 or f16, got ", type_str(*t));
+  }
+  if (k.dtype != v.dtype) return bad(op, "k and v dtypes differ: ", type_str(k), " vs ", type_str(v));
+  const int64_t batch = q.shape[0], hkv = k.shape[1], lk = k.shape[2];
+  if (k.shape[0] != batch || v.shape[0] != batch) return bad(op, "batch differs among q, k, v");
+  if (v.shape[1] != hkv || v.shape[2] != lk) return bad(op, "k ", type_str(k), " and v ", type_str(v), " disagree");
+  if (p.n_rep < 1 || hkv * p.n_rep != q.shape[1]) {
+    return bad(op, q.shape[1], " query heads are not ", hkv, " key heads x n_rep ", p.n_rep);
+  }
+  return {};
+}
+
+Result<TensorType> infer_attention(const AttnParams& p, std::span<const TensorType> in) {
+  const OpKind op = OpKind::kAttention;
+  const size_t want = 3 + p.has_shared + p.has_mask + p.has_len;
+  if (in.size() != want) return bad(op, "expects ", want, " operands, got ", in.size());
+  const TensorType &q = in[0], &k = in[1], &v = in[2];
+  Status s = check_kv(p, q, k, v);
+  if (!s) return s.take_error();
+  const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], lk = k.shape[2];
+  int64_t key_width = k.shape[3];
+  size_t next = 3;
+  if (p.has_shared) {
+    const TensorType& ks = in[next++];
+    if (!rank_is(ks, 4) || ks.dtype != k.dtype || ks.shape[0] != batch || ks.shape[1] != 1 || ks.shape[2] != lk) {
+      return bad(op, "k_shared must be ", dtype_name(k.dtype), "[", batch, ",1,", lk, ",s], got ", type_str(ks));
+    }
+    key_width += ks.shape[3];
+  }
+  if (q.shape[3] != key_width) return bad(op, "query width ", q.shape[3], " is not the key width ", key_width);
+  if (p.has_mask) {
+    const TensorType& m = in[next++];
+    const bool ok = rank_is(m, 4) && m.dtype == DType::kF32 && (m.shape[0] == 1 || m.shape[0] == batch) &&
+                    (m.shape[1] == 1 || m.shape[1] == hq) && m.shape[2] == lq && m.shape[3] == lk;
+    if (!ok) return bad(op, "mask must be f32[1|", batch, ",1|", hq, ",", lq, ",", lk, "], got ", type_str(m));
+  }
+  if (p.has_len) {
+    const TensorType& len = in[next++];
+    if (len.dtype != DType::kI32 || len.shape != Shape{batch}) {
+      return bad(op, "len must be i32[", batch, "], got ", type_str(len));
+    }
+  }
+  return TensorType{DType::kF32, {batch, hq, lq, v.shape[3]}};
+}
+
+Result<TensorType> infer_rope(const RopeParams& p, std::span<const TensorType> in) {
+  const OpKind op = OpKind::kRope;
+  if (in.size() != 3) return bad(op, "expects x, cos, sin");
+  const TensorType &x = in[0], &c = in[1], &s = in[2];
+  if (!is_float(x.dtype) || x.shape.size() < 2) return bad(op, "x must be a float tensor of rank >= 2, got ", type_str(x));
+  const int64_t t = x.shape[x.shape.size() - 2], d = x.shape.back(), half = p.rotary_dim / 2;
+  if (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0 || p.rotary_dim > d) {
+    return bad(op, "rotary dim ", p.rotary_dim, " must be even and in 2..", d);
+  }
+  const Shape want = p.layout == RopeLayout::kHalf ? Shape{t, half} : Shape{t, half, 1};
+  if (c != s || c.dtype != x.dtype || c.shape != want) {
+    return bad(op, "cos/sin must both be ", dtype_name(x.dtype), shape_str(want), ", got ", type_str(c), " and ",
+               type_str(s));
+  }
+  return x;
+}
+
+Result<TensorType> infer_rmsnorm(std::span<const TensorType> in) {
+  const OpKind op = OpKind::kRmsNorm;
+  if (in.size() != 2) return bad(op, "expects x, weight");
+  const TensorType &x = in[0], &w = in[1];
+  if (!is_float(x.dtype) || x.shape.empty()) return bad(op, "x must be a float tensor, got ", type_str(x));
+  if (w.dtype != x.dtype || w.shape != Shape{x.shape.back()}) {
+    return bad(op, "weight must be ", dtype_name(x.dtype), "[", x.shape.back(), "], got ", type_str(w));
+  }
+  return x;
+}
+
+Result<TensorType> infer_glu(std::span<const TensorType> in) {
+  const OpKind op = OpKind::kGlu;
+  if (in.size() != 2) return bad(op, "expects gate, up");
+  if (!is_float(in[0].dtype) || in[0] != in[1]) {
+    return bad(op, "gate and up must be float tensors of one type, got ", type_str(in[0]), " and ", type_str(in[1]));
+  }
+  return in[0];
+}
+
+Result<TensorType> infer_linear(const Params& p, std::span<const TensorType> in) {
+  const OpKind op = OpKind::kLinear;
+  if (in.size() != (p.has_bias ? 3u : 2u)) return bad(op, "expects x, weight", p.has_bias ? ", bias" : "");
+  const TensorType &x = in[0], &w = in[1];
+  if (x.dtype != DType::kF32 || x.shape.empty()) return bad(op, "x must be f32, got ", type_str(x));
+  const bool stored = is_float(w.dtype) || is_block_quant(w.dtype);
+  if (!stored || !rank_is(w, 2) || w.shape[1] != x.shape.back()) {
+    return bad(op, "weight must be [N, ", x.shape.back(), "] of a float or block type, got ", type_str(w));
+  }
+  if (is_block_quant(w.dtype) && w.shape[1] % block_elems(w.dtype) != 0) {
+    return bad(op, "weight rows of ", type_str(w), " are not whole blocks");
+  }
+  if (p.has_bias && (in[2].dtype != DType::kF32 || in[2].shape != Shape{w.shape[0]})) {
+    return bad(op, "bias must be f32[", w.shape[0], "], got ", type_str(in[2]));
+  }
+  TensorType out = x;
+  out.shape.back() = w.shape[0];
+  return out;
+}
+
+}  // namespace
+
+Result<TensorType> infer_fused(OpKind op, const Params& p, std::span<const TensorType> in) {
+  switch (op) {
+    case OpKind::kAttention: return infer_attention(p.attn, in);
+    case OpKind::kRope: return infer_rope(p.rope, in);
+    case OpKind::kRmsNorm: return infer_rmsnorm(in);
+    case OpKind::kSoftmax:
+      if (in.size() != 1 || !is_float(in[0].dtype) || in[0].shape.empty()) return bad(op, "expects one float tensor");
+      return in[0];
+    case OpKind::kGlu: return infer_glu(in);
+    case OpKind::kLinear: return infer_linear(p, in);
+    default: break;
+  }
+  return internal_error("infer_fused: ", op_name(op), " is not a fused op");
+}
+
+}  // namespace kvf::ir
