@@ -24,7 +24,7 @@ Status run(const LogitsOptions& o) {
   Result<models::Model> m = open(o.model, false);
   if (!m) return m.take_error();
   const int64_t n = static_cast<int64_t>(ids->size()), vocab = m->config.vocab;
-  llm::Generator gen(*m, std::max(capacity_for(o.model, *m), n), {.precision = eval::Precision::kNative, .threads = o.model.threads});
+  llm::Generator gen(*m, std::max(capacity_for(o.model, *m), n), generator_options(o.model));
   Result<std::vector<float>> logits = gen.step(*ids);
   if (!logits) return logits.take_error();
   std::span<const float> rows(*logits);

@@ -18,7 +18,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
       ->required();
   cmd.add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer.bin when it is not next to the model");
   if (!with_runtime) return;
-  cmd.add_option("--threads", o.threads, "threads for the oracle's matmuls")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd.add_option("--threads", o.threads, "threads the executor runs on")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd.add_option("--executor", o.executor,
+                 "cpu: the compiled graph on this CPU's kernels; oracle: the reference interpreter (slow, exact)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "oracle"}));
   cmd.add_option("--ctx", o.ctx, "KV cache capacity in tokens (default: the model's context, at most 4096)")
       ->check(CLI::NonNegativeNumber);
 }
@@ -33,6 +37,12 @@ Result<models::Model> open(const ModelOptions& o, bool need_tokenizer) {
     return invalid_input(o.model, ": no tokenizer found (pass --tokenizer, or use --ids)");
   }
   return m;
+}
+
+llm::GeneratorOptions generator_options(const ModelOptions& o) {
+  return {.executor = o.executor == "oracle" ? llm::ExecutorKind::kOracle : llm::ExecutorKind::kCpu,
+          .precision = eval::Precision::kNative,
+          .threads = o.threads};
 }
 
 int64_t capacity_for(const ModelOptions& o, const models::Model& m) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "llm/generator.h"
 #include "models/model.h"
 
 namespace kvf::cli {
@@ -15,7 +16,11 @@ struct ModelOptions {
   std::string tokenizer;
   int threads = 2;
   int64_t ctx = 0;  // KV cache capacity; 0: min(model context, 4096)
+  std::string executor = "cpu";  // cpu (compiled) or oracle
 };
+
+// The generator options the flags ask for.
+llm::GeneratorOptions generator_options(const ModelOptions& o);
 
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime);
 Result<models::Model> open(const ModelOptions& o, bool need_tokenizer);

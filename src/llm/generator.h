@@ -1,20 +1,36 @@
-// Generator: runs a Model's steps over a fixed-capacity contiguous KV cache, on the oracle
-// for now (the fast executors arrive with exec/). Prefill and decode are the same call: a
-// step over n new tokens at the next positions. Graphs are traced once per step length.
+// Generator: runs a Model's steps over a fixed-capacity contiguous KV cache. By default each
+// step length is traced once, compiled (compile/), planned for this CPU (plan/) and bound
+// to the CPU executor, which replays it per call; ExecutorKind::kOracle keeps the oracle.
+// Prefill and decode are the same call: a step over n new tokens at the next positions.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "eval/oracle.h"
+#include "exec/cpu/executor.h"
+#include "exec/state.h"
 #include "models/model.h"
 
 namespace kvf::llm {
 
+enum class ExecutorKind { kCpu, kOracle };
+
+struct GeneratorOptions {
+  ExecutorKind executor = ExecutorKind::kCpu;
+  eval::Precision precision = eval::Precision::kNative;  // oracle only
+  int threads = 0;  // 0: one per hardware thread
+};
+
+// The traced step graph compiled by the default passes and planned for `caps`.
+Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps);
+
 class Generator {
  public:
   // capacity <= 0 means the model's context length.
-  Generator(const models::Model& model, int64_t capacity, eval::EvalOptions opts = {});
+  Generator(const models::Model& model, int64_t capacity, GeneratorOptions opts = {});
 
   // Runs `tokens` at positions position()..; returns the logits of every new position,
   // row-major [tokens.size(), vocab]. Refuses (kCapacity) a step past the cache.
@@ -23,18 +39,26 @@ class Generator {
   int64_t position() const { return pos_; }
   int64_t capacity() const { return capacity_; }
   int64_t vocab() const { return model_.config.vocab; }
+  ExecutorKind executor() const { return opts_.executor; }
   // Elements the KV state holds now (the whole capacity, once the first step ran).
   int64_t state_elements() const;
   void reset();
 
  private:
   Result<const ir::Graph*> graph_for(int64_t n_tokens);
+  Result<exec::cpu::CpuExecutor*> executor_for(int64_t n_tokens);
+  Result<std::vector<float>> run_oracle(const ir::Graph& g, const std::vector<int32_t>& tokens,
+                                        const std::vector<int32_t>& pos);
 
   const models::Model& model_;
   int64_t capacity_;
+  GeneratorOptions opts_;
   eval::Oracle oracle_;
-  eval::StateStore state_;
+  eval::StateStore oracle_state_;
+  std::unique_ptr<ThreadPool> pool_;
+  exec::StateStore cpu_state_;
   std::map<int64_t, ir::Graph> graphs_;  // by step length
+  std::map<int64_t, std::unique_ptr<exec::cpu::CpuExecutor>> executors_;
   int64_t pos_ = 0;
 };
 

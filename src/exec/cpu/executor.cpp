@@ -1,0 +1,287 @@
+#include "exec/cpu/executor.h"
+
+#include <cstring>
+
+#include "exec/cpu/attention.h"
+#include "exec/cpu/kernels_generic.h"
+#include "exec/cpu/kernels_rows.h"
+#include "exec/cpu/linear.h"
+
+namespace kvf::exec::cpu {
+
+using ir::OpKind;
+using ir::ValueKind;
+
+namespace {
+
+int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Ref ref_of(void* data, const ir::TensorType& t) { return Ref{data, t, numel_of(t.shape)}; }
+
+std::vector<std::vector<int>> users_of(const ir::Graph& g) {
+  std::vector<std::vector<int>> users(g.values.size());
+  for (size_t e = 0; e < g.eqns.size(); ++e) {
+    for (ir::ValueId v : g.eqns[e].in) users[static_cast<size_t>(v)].push_back(static_cast<int>(e));
+  }
+  return users;
+}
+
+// A cast of a weight read only by gathers stays in its stored type: the gather dequantizes
+// the rows it reads (an f16 or q8_0 embedding table is never widened whole).
+bool lazy_cast(const ir::Graph& g, const ir::Eqn& e, const std::vector<std::vector<int>>& users) {
+  if (e.op != OpKind::kCast || e.params.dtype != DType::kF32) return false;
+  if (g.value(e.in[0]).kind != ValueKind::kConstant) return false;
+  const auto& us = users[static_cast<size_t>(e.out)];
+  for (int u : us) {
+    const ir::Eqn& ue = g.eqns[static_cast<size_t>(u)];
+    if (ue.op != OpKind::kGather || ue.in[0] != e.out || ue.in[1] == e.out) return false;
+  }
+  return !us.empty();
+}
+
+AttentionArgs attention_args(const ir::Eqn& e, const plan::AttentionRequest& r, const std::vector<Ref>& in,
+                             const Ref& out) {
+  AttentionArgs a;
+  a.batch = r.batch;
+  a.hq = r.hq;
+  a.hkv = r.hkv;
+  a.lq = r.lq;
+  a.lk = r.lk;
+  a.dk = r.dk;
+  a.ds = r.ds;
+  a.dv = r.dv;
+  a.q = in[0].f32();
+  a.kv_dtype = r.kv_dtype;
+  a.k = in[1].data;
+  a.v = in[2].data;
+  size_t next = 3;
+  if (e.params.attn.has_shared) a.k_shared = in[next++].data;
+  if (e.params.attn.has_mask) {
+    const Ref& m = in[next++];
+    a.mask = m.f32();
+    a.mask_batch = m.dim(0);
+    a.mask_heads = m.dim(1);
+  }
+  if (e.params.attn.has_len) a.len = in[next++].i32();
+  a.scale = static_cast<float>(r.scale);
+  a.softcap = static_cast<float>(r.softcap);
+  a.out = out.f32();
+  return a;
+}
+
+AttentionSchedule kernel_schedule(const plan::AttentionRequest& r) {
+  AttentionSchedule s;
+  if (r.schedule == plan::AttentionSchedule::kSplitKV) {
+    s.kind = AttentionScheduleKind::kSplitKV;
+    s.splits = r.splits;
+    s.chunk = r.chunk;
+  }
+  return s;
+}
+
+Status check_fused(const ir::Graph& g, const ir::Eqn& e) {
+  for (ir::ValueId v : e.in) {
+    const DType dt = g.type(v).dtype;
+    const bool weight = e.op == OpKind::kLinear && v == e.in[1];
+    const bool kv = e.op == OpKind::kAttention && v != e.in[0] && dt == DType::kF16;
+    if (dt != DType::kF32 && dt != DType::kI32 && !weight && !kv) {
+      return unsupported("exec/cpu: ", ir::op_name(e.op), " over ", ir::type_str(g.type(v)));
+    }
+  }
+  if (g.type(e.out).dtype != DType::kF32) return unsupported("exec/cpu: ", ir::op_name(e.op), " to ", ir::type_str(g.type(e.out)));
+  return {};
+}
+
+}  // namespace
+
+CpuExecutor::CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool)
+    : plan_(std::move(plan)), state_(state), pool_(pool) {}
+
+Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(plan::Plan plan, StateStore& state, ThreadPool& pool) {
+  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(std::move(plan), state, pool));
+  Status s = state.allocate(ex->plan_.graph);
+  if (!s) return s.take_error();
+  s = ex->bind_values();
+  if (!s) return s.take_error().context("exec/cpu ", ex->plan_.graph.name);
+  s = ex->bind_ops();
+  if (!s) return s.take_error().context("exec/cpu ", ex->plan_.graph.name);
+  return ex;
+}
+
+Status CpuExecutor::bind_values() {
+  const ir::Graph& g = plan_.graph;
+  arena_ = HostBuffer(plan_.buffers.arena_bytes);
+  refs_.resize(g.values.size());
+  folded_.assign(g.values.size(), false);
+  auto own = [&](const ir::TensorType& t) {
+    owned_.emplace_back(numel_of(t.shape) * std::max<int64_t>(plan::element_bytes(t.dtype), 1));
+    return owned_.back().data();
+  };
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const ir::Value& v = g.values[i];
+    switch (v.kind) {
+      case ValueKind::kSlot:
+        refs_[i] = ref_of(own(v.type), v.type);
+        slots_.push_back({v.slot, refs_[i]});
+        break;
+      case ValueKind::kLiteral: {
+        refs_[i] = ref_of(own(v.type), v.type);
+        if (v.type.dtype == DType::kF32) *refs_[i].f32() = static_cast<float>(v.literal);
+        else if (v.type.dtype == DType::kI32) *refs_[i].i32() = static_cast<int32_t>(v.literal);
+        else if (v.type.dtype == DType::kBool) *refs_[i].pred() = v.literal != 0;
+        else return unsupported("literal of ", dtype_name(v.type.dtype));
+        folded_[i] = true;
+        break;
+      }
+      case ValueKind::kConstant: {
+        HostTensor t = v.data;
+        if (!t.is_contiguous()) {
+          Result<HostTensor> c = t.contiguous();
+          if (!c) return c.take_error().context("constant ", v.name);
+          t = std::move(*c);
+        }
+        refs_[i] = ref_of(const_cast<void*>(t.raw()), v.type);
+        pinned_.push_back(std::move(t));
+        folded_[i] = true;
+        break;
+      }
+      case ValueKind::kState: {
+        StateBuffer* sb = state_.find(v.name);
+        if (sb == nullptr) return internal_error("state ", v.name, " was not allocated");
+        refs_[i] = ref_of(sb->buf.data(), v.type);
+        break;
+      }
+      case ValueKind::kIntermediate: break;
+    }
+  }
+  return {};
+}
+
+Status CpuExecutor::bind_ops() {
+  const ir::Graph& g = plan_.graph;
+  const auto users = users_of(g);
+  // Witness closure: eqns the validations need, run (and checked) before anything else.
+  std::vector<bool> needed(g.values.size(), false);
+  for (const ir::Validation& c : g.validations) needed[static_cast<size_t>(c.witness)] = true;
+  std::vector<bool> in_prelude(g.eqns.size(), false);
+  for (size_t i = g.eqns.size(); i-- > 0;) {
+    const ir::Eqn& e = g.eqns[i];
+    if (!needed[static_cast<size_t>(e.out)]) continue;
+    in_prelude[i] = true;
+    for (ir::ValueId v : e.in) needed[static_cast<size_t>(v)] = true;
+  }
+  for (size_t i = 0; i < g.eqns.size(); ++i) {
+    const ir::Eqn& e = g.eqns[i];
+    const auto out = static_cast<size_t>(e.out);
+    const ir::TensorType& ot = g.type(e.out);
+    Op op{static_cast<int>(i), {}, {}, nullptr};
+    bool constant_inputs = true;
+    for (ir::ValueId v : e.in) {
+      op.in.push_back(refs_[static_cast<size_t>(v)]);
+      constant_inputs = constant_inputs && folded_[static_cast<size_t>(v)];
+    }
+    if (lazy_cast(g, e, users)) {
+      refs_[out] = refs_[static_cast<size_t>(e.in[0])];
+      folded_[out] = true;
+      continue;
+    }
+    const ir::ValueId owner = plan_.buffers.storage_of[out];
+    if (owner != e.out) {
+      refs_[out] = ref_of(refs_[static_cast<size_t>(owner)].data, ot);
+      folded_[out] = folded_[static_cast<size_t>(owner)];
+      if (e.op == OpKind::kReshape) continue;  // an alias: nothing to run
+    } else if (constant_inputs || in_prelude[i]) {
+      // Folded values outlive the arena's reuse; prelude values run out of eqn order.
+      owned_.emplace_back(numel_of(ot.shape) * std::max<int64_t>(plan::element_bytes(ot.dtype), 1));
+      refs_[out] = ref_of(owned_.back().data(), ot);
+    } else {
+      refs_[out] = ref_of(static_cast<char*>(arena_.data()) + plan_.buffers.offset[out], ot);
+    }
+    op.out = refs_[out];
+    if (plan_.buffers.scratch_offset[i] >= 0) {
+      op.scratch = reinterpret_cast<float*>(static_cast<char*>(arena_.data()) + plan_.buffers.scratch_offset[i]);
+    }
+    Status s;
+    if (ir::is_fused(e.op)) {
+      s = check_fused(g, e);
+    } else {
+      std::vector<ir::TensorType> types;
+      for (ir::ValueId v : e.in) types.push_back(g.type(v));
+      s = check_primitive(e, types, ot);
+    }
+    if (!s) return s.take_error().context("eqn ", i);
+    if (constant_inputs && owner == e.out) {  // weights-only work happens once, here
+      s = run_op(op);
+      if (!s) return s.take_error().context("folding eqn ", i);
+      folded_[out] = true;
+      continue;
+    }
+    if (in_prelude[i] && ir::is_fused(e.op)) return internal_error("a validation depends on fused eqn ", i);
+    (in_prelude[i] ? prelude_ : body_).push_back(std::move(op));
+  }
+  return {};
+}
+
+Status CpuExecutor::run_op(const Op& op) {
+  const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
+  switch (e.op) {
+    case OpKind::kLinear: {
+      const Ref& x = op.in[0];
+      const Ref& w = op.in[1];
+      const WeightView wv{w.dtype(), w.data, w.dim(0), w.dim(1)};
+      const float* bias = e.params.has_bias ? op.in[2].f32() : nullptr;
+      linear(pool_, x.f32(), x.numel / wv.k, wv.k, wv, bias, op.out.f32(), wv.n);
+      return {};
+    }
+    case OpKind::kAttention: {
+      const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
+      attention(pool_, attention_args(e, r, op.in, op.out), kernel_schedule(r), op.scratch);
+      return {};
+    }
+    case OpKind::kRmsNorm: rmsnorm_rows(pool_, op.in[0], op.in[1], e.params.eps, e.params.unit_offset, op.out); return {};
+    case OpKind::kRope: rope_rows(pool_, op.in[0], op.in[1], op.in[2], e.params.rope, op.out); return {};
+    case OpKind::kSoftmax: softmax_rows(pool_, op.in[0], op.out); return {};
+    case OpKind::kGlu: glu(pool_, e.params.glu, op.in[0], op.in[1], op.out); return {};
+    default: return run_primitive(e, op.in, op.out, pool_);
+  }
+}
+
+Status CpuExecutor::run(const SlotValues& slots) {
+  for (auto& [slot, ref] : slots_) {
+    auto it = slots.find(slot);
+    if (it == slots.end()) return invalid_input(plan_.graph.name, ": slot ", ir::slot_name(slot), " is not bound");
+    if (static_cast<int64_t>(it->second.size()) != ref.numel) {
+      return invalid_input(plan_.graph.name, ": slot ", ir::slot_name(slot), " has ", it->second.size(),
+                           " values, the graph expects ", ref.numel);
+    }
+    std::memcpy(ref.data, it->second.data(), it->second.size() * sizeof(int32_t));
+  }
+  for (const Op& op : prelude_) {
+    Status s = run_op(op);
+    if (!s) return s;
+  }
+  for (const ir::Validation& c : plan_.graph.validations) {
+    const Ref& w = refs_[static_cast<size_t>(c.witness)];
+    for (int64_t i = 0; i < w.numel; ++i) {
+      if (!w.pred()[i]) return invalid_input(plan_.graph.name, ": validation failed: ", c.what);
+    }
+  }
+  for (const Op& op : body_) {
+    Status s = run_op(op);
+    if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
+  }
+  return {};
+}
+
+std::span<const float> CpuExecutor::output(const std::string& name) const {
+  const ir::ValueId id = plan_.graph.find_output(name);
+  if (id < 0 || plan_.graph.type(id).dtype != DType::kF32) return {};
+  const Ref& r = refs_[static_cast<size_t>(id)];
+  return {r.f32(), static_cast<size_t>(r.numel)};
+}
+
+}  // namespace kvf::exec::cpu

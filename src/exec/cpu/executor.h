@@ -1,0 +1,55 @@
+// The CPU executor: a plan is bound once (arena, state, constants, kernel per eqn) and each
+// run replays the bound list — no graph walk, no allocation, no decision per token.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "exec/cpu/tensor_ref.h"
+#include "exec/executor.h"
+#include "exec/state.h"
+#include "plan/plan.h"
+
+namespace kvf::exec::cpu {
+
+class CpuExecutor final : public Executor {
+ public:
+  // Binds `plan` to the state buffers (allocating the ones it declares) and the pool, both
+  // of which must outlive the executor. Refuses what no kernel here runs, naming the eqn.
+  static Result<std::unique_ptr<CpuExecutor>> create(plan::Plan plan, StateStore& state, ThreadPool& pool);
+
+  Status run(const SlotValues& slots) override;
+  std::span<const float> output(const std::string& name) const override;
+
+  const plan::Plan& plan() const { return plan_; }
+  int64_t arena_bytes() const { return arena_.bytes(); }
+
+ private:
+  struct Op {
+    int eqn = -1;
+    std::vector<Ref> in;
+    Ref out;
+    float* scratch = nullptr;
+  };
+
+  CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool);
+  Status bind_values();
+  Status bind_ops();
+  Status run_op(const Op& op);
+  Status fold(const Op& op);
+
+  plan::Plan plan_;
+  StateStore& state_;
+  ThreadPool& pool_;
+  HostBuffer arena_;
+  std::vector<HostBuffer> owned_;  // slots, literals, folded constants, contiguous copies
+  std::vector<HostTensor> pinned_;
+  std::vector<Ref> refs_;          // per value
+  std::vector<bool> folded_;       // per value: computed once at bind time
+  std::vector<Op> prelude_;        // what the validation witnesses need; runs first
+  std::vector<Op> body_;
+  std::vector<std::pair<ir::Slot, Ref>> slots_;
+};
+
+}  // namespace kvf::exec::cpu

@@ -1,0 +1,63 @@
+#include "plan/attention_schedule.h"
+
+#include <algorithm>
+
+namespace kvf::plan {
+namespace {
+
+constexpr int kMaxLanes = 64;
+constexpr int kMaxSplits = 16;
+constexpr int64_t kMinChunk = 128;
+
+int64_t lane_state_bytes(const AttentionRequest& r) { return (r.dv + 2) * 4; }
+
+// Decode whose key-head rows leave cores idle (or unevenly loaded) gets split over the keys.
+int split_count(const AttentionRequest& r, const DeviceCaps& caps) {
+  if (r.lq != 1) return 1;
+  const int64_t rows = r.batch * r.hkv;  // one pass per key head serves its n_rep query heads
+  if (rows >= 2 * caps.cores) return 1;
+  const int64_t by_keys = r.lk / kMinChunk;
+  const int64_t wanted = (4 * caps.cores + rows - 1) / rows;
+  return static_cast<int>(std::clamp<int64_t>(std::min(by_keys, wanted), 1, kMaxSplits));
+}
+
+}  // namespace
+
+Status choose_attention_schedule(AttentionRequest& req, const DeviceCaps& caps) {
+  if (req.kv_dtype == DType::kF16 && !caps.has_f16_kv) {
+    return unsupported("attention: ", caps.name, " cannot read f16 K/V (KvDtype)");
+  }
+  const int64_t one = lane_state_bytes(req);
+  if (one > caps.lane_state_bytes) {
+    return unsupported("attention: the running state of one lane (dv ", req.dv, " + 2 floats = ", one,
+                       " bytes) exceeds the device's ", caps.lane_state_bytes, " bytes (AttentionLds)");
+  }
+  req.lanes = 1;
+  while (req.lanes * 2 <= kMaxLanes && req.lanes * 2 * one <= caps.lane_state_bytes) req.lanes *= 2;
+  req.schedule = AttentionSchedule::kStreaming;
+  req.splits = 1;
+  req.chunk = 0;
+  req.scratch_floats = 0;
+  const int splits = split_count(req, caps);
+  if (splits < 2) return {};
+  const int64_t scratch = req.batch * req.hq * splits * (req.dv + 2);
+  if (scratch * 4 > caps.max_scratch_bytes) return {};  // keep streaming: the partials would not fit
+  req.schedule = AttentionSchedule::kSplitKV;
+  req.splits = splits;
+  req.chunk = std::max(kMinChunk, (req.lk + splits - 1) / splits);
+  req.scratch_floats = scratch;
+  return {};
+}
+
+std::string describe(const AttentionRequest& a) {
+  std::string s = str_cat("attention B", a.batch, " Hq", a.hq, "/Hkv", a.hkv, " Lq", a.lq, " Lk", a.lk, " dk", a.dk);
+  if (a.ds) s += str_cat("+", a.ds, "shared");
+  s += str_cat(" dv", a.dv, " kv ", dtype_name(a.kv_dtype), " scale ", a.scale);
+  if (a.softcap > 0) s += str_cat(" softcap ", a.softcap);
+  s += a.mask == MaskKind::kNone ? " no-mask" : a.mask == MaskKind::kShared ? " mask" : " mask/head";
+  s += a.live_len ? " keys<len" : " keys<Lk";
+  if (a.schedule == AttentionSchedule::kStreaming) return s + str_cat(" streaming lanes=", a.lanes);
+  return s + str_cat(" split-kv splits=", a.splits, " chunk=", a.chunk, " scratch=", a.scratch_floats * 4, "B");
+}
+
+}  // namespace kvf::plan

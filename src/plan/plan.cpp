@@ -1,0 +1,91 @@
+#include "plan/plan.h"
+
+#include <map>
+
+#include "ir/printer.h"
+#include "plan/attention_schedule.h"
+
+namespace kvf::plan {
+namespace {
+
+Result<AttentionRequest> attention_request(const ir::Graph& g, const ir::Eqn& e, const DeviceCaps& caps) {
+  const ir::AttnParams& p = e.params.attn;
+  const Shape& q = g.type(e.in[0]).shape;
+  const ir::TensorType& k = g.type(e.in[1]);
+  AttentionRequest r;
+  r.batch = q[0];
+  r.hq = q[1];
+  r.lq = q[2];
+  r.hkv = k.shape[1];
+  r.lk = k.shape[2];
+  r.dk = k.shape[3];
+  r.dv = g.type(e.in[2]).shape[3];
+  r.kv_dtype = k.dtype;
+  r.scale = p.scale;
+  r.softcap = p.softcap;
+  size_t next = 3;
+  if (p.has_shared) r.ds = g.type(e.in[next++]).shape[3];
+  if (p.has_mask) {
+    const Shape& m = g.type(e.in[next++]).shape;
+    r.mask = m[1] == 1 ? MaskKind::kShared : MaskKind::kPerHead;
+    r.mask_batch = m[0];
+  }
+  r.live_len = p.has_len;
+  Status s = choose_attention_schedule(r, caps);
+  if (!s) return s.take_error();
+  return r;
+}
+
+std::string kernel_name(const ir::Graph& g, const ir::Eqn& e) {
+  switch (e.op) {
+    case ir::OpKind::kLinear: return str_cat("linear.", dtype_name(g.type(e.in[1]).dtype));
+    case ir::OpKind::kReshape: return "reshape.alias";
+    case ir::OpKind::kDynamicUpdateSlice:
+    case ir::OpKind::kScatterUpdate:
+      return str_cat(ir::op_name(e.op), g.value(e.in[0]).kind == ir::ValueKind::kState ? ".in_place" : ".copy");
+    default: return std::string(ir::op_name(e.op));
+  }
+}
+
+}  // namespace
+
+Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
+  Plan p;
+  p.caps = caps;
+  std::vector<int64_t> scratch(g.eqns.size(), 0);
+  for (size_t i = 0; i < g.eqns.size(); ++i) {
+    const ir::Eqn& e = g.eqns[i];
+    KernelRequest r{static_cast<int>(i), e.op, kernel_name(g, e), {}};
+    if (e.op == ir::OpKind::kAttention) {
+      Result<AttentionRequest> a = attention_request(g, e, caps);
+      if (!a) return a.take_error().context("plan ", g.name, " eqn ", i);
+      r.attention = *a;
+      r.kernel = a->schedule == AttentionSchedule::kSplitKV ? "attention.split_kv" : "attention.streaming";
+      scratch[i] = a->scratch_floats * 4;
+    }
+    p.requests.push_back(std::move(r));
+  }
+  Result<BufferPlan> b = plan_buffers(g, scratch);
+  if (!b) return b.take_error().context("plan ", g.name);
+  p.buffers = std::move(*b);
+  p.graph = std::move(g);
+  return p;
+}
+
+std::string describe(const Plan& p) {
+  std::string s = str_cat("plan ", p.graph.name, " on ", describe(p.caps), "\n");
+  for (const KernelRequest& r : p.requests) {
+    if (r.op != ir::OpKind::kAttention) continue;
+    s += str_cat("  ", ir::value_ref(p.graph, p.graph.eqns[static_cast<size_t>(r.eqn)].out), ": ",
+                 describe(r.attention), "\n");
+  }
+  std::map<std::string, int> kernels;
+  for (const KernelRequest& r : p.requests) ++kernels[r.kernel];
+  s += "  kernels:";
+  for (const auto& [name, n] : kernels) s += str_cat(" ", name, "x", n);
+  s += str_cat("\n  arena: ", p.buffers.arena_bytes, " bytes peak (", p.buffers.naive_bytes,
+               " without reuse)\n");
+  return s;
+}
+
+}  // namespace kvf::plan
