@@ -54,25 +54,30 @@ std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab)
   return {logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab)};
 }
 
-class HfFixture : public ::testing::TestWithParam<const char*> {};
+// Every test runs on the compiled CPU executor and on the oracle.
+class HfFixture : public ::testing::TestWithParam<std::tuple<const char*, llm::ExecutorKind>> {
+ protected:
+  const char* family() const { return std::get<0>(GetParam()); }
+  llm::GeneratorOptions options() const { return {.executor = std::get<1>(GetParam())}; }
+};
 
 TEST_P(HfFixture, AllPositionLogitsMatchTransformers) {
-  const Fixture f = read_fixture(GetParam());
+  const Fixture f = read_fixture(family());
   const models::Model m = open(f);
-  llm::Generator gen(m, static_cast<int64_t>(f.input_ids.size()));
+  llm::Generator gen(m, static_cast<int64_t>(f.input_ids.size()), options());
   Result<std::vector<float>> got = gen.step(f.input_ids);
   ASSERT_TRUE(got.ok()) << got.error().to_string();
   ASSERT_EQ(f.logits.shape, (Shape{static_cast<int64_t>(f.input_ids.size()), m.config.vocab}));
   const std::vector<double> ours(got->begin(), got->end()), ref(f.logits.values.begin(), f.logits.values.end());
   const double rel = testing::rel_error(ours, ref), max_abs = testing::max_abs_diff(ours, ref);
-  std::printf("[ logits   ] %s: rel %.2e, max |diff| %.2e\n", GetParam(), rel, max_abs);
+  std::printf("[ logits   ] %s: rel %.2e, max |diff| %.2e\n", family(), rel, max_abs);
   EXPECT_LE(rel, 1e-4) << "max |diff| " << max_abs;
 }
 
 TEST_P(HfFixture, CachedGreedyIdsMatchTransformers) {
-  const Fixture f = read_fixture(GetParam());
+  const Fixture f = read_fixture(family());
   const models::Model m = open(f);
-  llm::Generator gen(m, 64);
+  llm::Generator gen(m, 64, options());
   Result<std::vector<float>> logits = gen.step(f.prompt_ids);
   ASSERT_TRUE(logits.ok()) << logits.error().to_string();
   for (size_t i = 0; i < f.greedy_ids.size(); ++i) {
@@ -89,7 +94,7 @@ TEST_P(HfFixture, CachedGreedyIdsMatchTransformers) {
 }
 
 TEST_P(HfFixture, CachedDecodeEqualsFullForwardOver64Steps) {
-  const Fixture f = read_fixture(GetParam());
+  const Fixture f = read_fixture(family());
   const models::Model m = open(f);
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(str_cat("seed ", seed));
@@ -104,7 +109,7 @@ TEST_P(HfFixture, CachedDecodeEqualsFullForwardOver64Steps) {
       eval::Precision::kNative);
   ASSERT_TRUE(ref.ok()) << ref.error().to_string();
   const eval::Buffer& full_logits = ref->at("logits");
-  llm::Generator gen(m, 65);
+  llm::Generator gen(m, 65, options());
   Result<std::vector<float>> step = gen.step({ids[0]});
   ASSERT_TRUE(step.ok()) << step.error().to_string();
   double worst = 0;
@@ -116,13 +121,19 @@ TEST_P(HfFixture, CachedDecodeEqualsFullForwardOver64Steps) {
       worst = std::max(worst, std::isnan(d) ? 1e30 : d);
     }
   }
-  std::printf("[ cached   ] %s: max |full - cached| over 64 steps %.2e\n", GetParam(), worst);
+  std::printf("[ cached   ] %s: max |full - cached| over 64 steps %.2e\n", family(), worst);
   EXPECT_LE(worst, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFixture,
-                         ::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3", "gemma2", "gpt2",
-                                           "bloom", "deepseek_v2", "deepseek_v2_qlora"));
+                         ::testing::Combine(::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3",
+                                                              "gemma2", "gpt2", "bloom", "deepseek_v2",
+                                                              "deepseek_v2_qlora"),
+                                            ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle)),
+                         [](const auto& info) {
+                           return str_cat(std::get<0>(info.param),
+                                          std::get<1>(info.param) == llm::ExecutorKind::kCpu ? "_cpu" : "_oracle");
+                         });
 
 // Routed-MoE layers are not traced yet: the checkpoint is refused with a typed error naming
 // the cause, never run with its experts ignored.

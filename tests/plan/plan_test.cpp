@@ -1,0 +1,144 @@
+// The planner: attention schedules from the device, typed refusals, and an arena that
+// reuses memory (it does not grow with the layer count).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "compile/passes.h"
+#include "compile/pipeline.h"
+#include "ir/ops.h"
+#include "plan/attention_schedule.h"
+#include "plan/plan.h"
+#include "testing.h"
+
+namespace kvf::plan {
+namespace {
+
+DeviceCaps two_cores() {
+  DeviceCaps c;
+  c.cores = 2;
+  c.lane_state_bytes = 32 << 10;
+  return c;
+}
+
+AttentionRequest decode(int64_t hkv, int64_t lk, int64_t dv = 128) {
+  AttentionRequest r;
+  r.hq = hkv * 4;
+  r.hkv = hkv;
+  r.lk = lk;
+  r.dk = r.dv = dv;
+  return r;
+}
+
+TEST(AttentionSchedule, DecodeThatLeavesCoresIdleSplitsTheKeys) {
+  AttentionRequest r = decode(1, 4096);
+  ASSERT_TRUE(choose_attention_schedule(r, two_cores()).ok());
+  EXPECT_EQ(r.schedule, AttentionSchedule::kSplitKV);
+  EXPECT_GE(r.splits, 2);
+  EXPECT_LE(r.splits, 16);
+  EXPECT_GE(r.chunk, 128);
+  EXPECT_GE(r.splits * r.chunk, r.lk);
+  EXPECT_EQ(r.scratch_floats, r.batch * r.hq * r.splits * (r.dv + 2));
+}
+
+TEST(AttentionSchedule, RowsThatFillTheCoresStream) {
+  AttentionRequest r = decode(8, 4096);
+  ASSERT_TRUE(choose_attention_schedule(r, two_cores()).ok());
+  EXPECT_EQ(r.schedule, AttentionSchedule::kStreaming);
+  EXPECT_EQ(r.scratch_floats, 0);
+}
+
+TEST(AttentionSchedule, PrefillAndShortCachesStream) {
+  AttentionRequest prefill = decode(1, 4096);
+  prefill.lq = 64;
+  ASSERT_TRUE(choose_attention_schedule(prefill, two_cores()).ok());
+  EXPECT_EQ(prefill.schedule, AttentionSchedule::kStreaming);
+  AttentionRequest tiny = decode(1, 200);  // one chunk of >= 128 keys only
+  ASSERT_TRUE(choose_attention_schedule(tiny, two_cores()).ok());
+  EXPECT_EQ(tiny.schedule, AttentionSchedule::kStreaming);
+}
+
+TEST(AttentionSchedule, LanesAreTheWidestPowerOfTwoWhoseStateFits) {
+  DeviceCaps caps = two_cores();
+  AttentionRequest r = decode(8, 512, 64);
+  caps.lane_state_bytes = (64 + 2) * 4 * 8;  // exactly eight lanes of state
+  ASSERT_TRUE(choose_attention_schedule(r, caps).ok());
+  EXPECT_EQ(r.lanes, 8);
+  caps.lane_state_bytes = 1 << 20;
+  ASSERT_TRUE(choose_attention_schedule(r, caps).ok());
+  EXPECT_EQ(r.lanes, 64);
+}
+
+TEST(AttentionSchedule, StateThatFitsNoLaneIsATypedRefusal) {
+  DeviceCaps caps = two_cores();
+  caps.lane_state_bytes = 1024;
+  AttentionRequest r = decode(8, 512, 512);  // (512 + 2) * 4 bytes > 1024
+  Status s = choose_attention_schedule(r, caps);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.error().message().find("AttentionLds"), std::string::npos) << s.error().message();
+  EXPECT_NE(s.error().message().find("1024"), std::string::npos) << s.error().message();
+}
+
+TEST(AttentionSchedule, F16KeysOnADeviceWithoutThemAreRefused) {
+  DeviceCaps caps = two_cores();
+  caps.has_f16_kv = false;
+  AttentionRequest r = decode(8, 512);
+  r.kv_dtype = DType::kF16;
+  Status s = choose_attention_schedule(r, caps);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("KvDtype"), std::string::npos);
+}
+
+// A stack of `layers` decode attentions over one-head caches, compiled.
+ir::Graph attention_stack(int layers, int64_t cap) {
+  ir::Builder b("stack");
+  ir::V pos = b.slot(ir::Slot::kPos, DType::kI32, {1});
+  ir::V x = b.constant("x", testing::must(HostTensor::zeros(DType::kF32, {1, 4, 1, 64})));
+  for (int l = 0; l < layers; ++l) {
+    ir::V kc = b.state(str_cat("k", l), DType::kF32, {1, 1, cap, 64}, ir::StateRole::kKeyCache, l);
+    ir::V vc = b.state(str_cat("v", l), DType::kF32, {1, 1, cap, 64}, ir::StateRole::kValueCache, l);
+    ir::V kn = b.slice_axis(b.slice_axis(x, 1, 0, 1), 2, 0, 1);
+    ir::V out = ir::ops::attention_cached(x, kn, kn, kc, vc, pos, ir::ops::causal_mask(pos, cap),
+                                          {.scale = 0.125, .softcap = 0}).out;
+    x = x + out;
+  }
+  b.output("y", x);
+  ir::Graph g = testing::must(b.finish());
+  return testing::must(compile::run_passes(g, compile::default_passes())).graph;
+}
+
+TEST(BufferPlan, ArenaDoesNotGrowWithLayersAndScratchIsShared) {
+  const Plan two = testing::must(make_plan(attention_stack(2, 4096), two_cores()));
+  const Plan six = testing::must(make_plan(attention_stack(6, 4096), two_cores()));
+  int split = 0;
+  for (const KernelRequest& r : six.requests) split += r.kernel == "attention.split_kv";
+  EXPECT_EQ(split, 6) << describe(six);
+  EXPECT_EQ(two.buffers.arena_bytes, six.buffers.arena_bytes) << describe(two) << describe(six);
+  EXPECT_LT(six.buffers.arena_bytes * 2, six.buffers.naive_bytes);
+}
+
+TEST(BufferPlan, ReshapesAndStateUpdatesTakeNoArenaBytes) {
+  const Plan p = testing::must(make_plan(attention_stack(1, 256), two_cores()));
+  for (size_t i = 0; i < p.graph.eqns.size(); ++i) {
+    const ir::Eqn& e = p.graph.eqns[i];
+    const bool alias = e.op == ir::OpKind::kReshape ||
+                       (e.op == ir::OpKind::kDynamicUpdateSlice && p.graph.value(e.in[0]).kind == ir::ValueKind::kState);
+    if (alias) {
+      EXPECT_EQ(p.buffers.offset[static_cast<size_t>(e.out)], -1) << "eqn " << i;
+      EXPECT_NE(p.buffers.storage_of[static_cast<size_t>(e.out)], e.out) << "eqn " << i;
+    }
+  }
+}
+
+TEST(DeviceCaps, ThisMachineIsMeasured) {
+  const DeviceCaps c = cpu_caps();
+  EXPECT_GE(c.cores, 1);
+  EXPECT_GT(c.l1d_bytes, 0);
+  EXPECT_TRUE(c.simd_bytes == 16 || c.simd_bytes == 32 || c.simd_bytes == 64);
+  EXPECT_EQ(cpu_caps(3).cores, 3);
+  EXPECT_NE(describe(c).find("threads"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvf::plan
