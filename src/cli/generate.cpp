@@ -75,7 +75,9 @@ Status run(const GenerateOptions& o) {
     return capacity("generate: prompt ", prompt->size(), " + ", o.n, " new tokens exceed the KV capacity ", cap,
                     " (raise --ctx or lower -n)");
   }
-  llm::Generator gen(*m, cap, generator_options(o.model));
+  llm::GeneratorOptions gopts = generator_options(o.model);
+  gopts.last_logits = true;
+  llm::Generator gen(*m, cap, gopts);
   llm::Sampler sampler(o.sampler);
   std::unique_ptr<load::StreamDecoder> stream;
   if (m->tokenizer) {

@@ -40,9 +40,10 @@ Result<models::Model> open(const ModelOptions& o, bool need_tokenizer) {
 }
 
 llm::GeneratorOptions generator_options(const ModelOptions& o) {
-  return {.executor = o.executor == "oracle" ? llm::ExecutorKind::kOracle : llm::ExecutorKind::kCpu,
-          .precision = eval::Precision::kNative,
-          .threads = o.threads};
+  llm::GeneratorOptions g;
+  g.executor = o.executor == "oracle" ? llm::ExecutorKind::kOracle : llm::ExecutorKind::kCpu;
+  g.threads = o.threads;
+  return g;
 }
 
 int64_t capacity_for(const ModelOptions& o, const models::Model& m) {

@@ -1,13 +1,20 @@
 // Generator: slots, graph and executor caches and the position counter.
 #include "llm/generator.h"
 
+#include <algorithm>
+
 #include "compile/passes.h"
 #include "compile/pipeline.h"
 
 namespace kvf::llm {
 
-Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps) {
-  Result<compile::Compiled> c = compile::run_passes(traced, compile::default_passes());
+Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps,
+                                const std::vector<std::string>& skip) {
+  std::vector<compile::Pass> passes;
+  for (compile::Pass& p : compile::default_passes()) {
+    if (std::find(skip.begin(), skip.end(), p.name) == skip.end()) passes.push_back(std::move(p));
+  }
+  Result<compile::Compiled> c = compile::run_passes(traced, passes);
   if (!c) return c.take_error();
   return plan::make_plan(std::move(c->graph), caps);
 }
@@ -32,10 +39,17 @@ void Generator::reset() {
   pos_ = 0;
 }
 
+Status Generator::seek(int64_t pos) {
+  if (pos < 0 || pos > capacity_) return kvf::capacity("generator: position ", pos, " is outside the cache of ", capacity_);
+  pos_ = pos;
+  return {};
+}
+
 Result<const ir::Graph*> Generator::graph_for(int64_t n_tokens) {
   auto it = graphs_.find(n_tokens);
   if (it != graphs_.end()) return &it->second;
-  Result<ir::Graph> g = model_.trace_step({.n_tokens = n_tokens, .capacity = capacity_, .cached = true});
+  Result<ir::Graph> g = model_.trace_step(
+      {.n_tokens = n_tokens, .capacity = capacity_, .cached = true, .last_logits = opts_.last_logits});
   if (!g) return g.take_error();
   return &graphs_.emplace(n_tokens, std::move(*g)).first->second;
 }
@@ -46,7 +60,7 @@ Result<exec::cpu::CpuExecutor*> Generator::executor_for(int64_t n_tokens) {
   Result<const ir::Graph*> g = graph_for(n_tokens);
   if (!g) return g.take_error();
   if (!pool_) pool_ = std::make_unique<ThreadPool>(opts_.threads);
-  Result<plan::Plan> p = compile_step(**g, plan::cpu_caps(pool_->size()));
+  Result<plan::Plan> p = compile_step(**g, plan::cpu_caps(pool_->size()), opts_.skip_passes);
   if (!p) return p.take_error();
   Result<std::unique_ptr<exec::cpu::CpuExecutor>> ex = exec::cpu::CpuExecutor::create(std::move(*p), cpu_state_, *pool_);
   if (!ex) return ex.take_error();

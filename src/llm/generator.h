@@ -22,10 +22,13 @@ struct GeneratorOptions {
   ExecutorKind executor = ExecutorKind::kCpu;
   eval::Precision precision = eval::Precision::kNative;  // oracle only
   int threads = 0;  // 0: one per hardware thread
+  bool last_logits = false;  // step() returns the last position's logits only (generation)
+  std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
 };
 
-// The traced step graph compiled by the default passes and planned for `caps`.
-Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps);
+// The traced step graph compiled by the default passes (less `skip`) and planned for `caps`.
+Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps,
+                                const std::vector<std::string>& skip = {});
 
 class Generator {
  public:
@@ -33,7 +36,8 @@ class Generator {
   Generator(const models::Model& model, int64_t capacity, GeneratorOptions opts = {});
 
   // Runs `tokens` at positions position()..; returns the logits of every new position,
-  // row-major [tokens.size(), vocab]. Refuses (kCapacity) a step past the cache.
+  // row-major [tokens.size(), vocab] (of the last one only with last_logits).
+  // Refuses (kCapacity) a step past the cache.
   Result<std::vector<float>> step(const std::vector<int32_t>& tokens);
 
   int64_t position() const { return pos_; }
@@ -43,6 +47,10 @@ class Generator {
   // Elements the KV state holds now (the whole capacity, once the first step ran).
   int64_t state_elements() const;
   void reset();
+  // Moves to position `pos` without computing anything: the cache rows before it keep
+  // whatever they hold. For benchmarks that need a context depth, not its content (a
+  // step's cost does not depend on the values it reads).
+  Status seek(int64_t pos);
 
  private:
   Result<const ir::Graph*> graph_for(int64_t n_tokens);

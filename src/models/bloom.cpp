@@ -26,9 +26,9 @@ Result<ir::Graph> trace_bloom(const ModelConfig& cfg, const Weights& w, const St
 
   V x = layernorm(b.reshape(ops::embed(W("token_embd.weight", {cfg.vocab, dim}), tokens), {1, n, dim}), "token_embd_norm");
   for (int64_t l = 0; l < cfg.n_layers; ++l) x = layernorm_block(cfg, w, step, l, x, pos, mask);
-  V out = layernorm(x, "output_norm");
+  V out = layernorm(classifier_rows(step, x), "output_norm");
   V logits = ops::linear(out, W("token_embd.weight", {cfg.vocab, dim}));
-  b.output("logits", b.reshape(logits, {n, cfg.vocab}));
+  b.output("logits", b.reshape(logits, {out.dim(1), cfg.vocab}));
   return b.finish();
 }
 

@@ -62,10 +62,10 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
     V up = ops::linear(f, W(p + "ffn_up.weight", {cfg.hidden_dim, dim}));
     x = b.name(x + ops::linear(ops::swiglu(gate, up), W(p + "ffn_down.weight", {dim, cfg.hidden_dim})), "ffn_out", li);
   }
-  V out = ops::rmsnorm(x, W("output_norm.weight", {dim}), cfg.norm_eps);
+  V out = ops::rmsnorm(classifier_rows(step, x), W("output_norm.weight", {dim}), cfg.norm_eps);
   const char* classifier = cfg.tie_embeddings ? "token_embd.weight" : "output.weight";
   V logits = ops::linear(out, W(classifier, {cfg.vocab, dim}));
-  b.output("logits", b.reshape(logits, {n, cfg.vocab}));
+  b.output("logits", b.reshape(logits, {out.dim(1), cfg.vocab}));
   return b.finish();
 }
 

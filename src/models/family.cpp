@@ -33,6 +33,11 @@ ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Sh
   return stored == DType::kF32 ? v : b.cast(v, DType::kF32);
 }
 
+ir::V classifier_rows(const StepSpec& step, ir::V x) {
+  const int64_t n = x.dim(1);
+  return step.last_logits && n > 1 ? x.b->slice_axis(x, 1, n - 1, n) : x;
+}
+
 ir::V split_heads(ir::V x, int64_t heads, int64_t head_dim) {
   ir::Builder& b = *x.b;
   const int64_t n = x.dim(1);

@@ -17,7 +17,11 @@ struct StepSpec {
   int64_t n_tokens = 1;   // new tokens this step (prefill: the prompt; decode: 1)
   int64_t capacity = 0;   // KV cache positions (cached steps)
   bool cached = true;     // false: a full forward over these tokens alone, no state
+  bool last_logits = false;  // true: logits of the last token only, [1, vocab] (prefill for generation)
 };
+
+// The final hidden rows the classifier reads: all n, or only the last with last_logits.
+ir::V classifier_rows(const StepSpec& step, ir::V x);  // x [1, n, dim]
 
 // Every tracer starts here: the config is valid, the step has tokens and its cache holds them.
 Status check_step(const ModelConfig& cfg, const StepSpec& step);

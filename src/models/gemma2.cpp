@@ -45,10 +45,10 @@ Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const S
     V down = ops::linear(ops::geglu(gate, up, cfg.gelu_tanh), W(p + "ffn_down.weight", {dim, cfg.hidden_dim}));
     x = b.name(x + norm(down, p + "post_ffw_norm.weight"), "ffn_out", li);
   }
-  V out = norm(x, "output_norm.weight");
+  V out = norm(classifier_rows(step, x), "output_norm.weight");
   V logits = ops::linear(out, W("token_embd.weight", {cfg.vocab, dim}));
   if (cfg.final_softcap > 0) logits = ops::softcap(logits, cfg.final_softcap);
-  b.output("logits", b.reshape(logits, {n, cfg.vocab}));
+  b.output("logits", b.reshape(logits, {out.dim(1), cfg.vocab}));
   return b.finish();
 }
 

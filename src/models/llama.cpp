@@ -50,10 +50,10 @@ Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const St
     V up = ops::linear(f, W("ffn_up.weight", {cfg.hidden_dim, dim}));
     x = b.name(x + ops::linear(ops::swiglu(gate, up), W("ffn_down.weight", {dim, cfg.hidden_dim})), "ffn_out", li);
   }
-  V out = ops::rmsnorm(x, weight(b, w, "output_norm.weight", {dim}), cfg.norm_eps);
+  V out = ops::rmsnorm(classifier_rows(step, x), weight(b, w, "output_norm.weight", {dim}), cfg.norm_eps);
   const char* classifier = cfg.tie_embeddings ? "token_embd.weight" : "output.weight";
   V logits = ops::linear(out, weight(b, w, classifier, {cfg.vocab, dim}));
-  b.output("logits", b.reshape(logits, {n, cfg.vocab}));
+  b.output("logits", b.reshape(logits, {out.dim(1), cfg.vocab}));
   return b.finish();
 }
 

@@ -58,7 +58,11 @@ std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab)
 class HfFixture : public ::testing::TestWithParam<std::tuple<const char*, llm::ExecutorKind>> {
  protected:
   const char* family() const { return std::get<0>(GetParam()); }
-  llm::GeneratorOptions options() const { return {.executor = std::get<1>(GetParam())}; }
+  llm::GeneratorOptions options() const {
+    llm::GeneratorOptions o;
+    o.executor = std::get<1>(GetParam());
+    return o;
+  }
 };
 
 TEST_P(HfFixture, AllPositionLogitsMatchTransformers) {

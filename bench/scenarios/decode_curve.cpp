@@ -1,0 +1,65 @@
+// `kvforge bench decode-curve` (seed 003's table): per-token latency of generation at a
+// given context, three ways: naive (a full forward over the whole context per token),
+// cached (one step over the KV cache, attention left as primitives) and cached+fused.
+#include "bench/scenarios/scenarios.h"
+#include "exec/cpu/executor.h"
+#include "llm/generator.h"
+#include "models/model.h"
+
+namespace kvf::bench {
+namespace {
+
+// One decode step at position ctx - 1 (the cache holds ctx - 1 earlier tokens' rows).
+Result<double> cached_step(const models::Model& m, int64_t ctx, bool fused, const DecodeCurveOptions& o) {
+  llm::GeneratorOptions g;
+  g.threads = o.threads;
+  g.last_logits = true;
+  if (!fused) g.skip_passes = {"attention"};
+  llm::Generator gen(m, ctx, g);
+  return median_seconds(o.repeats, [&]() -> Status {
+    Status s = gen.seek(ctx - 1);
+    if (!s) return s;
+    Result<std::vector<float>> r = gen.step({1});
+    return r ? Status{} : Status(r.take_error());
+  });
+}
+
+// A full uncached forward over ctx tokens: what generating one token costs without a cache.
+Result<double> naive_step(const models::Model& m, int64_t ctx, ThreadPool& pool, int repeats) {
+  Result<ir::Graph> g = m.trace_step({.n_tokens = ctx, .capacity = 0, .cached = false, .last_logits = true});
+  if (!g) return g.take_error();
+  Result<plan::Plan> p = llm::compile_step(*g, plan::cpu_caps(pool.size()));
+  if (!p) return p.take_error();
+  exec::StateStore state;
+  Result<std::unique_ptr<exec::cpu::CpuExecutor>> ex = exec::cpu::CpuExecutor::create(std::move(*p), state, pool);
+  if (!ex) return ex.take_error();
+  exec::SlotValues slots{{ir::Slot::kToken, std::vector<int32_t>(static_cast<size_t>(ctx), 1)},
+                         {ir::Slot::kPos, {}}};
+  for (int64_t i = 0; i < ctx; ++i) slots[ir::Slot::kPos].push_back(static_cast<int32_t>(i));
+  return median_seconds(repeats, [&] { return (*ex)->run(slots); }, false);
+}
+
+}  // namespace
+
+Result<Table> decode_curve_scenario(const DecodeCurveOptions& o) {
+  Result<models::Model> m = models::open_model(o.model, {.tokenizer_path = "", .check_finite = false, .with_tokenizer = false});
+  if (!m) return m.take_error();
+  ThreadPool pool(o.threads);
+  Table t;
+  t.title = str_cat("decode curve, ", o.model, ", ", pool.size(), " threads, ms per generated token (median of ",
+                    o.repeats, "; naive: 1 run at 2048+)");
+  t.columns = {"context", "naive_ms", "cached_ms", "cached_fused_ms", "naive/fused", "cached/fused"};
+  for (int64_t ctx : o.contexts) {
+    Result<double> naive = naive_step(*m, ctx, pool, ctx >= 2048 ? 1 : o.repeats);
+    if (!naive) return naive.take_error();
+    Result<double> cached = cached_step(*m, ctx, false, o);
+    if (!cached) return cached.take_error();
+    Result<double> fused = cached_step(*m, ctx, true, o);
+    if (!fused) return fused.take_error();
+    t.rows.push_back({std::to_string(ctx), fixed(*naive * 1e3, 1), fixed(*cached * 1e3, 2), fixed(*fused * 1e3, 2),
+                      fixed(*naive / *fused, 0) + "x", fixed(*cached / *fused, 1) + "x"});
+  }
+  return t;
+}
+
+}  // namespace kvf::bench

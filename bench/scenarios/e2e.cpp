@@ -1,0 +1,56 @@
+// `kvforge bench e2e`: llama-bench's pp/tg measurements for kvforge alone, on one model
+// file: pp = one step over `pp` prompt tokens, tg = `tg` single-token steps, both starting
+// at context depth `depth` (reached by seeking: a step's cost does not depend on the
+// values in the cache, so the depth is not prefilled).
+#include <random>
+
+#include "bench/scenarios/scenarios.h"
+#include "llm/generator.h"
+#include "models/model.h"
+
+namespace kvf::bench {
+
+Result<E2eResult> e2e_scenario(const E2eOptions& o) {
+  Result<models::Model> m = models::open_model(o.model, {.tokenizer_path = "", .check_finite = false, .with_tokenizer = false});
+  if (!m) return m.take_error();
+  const int64_t cap = o.depth + std::max(o.pp, o.tg);
+  llm::GeneratorOptions g;
+  g.threads = o.threads;
+  g.last_logits = true;
+  llm::Generator gen(*m, cap, g);
+  std::mt19937 rng(42);
+  auto tokens = [&](int64_t n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int32_t& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(m->config.vocab));
+    return ids;
+  };
+  E2eResult r;
+  if (o.pp > 0) {
+    const std::vector<int32_t> prompt = tokens(o.pp);
+    Result<double> t = median_seconds(o.repeats, [&]() -> Status {
+      Status s = gen.seek(o.depth);
+      if (!s) return s;
+      Result<std::vector<float>> out = gen.step(prompt);
+      return out ? Status{} : Status(out.take_error());
+    });
+    if (!t) return t.take_error();
+    r.pp_tok_s = static_cast<double>(o.pp) / *t;
+  }
+  if (o.tg > 0) {
+    const std::vector<int32_t> ids = tokens(o.tg);
+    Result<double> t = median_seconds(o.repeats, [&]() -> Status {
+      Status s = gen.seek(o.depth);
+      if (!s) return s;
+      for (int32_t id : ids) {
+        Result<std::vector<float>> out = gen.step({id});
+        if (!out) return out.take_error();
+      }
+      return {};
+    });
+    if (!t) return t.take_error();
+    r.tg_tok_s = static_cast<double>(o.tg) / *t;
+  }
+  return r;
+}
+
+}  // namespace kvf::bench

@@ -1,0 +1,62 @@
+// The scenarios behind `kvforge bench` (DESIGN.md §8): each measures medians over repeats,
+// side by side in one run, and returns a table the CLI prints (text, CSV, gnuplot PNG).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace kvf::bench {
+
+struct Table {
+  std::string title;
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+
+  std::string text() const;  // aligned columns
+  std::string csv() const;
+};
+
+// Median wall time in seconds of `repeats` calls of fn (after one untimed warm-up when
+// warmup is set). fn returning an error stops the measurement.
+Result<double> median_seconds(int repeats, const std::function<Status()>& fn, bool warmup = true);
+
+// Read bandwidth of this machine in GB/s (1e9 bytes/s): the median of summing a buffer
+// much larger than the caches with every thread of the pool.
+double memory_read_gbps(ThreadPool& pool, int64_t bytes = int64_t{512} << 20, int repeats = 5);
+
+std::string fixed(double x, int digits);  // "12.35"
+
+struct AttentionBenchOptions {
+  int threads = 2;
+  int repeats = 5;
+  std::vector<int64_t> contexts{512, 1024, 2048, 4096, 8192, 16384, 32768};
+  int64_t q_heads = 32, kv_heads = 8, head_dim = 128;
+  int64_t max_prefill = 2048;      // prefill rows Lq = Lk up to this context
+  int64_t max_decomposed_bytes = int64_t{1} << 30;  // skip a decomposition whose scores exceed this
+};
+Result<Table> attention_scenario(const AttentionBenchOptions& o);
+
+struct DecodeCurveOptions {
+  std::string model = "synthetic:gpt2-124m";
+  int threads = 2;
+  int repeats = 3;
+  std::vector<int64_t> contexts{512, 1024, 2048, 4096};
+};
+Result<Table> decode_curve_scenario(const DecodeCurveOptions& o);
+
+struct E2eOptions {
+  std::string model;
+  int threads = 2;
+  int64_t pp = 512, tg = 128, depth = 0;
+  int repeats = 3;
+};
+struct E2eResult {
+  double pp_tok_s = 0, tg_tok_s = 0;
+};
+Result<E2eResult> e2e_scenario(const E2eOptions& o);
+
+}  // namespace kvf::bench

@@ -1,0 +1,191 @@
+// `kvforge bench SCENARIO`: the scenarios of bench/scenarios/ as a table on stdout, with
+// --csv and --png (gnuplot, when installed) beside it. docs/benchmarks.md records the
+// numbers with the commands that made them.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "bench/scenarios/scenarios.h"
+#include "cli/command.h"
+#include "cli/model_options.h"
+
+namespace kvf::cli {
+namespace {
+
+struct Output {
+  std::string csv, png;
+};
+
+void add_output_options(CLI::App& cmd, Output& o) {
+  cmd.add_option("--csv", o.csv, "also write the table as CSV to this file");
+  cmd.add_option("--png", o.png, "also plot it to this PNG (needs gnuplot)");
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// Columns ycols against column 0, one line each, from rows whose column `filter_col`
+// equals `filter` (when set); log-log, as latency curves read best.
+Status plot(const bench::Table& t, const std::string& png, const std::vector<size_t>& ycols,
+            int filter_col = -1, const std::string& filter = "") {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return unsupported("--png: gnuplot is not installed");
+  const std::string script = png + ".gp";
+  std::ofstream f(script);
+  f << "set terminal pngcairo size 900,560\nset output " << quoted(png) << "\nset logscale xy\nset key left top\n"
+    << "set title " << quoted(t.title) << " noenhanced\nset xlabel " << quoted(t.columns[0]) << " noenhanced\n";
+  const size_t x = filter_col == 0 ? 1 : 0;
+  f << "set xlabel " << quoted(t.columns[x]) << " noenhanced\nplot ";
+  for (size_t i = 0; i < ycols.size(); ++i) {
+    f << (i ? ", " : "") << "'-' using 1:2 with linespoints title " << quoted(t.columns[ycols[i]]) << " noenhanced";
+  }
+  f << "\n";
+  for (size_t y : ycols) {
+    for (const auto& r : t.rows) {
+      if (filter_col >= 0 && r[static_cast<size_t>(filter_col)] != filter) continue;
+      if (r[y] == "-") continue;
+      f << r[x] << " " << r[y] << "\n";
+    }
+    f << "e\n";
+  }
+  f.close();
+  if (std::system(("gnuplot " + quoted(script)).c_str()) != 0) return internal_error("gnuplot failed on ", script);
+  return {};
+}
+
+Status emit(const bench::Table& t, const Output& o) {
+  std::printf("%s", t.text().c_str());
+  if (!o.csv.empty()) {
+    std::ofstream f(o.csv);
+    f << t.csv();
+    if (!f) return invalid_input("--csv: cannot write ", o.csv);
+  }
+  return {};
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at < s.size()) {
+    const size_t comma = s.find(',', at);
+    out.push_back(std::atoll(s.substr(at, comma - at).c_str()));
+    at = comma == std::string::npos ? s.size() : comma + 1;
+  }
+  return out;
+}
+
+// llama-bench's JSON for the same file and settings: the peer of `e2e`.
+Result<bench::E2eResult> run_peer(const std::string& peer, const bench::E2eOptions& o) {
+  const std::string cmd = str_cat(quoted(peer), " -m ", quoted(o.model), " -t ", o.threads, " -p ", o.pp, " -n ",
+                                  o.tg, " -r ", o.repeats, o.depth > 0 ? str_cat(" -d ", o.depth) : "",
+                                  " -o json 2>/dev/null");
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return invalid_input("--peer: cannot run ", peer);
+  std::string text;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) text.append(buf, n);
+  if (pclose(p) != 0) return invalid_input("--peer: ", cmd, " failed");
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_array()) return invalid_input("--peer: ", peer, " did not print a JSON array");
+  bench::E2eResult r;
+  for (const auto& e : j) {
+    const double ts = e.value("avg_ts", 0.0);
+    if (e.value("n_prompt", 0) > 0) r.pp_tok_s = ts;
+    if (e.value("n_gen", 0) > 0) r.tg_tok_s = ts;
+  }
+  return r;
+}
+
+struct E2eCli {
+  bench::E2eOptions o;
+  bool json = false;
+  std::string peer;
+};
+
+Status run_e2e(const E2eCli& c) {
+  Result<bench::E2eResult> ours = bench::e2e_scenario(c.o);
+  if (!ours) return ours.take_error();
+  nlohmann::json j{{"model", c.o.model}, {"threads", c.o.threads}, {"pp", c.o.pp}, {"tg", c.o.tg},
+                   {"depth", c.o.depth}, {"pp_tok_s", ours->pp_tok_s}, {"tg_tok_s", ours->tg_tok_s}};
+  if (!c.peer.empty()) {
+    Result<bench::E2eResult> peer = run_peer(c.peer, c.o);
+    if (!peer) return peer.take_error();
+    j["peer"] = {{"pp_tok_s", peer->pp_tok_s}, {"tg_tok_s", peer->tg_tok_s}};
+    if (peer->pp_tok_s > 0) j["pp_ratio"] = ours->pp_tok_s / peer->pp_tok_s;
+    if (peer->tg_tok_s > 0) j["tg_ratio"] = ours->tg_tok_s / peer->tg_tok_s;
+  }
+  if (c.json) {
+    std::printf("%s\n", j.dump().c_str());
+    return {};
+  }
+  std::printf("%s, %d threads, depth %lld: pp%lld %.1f tok/s, tg%lld %.1f tok/s\n", c.o.model.c_str(), c.o.threads,
+              (long long)c.o.depth, (long long)c.o.pp, ours->pp_tok_s, (long long)c.o.tg, ours->tg_tok_s);
+  if (j.contains("peer")) {
+    std::printf("llama.cpp (%s): pp %.1f tok/s, tg %.1f tok/s; kvforge/llama.cpp: pp %.2fx, tg %.2fx\n", c.peer.c_str(),
+                j["peer"]["pp_tok_s"].get<double>(), j["peer"]["tg_tok_s"].get<double>(), j.value("pp_ratio", 0.0),
+                j.value("tg_ratio", 0.0));
+  }
+  return {};
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& parent) {
+  CLI::App* cmd = parent.add_subcommand("bench", "Benchmark scenarios (medians over repeats; docs/benchmarks.md)");
+  cmd->require_subcommand(1);
+  auto run_fn = std::make_shared<std::function<Status()>>();
+
+  auto att = std::make_shared<std::pair<bench::AttentionBenchOptions, Output>>();
+  auto contexts = std::make_shared<std::string>();
+  CLI::App* a = cmd->add_subcommand("attention", "Fused attention vs the primitive decomposition, decode and prefill");
+  a->add_option("--threads", att->first.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
+  a->add_option("--repeats", att->first.repeats, "timed repeats per case (median)")->capture_default_str();
+  a->add_option("--contexts", *contexts, "comma-separated key counts (default 512..32768)");
+  a->add_option("--max-prefill", att->first.max_prefill, "prefill cases up to this context")->capture_default_str();
+  add_output_options(*a, att->second);
+  a->callback([=] {
+    *run_fn = [=]() -> Status {
+      if (!contexts->empty()) att->first.contexts = parse_list(*contexts);
+      Result<bench::Table> t = bench::attention_scenario(att->first);
+      if (!t) return t.take_error();
+      Status s = emit(*t, att->second);
+      if (!s || att->second.png.empty()) return s;
+      return plot(*t, att->second.png, {2, 3}, 0, "decode");
+    };
+  });
+
+  auto dc = std::make_shared<std::pair<bench::DecodeCurveOptions, Output>>();
+  auto dc_contexts = std::make_shared<std::string>();
+  CLI::App* d = cmd->add_subcommand("decode-curve", "Per-token latency: naive vs cached vs cached+fused (seed 003)");
+  d->add_option("-m,--model", dc->first.model, "model (any --model form)")->capture_default_str();
+  d->add_option("--threads", dc->first.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
+  d->add_option("--repeats", dc->first.repeats, "timed repeats per case (median)")->capture_default_str();
+  d->add_option("--contexts", *dc_contexts, "comma-separated contexts (default 512,1024,2048,4096)");
+  add_output_options(*d, dc->second);
+  d->callback([=] {
+    *run_fn = [=]() -> Status {
+      if (!dc_contexts->empty()) dc->first.contexts = parse_list(*dc_contexts);
+      Result<bench::Table> t = bench::decode_curve_scenario(dc->first);
+      if (!t) return t.take_error();
+      Status s = emit(*t, dc->second);
+      if (!s || dc->second.png.empty()) return s;
+      return plot(*t, dc->second.png, {1, 2, 3});
+    };
+  });
+
+  auto e2e = std::make_shared<E2eCli>();
+  CLI::App* e = cmd->add_subcommand("e2e", "llama-bench-style pp/tg tokens per second on one model file");
+  e->add_option("-m,--model", e2e->o.model, "model (any --model form)")->required();
+  e->add_option("--threads", e2e->o.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
+  e->add_option("--pp", e2e->o.pp, "prompt tokens in the pp step (0: skip)")->capture_default_str();
+  e->add_option("--tg", e2e->o.tg, "generated tokens in the tg run (0: skip)")->capture_default_str();
+  e->add_option("--depth", e2e->o.depth, "context depth both start at")->capture_default_str();
+  e->add_option("--repeats", e2e->o.repeats, "timed repeats (median)")->capture_default_str();
+  e->add_option("--peer", e2e->peer, "llama.cpp's llama-bench binary: run it on the same file and print the ratio");
+  e->add_flag("--json", e2e->json, "print one JSON line");
+  e->callback([=] { *run_fn = [=] { return run_e2e(*e2e); }; });
+
+  return {cmd, [run_fn]() -> Status { return *run_fn ? (*run_fn)() : invalid_input("bench: no scenario"); }};
+}
+
+}  // namespace kvf::cli

@@ -1,0 +1,137 @@
+// canonicalize (exact): drops eqns that return their operand unchanged and folds chains of
+// reshapes into one, so later passes match one spelling of each chain. It never reorders
+// arithmetic; every rule below keeps every bit of every value (docs/compiler.md).
+#include <cmath>
+#include <optional>
+
+#include "compile/match.h"
+#include "compile/passes.h"
+
+namespace kvf::compile {
+namespace {
+
+using ir::Eqn;
+using ir::OpKind;
+using ir::ValueId;
+
+bool is_identity_perm(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+bool is_full_slice(const ir::Params& p, const Shape& s) {
+  for (size_t a = 0; a < s.size(); ++a) {
+    const int64_t step = p.steps.empty() ? 1 : p.steps[a];
+    if (p.starts[a] != 0 || p.limits[a] != s[a] || step != 1) return false;
+  }
+  return true;
+}
+
+// Whether adding literal v to any x gives x bit for bit. Integers: 0. Floats: only -0,
+// since -0 + +0 is +0 and the sign of zero is a bit of the output (it decides 1/x).
+bool adds_nothing(const ir::Value& v) {
+  if (v.kind != ir::ValueKind::kLiteral || v.literal != 0) return false;
+  return is_integer(v.type.dtype) || std::signbit(v.literal);
+}
+
+// x - v == x bit for bit: v = +0 (x - +0 keeps -0 as -0), or any integer 0.
+bool subtracts_nothing(const ir::Value& v) {
+  if (v.kind != ir::ValueKind::kLiteral || v.literal != 0) return false;
+  return is_integer(v.type.dtype) || !std::signbit(v.literal);
+}
+
+// For a binary eqn whose other operand is a neutral literal: that operand x, as long as
+// the result has x's type (a literal that broadcasts x to a new shape is not neutral).
+std::optional<ValueId> neutral_binary(const ir::Graph& g, const Eqn& e) {
+  const ir::TensorType& out = g.type(e.out);
+  auto keeps = [&](ValueId x) { return g.type(x) == out ? std::optional<ValueId>(x) : std::nullopt; };
+  const ir::Value& a = g.value(e.in[0]);
+  const ir::Value& b = g.value(e.in[1]);
+  switch (e.op) {
+    case OpKind::kMul:
+      if (is_literal(g, e.in[1], 1.0)) return keeps(e.in[0]);
+      if (is_literal(g, e.in[0], 1.0)) return keeps(e.in[1]);
+      return std::nullopt;
+    case OpKind::kDiv: return is_literal(g, e.in[1], 1.0) ? keeps(e.in[0]) : std::nullopt;
+    case OpKind::kAdd:
+      if (adds_nothing(b)) return keeps(e.in[0]);
+      if (adds_nothing(a)) return keeps(e.in[1]);
+      return std::nullopt;
+    case OpKind::kSub: return subtracts_nothing(b) ? keeps(e.in[0]) : std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+// The operand e returns unchanged, if it does.
+std::optional<ValueId> identity_operand(const ir::Graph& g, const Eqn& e) {
+  if (e.in.empty()) return std::nullopt;
+  const ir::TensorType& x = g.type(e.in[0]);
+  const ir::Params& p = e.params;
+  bool same = false;
+  switch (e.op) {
+    case OpKind::kReshape: same = p.shape == x.shape; break;
+    case OpKind::kBroadcast: same = p.shape == x.shape; break;
+    case OpKind::kTranspose: same = is_identity_perm(p.axes); break;
+    case OpKind::kCast: same = p.dtype == x.dtype; break;
+    case OpKind::kSlice: same = is_full_slice(p, x.shape); break;
+    case OpKind::kMul: case OpKind::kDiv: case OpKind::kAdd: case OpKind::kSub: return neutral_binary(g, e);
+    default: break;
+  }
+  return same ? std::optional<ValueId>(e.in[0]) : std::nullopt;
+}
+
+// The value a chain of reshapes starts from: reshape(reshape(x)) reads x.
+ValueId reshape_source(const ir::Graph& g, ValueId v) {
+  while (const Eqn* e = def(g, v, OpKind::kReshape)) v = e->in[0];
+  return v;
+}
+
+// A reshape that only reshapes read: after folding, they read its source, so it goes.
+bool folded_away(const Uses& uses, const Eqn& e, const ir::Graph& g) {
+  if (e.op != OpKind::kReshape || uses.is_root(e.out) || uses.readers(e.out).empty()) return false;
+  for (size_t r : uses.readers(e.out)) {
+    if (g.eqns[r].op != OpKind::kReshape) return false;
+  }
+  return true;
+}
+
+// Uses of `old` read `now`; a stable name moves along when `now` has none.
+void forward(Rewriter& rw, ValueId old, ir::V now) {
+  const std::string& name = rw.src().value(old).name;
+  if (!name.empty()) rw.builder().name(now, name);
+  rw.replace(old, now);
+}
+
+bool canonicalize_eqn(Rewriter& rw, const Uses& uses, size_t i) {
+  const ir::Graph& g = rw.src();
+  const Eqn& e = g.eqns[i];
+  if (folded_away(uses, e, g)) return true;
+  if (e.op == OpKind::kReshape) {
+    const ValueId src = reshape_source(g, e.in[0]);
+    if (g.type(src).shape == e.params.shape) {
+      forward(rw, e.out, rw.get(src));
+    } else {
+      ir::Params p;
+      p.shape = e.params.shape;
+      forward(rw, e.out, rw.emit(OpKind::kReshape, {rw.get(src)}, p));
+    }
+    return true;
+  }
+  const std::optional<ValueId> same = identity_operand(g, e);
+  if (!same) return false;
+  forward(rw, e.out, rw.get(*same));
+  return true;
+}
+
+Result<ir::Graph> canonicalize(const ir::Graph& g) {
+  const Uses uses(g);
+  return rewrite_each(g, [&](Rewriter& rw, size_t i) { return canonicalize_eqn(rw, uses, i); });
+}
+
+}  // namespace
+
+Pass canonicalize_pass() { return {"canonicalize", Exactness::kExact, canonicalize}; }
+
+}  // namespace kvf::compile

@@ -1,0 +1,85 @@
+// cse (exact): one eqn per (op, params, operands). Eqns are pure, so a repeat of an
+// eqn over the same (renamed) operands is the same value; literals of equal bits and dtype
+// merge first so that `x * 0.5` traced twice meets itself. Constants with one name are
+// one value already (ir::Builder), and slots and state are unique by construction.
+#include <bit>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "compile/passes.h"
+#include "compile/rewriter.h"
+
+namespace kvf::compile {
+namespace {
+
+using ir::ValueId;
+
+void put(std::ostream& os, const std::vector<int64_t>& xs) {
+  os << '(';
+  for (int64_t x : xs) os << x << ',';
+  os << ')';
+}
+
+// Doubles by their bits: -0 and +0 differ, and so do two spellings of a NaN.
+uint64_t bits(double x) { return std::bit_cast<uint64_t>(x); }
+
+// Every field of Params: an op ignores the ones it does not read, and the tracer leaves
+// those at their defaults, so comparing them all only ever misses a merge.
+std::string eqn_key(const ir::Eqn& e, const std::vector<ValueId>& in) {
+  const ir::Params& p = e.params;
+  std::ostringstream os;
+  os << static_cast<int>(e.op) << '|';
+  for (ValueId v : in) os << v << ',';
+  os << '|';
+  put(os, p.axes);
+  put(os, p.shape);
+  put(os, p.starts);
+  put(os, p.limits);
+  put(os, p.steps);
+  os << p.axis << '|' << p.keepdim << '|' << static_cast<int>(p.cmp) << '|' << static_cast<int>(p.dtype) << '|'
+     << bits(p.attn.scale) << ',' << bits(p.attn.softcap) << ',' << p.attn.n_rep << ',' << p.attn.has_shared << ','
+     << p.attn.has_mask << ',' << p.attn.has_len << '|' << static_cast<int>(p.rope.layout) << ',' << p.rope.rotary_dim
+     << '|' << bits(p.eps) << ',' << p.unit_offset << ',' << static_cast<int>(p.glu) << ',' << p.has_bias;
+  return os.str();
+}
+
+// For every literal, the first literal of the graph with its bits and dtype.
+std::vector<ValueId> literal_representatives(const ir::Graph& g) {
+  std::vector<ValueId> rep(g.values.size(), -1);
+  std::map<std::pair<uint64_t, DType>, ValueId> first;
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const ir::Value& v = g.values[i];
+    if (v.kind != ir::ValueKind::kLiteral) continue;
+    rep[i] = first.try_emplace({bits(v.literal), v.type.dtype}, static_cast<ValueId>(i)).first->second;
+  }
+  return rep;
+}
+
+Result<ir::Graph> cse(const ir::Graph& g) {
+  const std::vector<ValueId> rep = literal_representatives(g);
+  std::unordered_map<std::string, ValueId> seen;  // key -> new value
+  return rewrite_each(g, [&](Rewriter& rw, size_t i) {
+    const ir::Eqn& e = g.eqns[i];
+    std::vector<ValueId> in;
+    for (ValueId v : e.in) {
+      const ValueId r = rep[static_cast<size_t>(v)];
+      if (r >= 0 && r != v && !rw.has(v)) rw.replace(v, rw.get(r));
+      in.push_back(rw.get(v).id);
+    }
+    const std::string key = eqn_key(e, in);
+    auto it = seen.find(key);
+    if (it != seen.end()) {
+      rw.replace(e.out, ir::V{&rw.builder(), it->second});
+      return true;
+    }
+    seen.emplace(key, rw.keep(e).id);
+    return true;
+  });
+}
+
+}  // namespace
+
+Pass cse_pass() { return {"cse", Exactness::kExact, cse}; }
+
+}  // namespace kvf::compile

@@ -1,0 +1,815 @@
+// The attention rewrite pass: every ops:: attention form becomes exactly one Attention eqn with
+// the right params and operands, and the oracle gives what the chain gave (native 1e-5, f64
+// 1e-12) and what a plain-loop reference gives; every near-miss keeps its decomposition and
+// its results bit for bit. Real model graphs get one Attention per layer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "compile/attention_match.h"
+#include "compile/passes.h"
+#include "compile/pipeline.h"
+#include "ir/ops.h"
+#include "ir/printer.h"
+#include "models/model.h"
+#include "testing.h"
+
+namespace kvf {
+namespace {
+
+using eval::Buffer;
+using eval::Precision;
+using ir::Builder;
+using ir::OpKind;
+using ir::V;
+namespace ops = ir::ops;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+
+// ---- graph helpers
+
+int count_op(const ir::Graph& g, OpKind op) {
+  int n = 0;
+  for (const ir::Eqn& e : g.eqns) n += e.op == op;
+  return n;
+}
+
+std::vector<const ir::Eqn*> attention_eqns(const ir::Graph& g) {
+  std::vector<const ir::Eqn*> out;
+  for (const ir::Eqn& e : g.eqns) {
+    if (e.op == OpKind::kAttention) out.push_back(&e);
+  }
+  return out;
+}
+
+std::vector<OpKind> op_sequence(const ir::Graph& g) {
+  std::vector<OpKind> ops;
+  for (const ir::Eqn& e : g.eqns) ops.push_back(e.op);
+  return ops;
+}
+
+// A leaf's name, or the op that defines an intermediate: how the tests name an operand.
+std::string origin(const ir::Graph& g, ir::ValueId v) {
+  const ir::Value& x = g.value(v);
+  if (x.kind != ir::ValueKind::kIntermediate) return x.name;
+  return std::string(ir::op_name(g.eqns[static_cast<size_t>(x.producer)].op));
+}
+
+ir::Graph attention_only(const ir::Graph& g) {
+  Result<ir::Graph> out = compile::attention_pass().run(g);
+  EXPECT_TRUE(out.ok()) << out.error().to_string();
+  if (!out.ok()) return g;
+  Status ok = ir::verify(*out);
+  EXPECT_TRUE(ok.ok()) << ok.error().to_string();
+  return std::move(*out);
+}
+
+ir::Graph all_passes(const ir::Graph& g) {
+  Result<compile::Compiled> c = compile::run_passes(g, compile::default_passes());
+  EXPECT_TRUE(c.ok()) << c.error().to_string();
+  return c.ok() ? std::move(c->graph) : g;
+}
+
+// ---- running before and after
+
+struct RunResult {
+  eval::Outputs outputs;
+  eval::StateStore state;  // after publication
+};
+
+RunResult run(const ir::Graph& g, const eval::SlotBindings& slots, eval::StateStore state, Precision precision) {
+  EXPECT_TRUE(eval::allocate_state(g, state).ok());
+  eval::Oracle oracle({.precision = precision, .threads = 1});
+  Result<eval::Outputs> out = oracle.run(g, slots, state);
+  EXPECT_TRUE(out.ok()) << out.error().to_string();
+  return {out.ok() ? std::move(*out) : eval::Outputs{}, std::move(state)};
+}
+
+// Every element written: the shape's element count and no NaN.
+void expect_written(const Buffer& b, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : b.shape) n *= d;
+  EXPECT_EQ(b.numel(), n) << what;
+  for (double x : b.data) {
+    if (std::isnan(x)) {
+      ADD_FAILURE() << what << " has a NaN (an element not written, or a poisoned row read)";
+      return;
+    }
+  }
+}
+
+// Equal element for element, NaN matching NaN (a poisoned cache row stays poisoned).
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+  }
+  return true;
+}
+
+double tolerance(Precision p) { return p == Precision::kF64 ? 1e-12 : 1e-5; }
+
+// The two graphs agree on every output and every published state, in both precisions.
+// Outputs start poisoned (absent) and must come back whole. Returns the f64 outputs of `after`.
+eval::Outputs expect_same_results(const ir::Graph& before, const ir::Graph& after, const eval::SlotBindings& slots,
+                                  const eval::StateStore& state = {}) {
+  eval::Outputs f64;
+  for (Precision p : {Precision::kNative, Precision::kF64}) {
+    SCOPED_TRACE(p == Precision::kF64 ? "f64" : "native");
+    const RunResult a = run(before, slots, state, p), b = run(after, slots, state, p);
+    EXPECT_EQ(a.outputs.size(), before.outputs.size());
+    for (const auto& [name, want] : a.outputs) {
+      EXPECT_TRUE(b.outputs.count(name)) << name;
+      if (!b.outputs.count(name)) continue;
+      expect_written(b.outputs.at(name), name);
+      EXPECT_LE(testing::rel_error(b.outputs.at(name).data, want.data), tolerance(p)) << name;
+    }
+    for (const auto& [name, want] : a.state) {
+      EXPECT_TRUE(b.state.count(name)) << name;
+      if (!b.state.count(name)) continue;
+      EXPECT_TRUE(same_bits(b.state.at(name).data, want.data)) << "state " << name;
+    }
+    if (p == Precision::kF64) f64 = b.outputs;
+  }
+  return f64;
+}
+
+// Near-misses: the same eqns, and the same bits out.
+void expect_unchanged(const ir::Graph& before, const ir::Graph& after, const eval::SlotBindings& slots) {
+  EXPECT_EQ(count_op(after, OpKind::kAttention), 0);
+  EXPECT_EQ(op_sequence(after), op_sequence(before));
+  for (Precision p : {Precision::kNative, Precision::kF64}) {
+    const RunResult a = run(before, slots, {}, p), b = run(after, slots, {}, p);
+    for (const auto& [name, want] : a.outputs) {
+      ASSERT_TRUE(b.outputs.count(name)) << name;
+      EXPECT_EQ(b.outputs.at(name).data, want.data) << name;
+    }
+  }
+}
+
+// ---- the plain-loop reference, in double
+
+struct Reference {
+  int64_t batch = 0, hq = 0, hkv = 0, lq = 0, lk = 0, dk = 0, dv = 0, shared = 0;  // dk counts k_shared's width
+  double scale = 1, softcap = 0;
+  std::vector<double> q{}, k{}, k_shared{}, v{}, mask{};  // k: [B,Hkv,Lk,dk-shared], k_shared [B,1,Lk,shared]
+  Shape mask_shape{};                                    // empty: none
+  std::vector<int64_t> len{};                            // empty: every key
+};
+
+double key_elem(const Reference& r, int64_t b, int64_t g, int64_t t, int64_t c) {
+  const int64_t own = r.dk - r.shared;
+  if (c < own) return r.k[static_cast<size_t>(((b * r.hkv + g) * r.lk + t) * own + c)];
+  return r.k_shared[static_cast<size_t>((b * r.lk + t) * r.shared + (c - own))];
+}
+
+double mask_elem(const Reference& r, int64_t b, int64_t h, int64_t i, int64_t t) {
+  if (r.mask_shape.empty()) return 0;
+  const int64_t mb = r.mask_shape[0] == 1 ? 0 : b, mh = r.mask_shape[1] == 1 ? 0 : h;
+  return r.mask[static_cast<size_t>(((mb * r.mask_shape[1] + mh) * r.lq + i) * r.lk + t)];
+}
+
+std::vector<double> reference_attention(const Reference& r) {
+  std::vector<double> out(static_cast<size_t>(r.batch * r.hq * r.lq * r.dv), 0.0);
+  const int64_t group = r.hq / r.hkv;
+  for (int64_t b = 0; b < r.batch; ++b) {
+    const int64_t live = r.len.empty() ? r.lk : r.len[static_cast<size_t>(b)];
+    for (int64_t h = 0; h < r.hq; ++h) {
+      for (int64_t i = 0; i < r.lq; ++i) {
+        std::vector<double> w(static_cast<size_t>(live));
+        for (int64_t t = 0; t < live; ++t) {
+          double dot = 0;
+          for (int64_t c = 0; c < r.dk; ++c) {
+            dot += r.q[static_cast<size_t>(((b * r.hq + h) * r.lq + i) * r.dk + c)] * key_elem(r, b, h / group, t, c);
+          }
+          double s = dot * r.scale;
+          if (r.softcap > 0) s = r.softcap * std::tanh(s / r.softcap);
+          w[static_cast<size_t>(t)] = s + mask_elem(r, b, h, i, t);
+        }
+        const double m = *std::max_element(w.begin(), w.end());
+        double sum = 0;
+        for (double& x : w) sum += x = std::exp(x - m);
+        for (int64_t t = 0; t < live; ++t) {
+          for (int64_t c = 0; c < r.dv; ++c) {
+            out[static_cast<size_t>(((b * r.hq + h) * r.lq + i) * r.dv + c)] +=
+                w[static_cast<size_t>(t)] / sum * r.v[static_cast<size_t>(((b * r.hkv + h / group) * r.lk + t) * r.dv + c)];
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// ---- the forms, built with ops::
+
+enum class Form { kPrefill, kMasked, kLive, kCached };
+enum class MaskKind { kNone, kCausal, kWindow, kAlibi, kPerRow };
+
+struct Case {
+  const char* name;
+  Form form;
+  int64_t batch, hq, hkv, lq, lk, dk, dv;
+  MaskKind mask = MaskKind::kNone;
+  double softcap = 0;
+  int64_t shared = 0;  // split key: the shared width s (prefill and live forms)
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+constexpr int64_t kWindow = 3;
+
+// An additive mask on the host, as ops:: builds it in the graph.
+std::vector<double> host_mask(const Case& c, const std::vector<int32_t>& pos, Shape& shape, std::mt19937_64& rng) {
+  const int64_t heads = c.mask == MaskKind::kAlibi ? c.hq : 1, rows = c.mask == MaskKind::kPerRow ? c.batch : 1;
+  shape = {rows, heads, c.lq, c.lk};
+  const std::vector<float> slopes = ops::alibi_slopes(c.hq);
+  std::uniform_real_distribution<double> bias(-2.0, 0.0);
+  std::vector<double> m;
+  for (int64_t b = 0; b < rows; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < c.lq; ++i)
+        for (int64_t t = 0; t < c.lk; ++t) {
+          const int64_t p = pos[static_cast<size_t>(i)];
+          bool visible = t <= p;
+          if (c.mask == MaskKind::kWindow) visible = visible && t > p - kWindow;
+          double x = visible ? 0.0 : -kInf;
+          if (c.mask == MaskKind::kAlibi) x += static_cast<double>(slopes[static_cast<size_t>(h)]) * static_cast<double>(t);
+          if (c.mask == MaskKind::kPerRow) x = static_cast<float>(bias(rng));
+          m.push_back(x);
+        }
+  return m;
+}
+
+struct Built {
+  ir::Graph graph;
+  eval::SlotBindings slots;
+  eval::StateStore state;
+  Reference ref;
+};
+
+class FormBuilder {
+ public:
+  FormBuilder(const Case& c, std::mt19937_64& rng) : c_(c), rng_(rng), b_(c.name) {}
+
+  Built build() {
+    r_ = {.batch = c_.batch, .hq = c_.hq, .hkv = c_.hkv, .lq = c_.lq, .lk = c_.lk, .dk = c_.dk, .dv = c_.dv,
+          .shared = c_.shared, .scale = 1.0 / std::sqrt(static_cast<double>(c_.dk)), .softcap = c_.softcap};
+    positions();
+    const V q = input("q", {c_.batch, c_.hq, c_.lq, c_.dk}, r_.q);
+    const V mask = make_mask();
+    const ops::AttnOpts opts{.scale = r_.scale, .softcap = c_.softcap};
+    V out;
+    if (c_.form == Form::kPrefill) out = ops::attention_prefill(q, key(), value(), mask, opts);
+    if (c_.form == Form::kLive) out = live(q, mask, opts);
+    if (c_.form == Form::kMasked || c_.form == Form::kCached) out = cached(q, mask, opts);
+    b_.output("out", out);
+    built_.graph = testing::must(b_.finish());
+    built_.ref = r_;
+    return std::move(built_);
+  }
+
+ private:
+  V input(const std::string& name, Shape shape, std::vector<double>& host) {
+    Buffer buf = testing::random_buffer(rng_, std::move(shape));
+    host = buf.data;
+    return testing::input(b_, name, buf);
+  }
+
+  // The step's query positions end at the last key (prefill, live) or start at a random
+  // cache row (masked, cached).
+  void positions() {
+    int32_t start = static_cast<int32_t>(c_.lk - c_.lq);
+    if (c_.form == Form::kMasked || c_.form == Form::kCached) start = static_cast<int32_t>(rng_() % (c_.lk - c_.lq + 1));
+    for (int64_t i = 0; i < c_.lq; ++i) pos_.push_back(start + static_cast<int32_t>(i));
+    built_.slots[ir::Slot::kPos] = testing::must(Buffer::i32({c_.lq}, pos_));
+    pos_v_ = b_.slot(ir::Slot::kPos, DType::kI32, {c_.lq});
+  }
+
+  V make_mask() {
+    if (c_.mask == MaskKind::kNone) return V{};
+    const std::vector<double> host = host_mask(c_, pos_, r_.mask_shape, rng_);
+    r_.mask = host;
+    if (c_.mask == MaskKind::kCausal) return ops::causal_mask(pos_v_, c_.lk);
+    if (c_.mask == MaskKind::kWindow) return ops::sliding_window_mask(pos_v_, c_.lk, kWindow);
+    if (c_.mask == MaskKind::kAlibi) {
+      const V causal = ops::causal_mask(pos_v_, c_.lk);
+      return causal + ops::alibi_bias(b_, ops::alibi_slopes(c_.hq), c_.lk);
+    }
+    return testing::input(b_, "mask", testing::must(Buffer::of(DType::kF32, r_.mask_shape, host)));
+  }
+
+  // The key: a constant, or MLA's concat(k_part, broadcast(k_src)).
+  V key() {
+    const int64_t own = c_.dk - c_.shared;
+    const V part = input(c_.shared ? "k_part" : "k", {c_.batch, c_.hkv, c_.lk, own}, r_.k);
+    if (c_.shared == 0) return part;
+    const V src = input("k_src", {c_.batch, 1, c_.lk, c_.shared}, r_.k_shared);
+    return b_.concat({part, b_.broadcast(src, {c_.batch, c_.hkv, c_.lk, c_.shared})}, -1);
+  }
+  V value() { return input("v", {c_.batch, c_.hkv, c_.lk, c_.dv}, r_.v); }
+
+  // attention_live over constants; rows past len are NaN, which must never reach the output.
+  V live(V q, V mask, const ops::AttnOpts& opts) {
+    std::vector<int32_t> len;
+    for (int64_t b = 0; b < c_.batch; ++b) len.push_back(static_cast<int32_t>(1 + rng_() % c_.lk));
+    len[0] = static_cast<int32_t>(std::max<int64_t>(1, c_.lk - 2));
+    r_.len.assign(len.begin(), len.end());
+    built_.slots[ir::Slot::kSeqLen] = testing::must(Buffer::i32({c_.batch}, len));
+    const V n = b_.slot(ir::Slot::kSeqLen, DType::kI32, {c_.batch});
+    const V k = key_poisoned(), v = value_poisoned();
+    return ops::attention_live(q, k, v, n, mask, opts);
+  }
+  V key_poisoned() {
+    const int64_t own = c_.dk - c_.shared;
+    Buffer part = testing::random_buffer(rng_, {c_.batch, c_.hkv, c_.lk, own});
+    poison_rows(part, c_.hkv, own);
+    r_.k = part.data;
+    const V kp = testing::input(b_, c_.shared ? "k_part" : "k", part);
+    if (c_.shared == 0) return kp;
+    Buffer src = testing::random_buffer(rng_, {c_.batch, 1, c_.lk, c_.shared});
+    poison_rows(src, 1, c_.shared);
+    r_.k_shared = src.data;
+    const V s = testing::input(b_, "k_src", src);
+    return b_.concat({kp, b_.broadcast(s, {c_.batch, c_.hkv, c_.lk, c_.shared})}, -1);
+  }
+  V value_poisoned() {
+    Buffer v = testing::random_buffer(rng_, {c_.batch, c_.hkv, c_.lk, c_.dv});
+    poison_rows(v, c_.hkv, c_.dv);
+    r_.v = v.data;
+    return testing::input(b_, "v", v);
+  }
+  // NaN into every key row t >= len[b] of a [B, heads, Lk, width] buffer.
+  void poison_rows(Buffer& buf, int64_t heads, int64_t width) {
+    for (int64_t b = 0; b < c_.batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t t = r_.len[static_cast<size_t>(b)]; t < c_.lk; ++t)
+          for (int64_t d = 0; d < width; ++d) buf.data[static_cast<size_t>(((b * heads + h) * c_.lk + t) * width + d)] = kNan;
+  }
+
+  // attention_masked / attention_cached: new rows written into state caches at pos[0].
+  V cached(V q, V mask, const ops::AttnOpts& opts) {
+    std::vector<double> k_new, v_new;
+    const V kn = input("k_new", {c_.batch, c_.hkv, c_.lq, c_.dk}, k_new);
+    const V vn = input("v_new", {c_.batch, c_.hkv, c_.lq, c_.dv}, v_new);
+    const V kc = b_.state("k_cache", DType::kF32, {c_.batch, c_.hkv, c_.lk, c_.dk}, ir::StateRole::kKeyCache, 0);
+    const V vc = b_.state("v_cache", DType::kF32, {c_.batch, c_.hkv, c_.lk, c_.dv}, ir::StateRole::kValueCache, 0);
+    const int64_t live = pos_.back() + 1;
+    if (c_.form == Form::kCached) r_.len.assign(static_cast<size_t>(c_.batch), live);
+    built_.state["k_cache"] = cache(c_.dk, k_new, r_.k, c_.form == Form::kCached ? live : c_.lk);
+    built_.state["v_cache"] = cache(c_.dv, v_new, r_.v, c_.form == Form::kCached ? live : c_.lk);
+    const auto attend = c_.form == Form::kCached ? ops::attention_cached : ops::attention_masked;
+    return attend(q, kn, vn, kc, vc, pos_v_, mask, opts).out;
+  }
+  // A stale cache (random rows, NaN from `clean` on), and on the host what it holds after the
+  // step's write at pos[0].
+  Buffer cache(int64_t width, const std::vector<double>& rows, std::vector<double>& after, int64_t clean) {
+    Buffer buf = testing::random_buffer(rng_, {c_.batch, c_.hkv, c_.lk, width});
+    for (int64_t bh = 0; bh < c_.batch * c_.hkv; ++bh)
+      for (int64_t t = clean; t < c_.lk; ++t)
+        for (int64_t d = 0; d < width; ++d) buf.data[static_cast<size_t>((bh * c_.lk + t) * width + d)] = kNan;
+    after = buf.data;
+    for (int64_t bh = 0; bh < c_.batch * c_.hkv; ++bh)
+      for (int64_t i = 0; i < c_.lq; ++i)
+        for (int64_t d = 0; d < width; ++d) {
+          after[static_cast<size_t>((bh * c_.lk + pos_[0] + i) * width + d)] =
+              rows[static_cast<size_t>((bh * c_.lq + i) * width + d)];
+        }
+    return buf;
+  }
+
+  const Case& c_;
+  std::mt19937_64& rng_;
+  Builder b_;
+  Built built_;
+  Reference r_;
+  std::vector<int32_t> pos_;
+  V pos_v_;
+};
+
+const Case kCases[] = {
+    {"prefill_mha", Form::kPrefill, 2, 4, 4, 5, 5, 8, 8},
+    {"prefill_gqa2_causal", Form::kPrefill, 2, 4, 2, 6, 6, 8, 8, MaskKind::kCausal},
+    {"prefill_gqa4_dv_ne_dk", Form::kPrefill, 1, 8, 2, 4, 7, 12, 6, MaskKind::kCausal},
+    {"prefill_mqa", Form::kPrefill, 2, 4, 1, 3, 6, 8, 8, MaskKind::kCausal},
+    {"prefill_softcap_window", Form::kPrefill, 1, 4, 2, 6, 6, 8, 8, MaskKind::kWindow, 1.5},
+    {"prefill_alibi", Form::kPrefill, 1, 4, 4, 5, 5, 8, 8, MaskKind::kAlibi},
+    {"prefill_per_row_mask", Form::kPrefill, 2, 4, 2, 3, 5, 8, 8, MaskKind::kPerRow},
+    {"decode_lq1", Form::kPrefill, 2, 4, 2, 1, 9, 8, 8, MaskKind::kCausal},
+    {"split_key", Form::kPrefill, 1, 4, 4, 5, 5, 12, 8, MaskKind::kCausal, 0, 4},
+    {"split_key_gqa2", Form::kPrefill, 2, 4, 2, 4, 6, 10, 6, MaskKind::kCausal, 0, 2},
+    {"masked_decode_gqa2", Form::kMasked, 1, 4, 2, 1, 16, 8, 8, MaskKind::kCausal},
+    {"masked_prefill_chunk_mqa", Form::kMasked, 2, 4, 1, 3, 12, 8, 6, MaskKind::kCausal},
+    {"masked_softcap_window", Form::kMasked, 1, 4, 2, 2, 10, 8, 8, MaskKind::kWindow, 2.0},
+    {"masked_alibi", Form::kMasked, 1, 4, 4, 1, 8, 8, 8, MaskKind::kAlibi},
+    {"live_mha", Form::kLive, 2, 4, 4, 1, 8, 8, 8},
+    {"live_gqa4_causal", Form::kLive, 2, 8, 2, 2, 9, 8, 6, MaskKind::kCausal},
+    {"live_split_key", Form::kLive, 2, 4, 2, 1, 7, 10, 8, MaskKind::kNone, 0, 4},
+    {"cached_decode_gqa2", Form::kCached, 1, 4, 2, 1, 16, 8, 8, MaskKind::kCausal},
+    {"cached_chunk_softcap", Form::kCached, 1, 4, 1, 3, 12, 8, 8, MaskKind::kCausal, 3.0},
+};
+
+class AttentionForms : public ::testing::TestWithParam<Case> {
+ protected:
+  uint64_t seed = testing::test_seed();
+  std::mt19937_64 rng{seed};
+};
+
+void expect_operands(const Case& c, const ir::Graph& g, const ir::Eqn& e) {
+  const ir::AttnParams& p = e.params.attn;
+  EXPECT_EQ(p.n_rep, c.hq / c.hkv);
+  EXPECT_DOUBLE_EQ(p.scale, 1.0 / std::sqrt(static_cast<double>(c.dk)));
+  EXPECT_EQ(p.softcap, c.softcap);
+  EXPECT_EQ(p.has_shared, c.shared > 0);
+  EXPECT_EQ(p.has_mask, c.mask != MaskKind::kNone);
+  EXPECT_EQ(p.has_len, c.form == Form::kLive || c.form == Form::kCached);
+  ASSERT_EQ(e.in.size(), 3u + p.has_shared + p.has_mask + p.has_len);
+  EXPECT_EQ(origin(g, e.in[0]), "q");
+  const bool in_cache = c.form == Form::kMasked || c.form == Form::kCached;
+  EXPECT_EQ(origin(g, e.in[1]), in_cache ? "dynamic_update_slice" : c.shared ? "k_part" : "k");
+  EXPECT_EQ(origin(g, e.in[2]), in_cache ? "dynamic_update_slice" : "v");
+  size_t next = 3;
+  if (p.has_shared) {
+    EXPECT_EQ(origin(g, e.in[next++]), "k_src");
+  }
+  if (p.has_mask) {
+    const Shape& m = g.type(e.in[next++]).shape;
+    const int64_t heads = c.mask == MaskKind::kAlibi ? c.hq : 1, rows = c.mask == MaskKind::kPerRow ? c.batch : 1;
+    EXPECT_EQ(m, (Shape{rows, heads, c.lq, c.lk}));
+  }
+  if (p.has_len) {
+    EXPECT_EQ(origin(g, e.in[next++]), "max");  // the index guard's clamp
+  }
+}
+
+TEST_P(AttentionForms, OneAttentionEqnWithTheChainsResults) {
+  const Case& c = GetParam();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  Built built = FormBuilder(c, rng).build();
+  const ir::Graph fused = attention_only(built.graph);
+  const std::vector<const ir::Eqn*> att = attention_eqns(fused);
+  ASSERT_EQ(att.size(), 1u) << ir::print(fused);
+  expect_operands(c, fused, *att[0]);
+  // The chain is gone, the broadcast key of a split key included.
+  for (OpKind op : {OpKind::kExp, OpKind::kReduceMax, OpKind::kReduceSum, OpKind::kBroadcast, OpKind::kConcat}) {
+    EXPECT_EQ(count_op(fused, op), 0) << ir::op_name(op);
+  }
+  EXPECT_EQ(count_op(fused, OpKind::kMatMul), 0);
+  const eval::Outputs got = expect_same_results(built.graph, fused, built.slots, built.state);
+  ASSERT_TRUE(got.count("out"));
+  EXPECT_LE(testing::rel_error(got.at("out").data, reference_attention(built.ref)), 1e-12);
+  const RunResult before = run(built.graph, built.slots, built.state, Precision::kF64);
+  EXPECT_LE(testing::rel_error(before.outputs.at("out").data, reference_attention(built.ref)), 1e-12);
+}
+
+TEST_P(AttentionForms, SameAfterEveryDefaultPass) {
+  const Case& c = GetParam();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  Built built = FormBuilder(c, rng).build();
+  const ir::Graph compiled = all_passes(built.graph);
+  ASSERT_EQ(count_op(compiled, OpKind::kAttention), 1) << ir::print(compiled);
+  expect_same_results(built.graph, compiled, built.slots, built.state);
+  // A second run finds nothing left to fuse.
+  EXPECT_EQ(op_sequence(attention_only(compiled)), op_sequence(compiled));
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, AttentionForms, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+TEST(AttentionPass, DeclaresItselfReassociating) {
+  const compile::Pass p = compile::attention_pass();
+  EXPECT_EQ(p.name, "attention");
+  EXPECT_EQ(p.exactness, compile::Exactness::kReassociating);
+}
+
+TEST(AttentionPass, TwoLayersSharingAMaskGiveTwoEqns) {
+  std::mt19937_64 rng(testing::test_seed());
+  Builder b("two_layers");
+  const V pos = b.slot(ir::Slot::kPos, DType::kI32, {4});
+  const V mask = ops::causal_mask(pos, 4);
+  V x = testing::input(b, "x", testing::random_buffer(rng, {1, 2, 4, 8}));
+  for (int l = 0; l < 2; ++l) {
+    const V k = testing::input(b, str_cat("k", l), testing::random_buffer(rng, {1, 1, 4, 8}));
+    const V v = testing::input(b, str_cat("v", l), testing::random_buffer(rng, {1, 1, 4, 8}));
+    x = ops::attention_prefill(x, k, v, mask, {.scale = 0.3});  // layer 1's q is layer 0's output
+  }
+  b.output("out", x);
+  const ir::Graph g = testing::must(b.finish());
+  const ir::Graph fused = attention_only(g);
+  ASSERT_EQ(count_op(fused, OpKind::kAttention), 2);
+  expect_same_results(g, fused, {{ir::Slot::kPos, testing::must(Buffer::i32({4}, {0, 1, 2, 3}))}});
+}
+
+// What canonicalize leaves: no mul for a scale of 1, and repeat_kv's first reshape reading
+// the value before an earlier reshape (the fused op then reads k through a fresh reshape).
+TEST(AttentionPass, FusesWhatCanonicalizeLeaves) {
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  Builder b("canonical");
+  const V q = testing::input(b, "q", testing::random_buffer(rng, {2, 4, 3, 8}));
+  const V k_flat = testing::input(b, "k_flat", testing::random_buffer(rng, {2, 2, 5 * 8}));
+  const V v = testing::input(b, "v", testing::random_buffer(rng, {2, 2, 5, 8}));
+  b.output("out", ops::attention_prefill(q, b.reshape(k_flat, {2, 2, 5, 8}), v, V{}, {.scale = 1.0}));
+  const ir::Graph g = testing::must(b.finish());
+  const ir::Graph compiled = all_passes(g);
+  const std::vector<const ir::Eqn*> att = attention_eqns(compiled);
+  ASSERT_EQ(att.size(), 1u) << ir::print(compiled);
+  EXPECT_EQ(att[0]->params.attn.scale, 1.0);
+  EXPECT_EQ(att[0]->params.attn.n_rep, 2);
+  EXPECT_EQ(compiled.type(att[0]->in[1]), (ir::TensorType{DType::kF32, {2, 2, 5, 8}}));
+  expect_same_results(g, compiled, {});
+}
+
+// ---- near-misses: a hand-written chain with one thing changed at a time
+
+constexpr int64_t kB = 2, kHq = 4, kHkv = 2, kLq = 3, kLk = 5, kD = 8;
+
+struct Knobs {
+  int64_t max_axis = 3, sum_axis = 3;
+  bool subtract_max = true;
+  bool max_of_other = false;     // the max of another tensor than the scores
+  bool sum_of_other = false;     // divide by the sum of another exp
+  bool scale_tensor = false;     // scale by a constant f32[1] instead of a literal
+  bool scale_left = false;       // mul(scale, scores): still fused
+  bool mask_left = false;        // add(mask, scores): still fused
+  Shape mask_shape{};            // empty: no mask
+  int64_t k_heads = kHkv;        // 1 with repeat = false: a key head the matmul broadcasts
+  bool repeat = true;
+  bool v_unrepeated = false;     // v already has Hq heads while k is repeated
+  bool scores_exported = false;  // the scores are also a graph output
+  double cap_in = 0, cap_out = 0;  // softcap: tanh(s / cap_in) * cap_out
+  bool f16 = false;
+};
+
+ir::Graph hand_chain(const Knobs& kn, std::mt19937_64& rng) {
+  Builder b("near_miss");
+  auto in = [&](const std::string& name, Shape s) { return testing::input(b, name, testing::random_buffer(rng, std::move(s))); };
+  V q = in("q", {kB, kHq, kLq, kD});
+  V k = in("k", {kB, kn.k_heads, kLk, kD});
+  V v = in("v", {kB, kn.v_unrepeated ? kHq : kn.k_heads, kLk, kD});
+  if (kn.f16) {
+    q = b.cast(q, DType::kF16), k = b.cast(k, DType::kF16), v = b.cast(v, DType::kF16);
+  }
+  const int64_t n_rep = kHq / kn.k_heads;
+  const V k_exp = kn.repeat ? ops::repeat_kv(k, n_rep) : k;
+  const V v_exp = kn.repeat && !kn.v_unrepeated ? ops::repeat_kv(v, n_rep) : v;
+  V s = b.matmul(q, b.transpose(k_exp, {0, 1, 3, 2}));
+  if (kn.scale_tensor) s = s * in("scale", {1});
+  else s = kn.scale_left ? b.like(s, 0.35) * s : s * 0.35;
+  if (kn.cap_in > 0) s = b.unary(OpKind::kTanh, s / kn.cap_in) * kn.cap_out;
+  if (!kn.mask_shape.empty()) {
+    const V mask = in("mask", kn.mask_shape);
+    s = kn.mask_left ? mask + s : s + mask;
+  }
+  if (kn.scores_exported) b.output("scores", s);
+  const V other = in("other", {kB, kHq, kLq, kLk});
+  const V m = b.reduce_max(kn.max_of_other ? other : s, {kn.max_axis}, true);
+  const V ex = b.unary(OpKind::kExp, kn.subtract_max ? s - m : s);
+  const V ex2 = b.unary(OpKind::kExp, other);
+  const V sum = b.reduce_sum(kn.sum_of_other ? ex2 : ex, {kn.sum_axis}, true);
+  b.output("out", b.matmul(ex / sum, v_exp));
+  return testing::must(b.finish());
+}
+
+// Why the matcher declines at the graph's last matmul.
+std::string why_not(const ir::Graph& g) {
+  const compile::Uses uses(g);
+  size_t root = 0;
+  for (size_t i = 0; i < g.eqns.size(); ++i) {
+    if (g.eqns[i].op == OpKind::kMatMul) root = i;
+  }
+  const compile::attention::MatchResult r = compile::attention::match_attention(g, uses, root);
+  return r.match ? "" : r.why_not;
+}
+
+class NearMiss : public ::testing::Test {
+ protected:
+  uint64_t seed = testing::test_seed();
+  std::mt19937_64 rng{seed};
+
+  // Declined for the stated reason, and nothing changes.
+  void expect_kept(const Knobs& kn, const std::string& reason) {
+    SCOPED_TRACE(str_cat("seed ", seed, ", expecting: ", reason));
+    const ir::Graph g = hand_chain(kn, rng);
+    EXPECT_NE(why_not(g).find(reason), std::string::npos) << "declined for: " << why_not(g);
+    expect_unchanged(g, attention_only(g), {});
+    EXPECT_EQ(count_op(all_passes(g), OpKind::kAttention), 0);
+  }
+  void expect_fused(const Knobs& kn) {
+    SCOPED_TRACE(str_cat("seed ", seed));
+    const ir::Graph g = hand_chain(kn, rng);
+    const ir::Graph fused = attention_only(g);
+    ASSERT_EQ(count_op(fused, OpKind::kAttention), 1) << why_not(g);
+    expect_same_results(g, fused, {});
+  }
+};
+
+TEST_F(NearMiss, TheHandChainItselfIsFused) {
+  expect_fused({});
+  expect_fused({.mask_shape = {kB, kHq, kLq, kLk}});
+  expect_fused({.mask_shape = {1, 1, kLq, kLk}, .cap_in = 2.5, .cap_out = 2.5});
+  expect_fused({.scale_left = true, .mask_left = true, .mask_shape = {1, kHq, kLq, kLk}});
+}
+
+TEST_F(NearMiss, ReduceOverTheWrongAxis) {
+  expect_kept({.max_axis = 2}, "the max is not over the last axis");
+  expect_kept({.sum_axis = 2}, "the sum is not over the last axis");
+}
+
+TEST_F(NearMiss, NoMaxSubtract) { expect_kept({.subtract_max = false}, "not of max-subtracted scores"); }
+
+TEST_F(NearMiss, MaxOrSumOfAnotherTensor) {
+  expect_kept({.max_of_other = true}, "not the max of the same scores");
+  expect_kept({.sum_of_other = true}, "not the sum of the same exp");
+}
+
+TEST_F(NearMiss, MaskOfAnotherShape) {
+  expect_kept({.mask_shape = {1, 1, kLq, 1}}, "is not f32[1|B,1|Hq,Lq,Lk]");
+  expect_kept({.mask_shape = {1, kLq, kLk}}, "is not f32[1|B,1|Hq,Lq,Lk]");
+}
+
+TEST_F(NearMiss, SingleKeyHeadOnlyBroadcastByTheMatmul) {
+  expect_kept({.k_heads = 1, .repeat = false}, "a key head the matmul broadcasts");
+}
+
+TEST_F(NearMiss, ScaleIsATensor) { expect_kept({.scale_tensor = true}, "not a scalar literal"); }
+
+TEST_F(NearMiss, KeyAndValueRepeatedDifferently) { expect_kept({.v_unrepeated = true}, "k is repeated 2x but v 1x"); }
+
+TEST_F(NearMiss, IntermediateWithAnotherUser) {
+  expect_kept({.scores_exported = true}, "is also an output");
+}
+
+TEST_F(NearMiss, SoftcapWithTwoDifferentCaps) {
+  expect_kept({.cap_in = 2.0, .cap_out = 3.0}, "are not matmul(q, kᵀ)");
+}
+
+TEST_F(NearMiss, HalfPrecisionChain) { expect_kept({.f16 = true}, "not f32"); }
+
+// attention_live's chain, with its validations dropped: the clamp alone does not prove the
+// length, so the decomposition stays (and gives the same answer).
+TEST_F(NearMiss, LiveLengthWithoutDeclaredWitness) {
+  SCOPED_TRACE(str_cat("seed ", seed));
+  Builder b("live_unwitnessed");
+  const V q = testing::input(b, "q", testing::random_buffer(rng, {kB, kHq, 1, kD}));
+  const V k = testing::input(b, "k", testing::random_buffer(rng, {kB, kHkv, kLk, kD}));
+  const V v = testing::input(b, "v", testing::random_buffer(rng, {kB, kHkv, kLk, kD}));
+  const V len = b.slot(ir::Slot::kSeqLen, DType::kI32, {kB});
+  b.output("out", ops::attention_live(q, k, v, len, V{}, {.scale = 0.3}));
+  ir::Graph g = testing::must(b.finish());
+  const eval::SlotBindings slots{{ir::Slot::kSeqLen, testing::must(Buffer::i32({kB}, {2, 5}))}};
+  ASSERT_EQ(count_op(attention_only(g), OpKind::kAttention), 1);  // witnessed: fused
+  g.validations.clear();
+  ASSERT_TRUE(ir::verify(g).ok());
+  EXPECT_NE(why_not(g).find("no declared validation witness"), std::string::npos) << why_not(g);
+  expect_unchanged(g, attention_only(g), slots);
+}
+
+// A guard whose bounds do not lie within 1..Lk proves nothing about the keys visited.
+TEST_F(NearMiss, LiveGuardBoundsOutsideTheKeys) {
+  SCOPED_TRACE(str_cat("seed ", seed));
+  Builder b("live_wide_guard");
+  const V q = testing::input(b, "q", testing::random_buffer(rng, {kB, kHq, 1, kD}));
+  const V k = testing::input(b, "k", testing::random_buffer(rng, {kB, kHq, kLk, kD}));
+  const V v = testing::input(b, "v", testing::random_buffer(rng, {kB, kHq, kLk, kD}));
+  const V len = b.slot(ir::Slot::kSeqLen, DType::kI32, {kB});
+  const V n = ops::index_guard(len, 0, kLk, "0 <= len <= Lk");  // 0 would leave a row no key
+  const V active = b.compare(b.iota({1, kLk}, 1), b.reshape(n, {kB, 1}), ir::CmpDir::kLt);
+  const V rows = b.reshape(active, {kB, 1, kLk, 1});
+  const V k0 = b.select(rows, k, b.like(k, 0.0)), v0 = b.select(rows, v, b.like(v, 0.0));
+  V s = b.matmul(q, b.transpose(k0, {0, 1, 3, 2})) * 0.3;
+  s = b.select(b.reshape(active, {kB, 1, 1, kLk}), s, b.like(s, -kInf));
+  b.output("out", b.matmul(ops::softmax(s), v0));
+  const ir::Graph g = testing::must(b.finish());
+  EXPECT_NE(why_not(g).find("are not within 1.."), std::string::npos) << why_not(g);
+  expect_unchanged(g, attention_only(g), {{ir::Slot::kSeqLen, testing::must(Buffer::i32({kB}, {1, 4}))}});
+}
+
+// ---- real model graphs: one Attention per layer, same logits and caches
+
+eval::SlotBindings token_slots(const std::vector<int32_t>& ids, int32_t start) {
+  std::vector<int32_t> pos;
+  for (size_t i = 0; i < ids.size(); ++i) pos.push_back(start + static_cast<int32_t>(i));
+  const auto n = static_cast<int64_t>(ids.size());
+  return {{ir::Slot::kToken, testing::must(Buffer::i32({n}, ids))}, {ir::Slot::kPos, testing::must(Buffer::i32({n}, pos))}};
+}
+
+std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t n, int64_t vocab) {
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+  return ids;
+}
+
+struct Steps {
+  ir::Graph full, prefill, decode;
+};
+
+Steps trace_steps(const models::Model& m, int64_t n_full, int64_t n_prompt, int64_t capacity) {
+  return {testing::must(m.trace_step({.n_tokens = n_full, .capacity = 0, .cached = false})),
+          testing::must(m.trace_step({.n_tokens = n_prompt, .capacity = capacity, .cached = true})),
+          testing::must(m.trace_step({.n_tokens = 1, .capacity = capacity, .cached = true}))};
+}
+
+// What every layer's fused eqn of a family carries.
+struct Expect {
+  double softcap = 0;
+  bool split_key_in_full = false;  // MLA: the split key is only visible where the key is not cached
+  bool head_mask = false;          // ALiBi: the mask has a head axis
+};
+
+void expect_layers(const models::Model& m, const ir::Graph& g, bool cached, const Expect& want) {
+  SCOPED_TRACE(g.name);
+  const std::vector<const ir::Eqn*> att = attention_eqns(g);
+  ASSERT_EQ(static_cast<int64_t>(att.size()), m.config.n_layers);
+  EXPECT_EQ(count_op(g, OpKind::kReduceMax), 0);  // no softmax chain left: only softmax takes a max
+  for (const ir::Eqn* e : att) {
+    const ir::AttnParams& p = e->params.attn;
+    EXPECT_EQ(p.n_rep, m.config.n_heads / m.config.n_kv_heads);
+    EXPECT_EQ(p.softcap, want.softcap);
+    EXPECT_TRUE(p.has_mask);
+    EXPECT_EQ(p.has_len, cached);
+    EXPECT_EQ(p.has_shared, want.split_key_in_full && !cached);
+    const Shape& mask = g.type(e->in[3 + p.has_shared]).shape;
+    EXPECT_EQ(mask[1], want.head_mask ? m.config.n_heads : 1);
+  }
+}
+
+void expect_model_fused(const models::Model& m, const Expect& want, bool every_pass) {
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed, every_pass ? ", default passes" : ", attention pass only"));
+  std::mt19937_64 rng(seed);
+  const int64_t n_full = 7, n_prompt = 5, capacity = 12;
+  const Steps before = trace_steps(m, n_full, n_prompt, capacity);
+  auto fuse = [&](const ir::Graph& g) { return every_pass ? all_passes(g) : attention_only(g); };
+  const Steps after{fuse(before.full), fuse(before.prefill), fuse(before.decode)};
+  expect_layers(m, after.full, false, want);
+  expect_layers(m, after.prefill, true, want);
+  expect_layers(m, after.decode, true, want);
+
+  expect_same_results(before.full, after.full, token_slots(random_ids(rng, n_full, m.config.vocab), 0));
+  const std::vector<int32_t> prompt = random_ids(rng, n_prompt, m.config.vocab);
+  const std::vector<int32_t> next = random_ids(rng, 1, m.config.vocab);
+  for (Precision p : {Precision::kNative, Precision::kF64}) {
+    SCOPED_TRACE(p == Precision::kF64 ? "f64" : "native");
+    const RunResult a = run(before.prefill, token_slots(prompt, 0), {}, p), b = run(after.prefill, token_slots(prompt, 0), {}, p);
+    const RunResult a2 = run(before.decode, token_slots(next, static_cast<int32_t>(n_prompt)), a.state, p);
+    const RunResult b2 = run(after.decode, token_slots(next, static_cast<int32_t>(n_prompt)), b.state, p);
+    for (const auto* pair : {&a, &a2}) {
+      const RunResult& other = pair == &a ? b : b2;
+      ASSERT_TRUE(other.outputs.count("logits") && pair->outputs.count("logits"));
+      expect_written(other.outputs.at("logits"), "logits");
+      EXPECT_LE(testing::rel_error(other.outputs.at("logits").data, pair->outputs.at("logits").data), tolerance(p));
+    }
+    ASSERT_EQ(b2.state.size(), a2.state.size());
+    for (const auto& [name, cache] : a2.state) {
+      EXPECT_LE(testing::rel_error(b2.state.at(name).data, cache.data), tolerance(p)) << name;
+    }
+  }
+}
+
+models::OpenOptions no_tokenizer() {
+  models::OpenOptions opts;
+  opts.with_tokenizer = false;
+  return opts;
+}
+
+TEST(AttentionModels, SyntheticLlama260k) {
+  const models::Model m = testing::must(models::open_model("synthetic:llama-260k", no_tokenizer()));
+  expect_model_fused(m, {}, false);
+  expect_model_fused(m, {}, true);
+}
+
+std::string fixture_dir(const std::string& family) {
+  const char* root = std::getenv("KVF_SOURCE_DIR");
+  return std::string(root ? root : ".") + "/tests/fixtures/" + family;
+}
+
+struct FixtureCase {
+  const char* family;
+  Expect want;
+};
+
+class AttentionFixtures : public ::testing::TestWithParam<FixtureCase> {};
+
+TEST_P(AttentionFixtures, OneAttentionPerLayer) {
+  const FixtureCase& c = GetParam();
+  const models::Model m = testing::must(models::open_model(fixture_dir(c.family), no_tokenizer()));
+  expect_model_fused(m, c.want, false);
+  expect_model_fused(m, c.want, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hf, AttentionFixtures,
+    ::testing::Values(FixtureCase{"llama", {}}, FixtureCase{"llama3_scaled", {}}, FixtureCase{"mistral", {}},
+                      FixtureCase{"qwen2", {}}, FixtureCase{"qwen3", {}}, FixtureCase{"gpt2", {}},
+                      FixtureCase{"gemma2", {.softcap = 50.0}}, FixtureCase{"bloom", {.head_mask = true}},
+                      FixtureCase{"deepseek_v2", {.split_key_in_full = true}},
+                      FixtureCase{"deepseek_v2_qlora", {.split_key_in_full = true}}),
+    [](const ::testing::TestParamInfo<FixtureCase>& i) { return std::string(i.param.family); });
+
+}  // namespace
+}  // namespace kvf

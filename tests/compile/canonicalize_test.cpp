@@ -1,0 +1,156 @@
+// canonicalize: every no-op eqn goes, every near-miss stays, reshape chains fold into one,
+// and the graph after the pass gives the same bits on the oracle (Precision::kNative).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "compile/passes.h"
+#include "ir/printer.h"
+#include "testing.h"
+
+namespace kvf {
+namespace {
+
+using ir::OpKind;
+using ir::V;
+using testing::must;
+
+int count(const ir::Graph& g, OpKind op) {
+  int n = 0;
+  for (const ir::Eqn& e : g.eqns) n += e.op == op;
+  return n;
+}
+
+ir::Graph canonicalize(const ir::Graph& g) { return must(compile::canonicalize_pass().run(g)); }
+
+// Every output of both graphs, bit for bit (NaN-poisoned buffers would show as a mismatch
+// or as NaN: every element is checked to be a finite, written value).
+void expect_same_bits(const ir::Graph& before, const ir::Graph& after, const eval::SlotBindings& slots = {}) {
+  const eval::Outputs a = must(testing::run_graph(before, slots, eval::Precision::kNative));
+  const eval::Outputs b = must(testing::run_graph(after, slots, eval::Precision::kNative));
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, buf] : a) {
+    const eval::Buffer& other = b.at(name);
+    ASSERT_EQ(buf.dtype, other.dtype) << name;
+    ASSERT_EQ(buf.shape, other.shape) << name;
+    for (size_t i = 0; i < buf.data.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(other.data[i])) << name << "[" << i << "]";
+      ASSERT_EQ(std::bit_cast<uint64_t>(buf.data[i]), std::bit_cast<uint64_t>(other.data[i])) << name << "[" << i << "]";
+    }
+  }
+}
+
+class Canonicalize : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = testing::test_seed();
+    rng_.seed(seed_);
+  }
+  eval::Buffer random(Shape s) { return testing::random_buffer(rng_, std::move(s)); }
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+TEST_F(Canonicalize, DropsEveryNoOp) {
+  SCOPED_TRACE(str_cat("seed ", seed_));
+  ir::Builder b("noops");
+  const V x = testing::input(b, "x", random({2, 3, 4}));
+  V y = b.reshape(x, {2, 3, 4});
+  y = b.transpose(y, {0, 1, 2});
+  y = b.broadcast(y, {2, 3, 4});
+  y = b.cast(y, DType::kF32);
+  y = b.slice(y, {0, 0, 0}, {2, 3, 4}, {1, 1, 1});
+  y = y * 1.0;
+  y = 1.0 * y;
+  y = y / 1.0;
+  y = y - 0.0;       // x - +0 is x, even for x = -0
+  y = y + (-0.0);    // x + -0 is x, even for x = -0
+  b.output("out", b.unary(OpKind::kExp, y));
+  const ir::Graph g = must(b.finish());
+  const ir::Graph c = canonicalize(g);
+  ASSERT_EQ(g.eqns.size(), 11u);
+  ASSERT_EQ(c.eqns.size(), 1u) << ir::print(c);
+  EXPECT_EQ(c.eqns[0].op, OpKind::kExp);
+  EXPECT_EQ(c.value(c.eqns[0].in[0]).kind, ir::ValueKind::kConstant);
+  expect_same_bits(g, c);
+}
+
+TEST_F(Canonicalize, KeepsNearMisses) {
+  SCOPED_TRACE(str_cat("seed ", seed_));
+  ir::Builder b("near_misses");
+  const V x = testing::input(b, "x", random({2, 3, 4}));
+  b.output("reshape", b.reshape(x, {6, 4}));
+  b.output("transpose", b.transpose(x, {1, 0, 2}));
+  b.output("broadcast", b.broadcast(x, {2, 2, 3, 4}));
+  b.output("cast", b.cast(x, DType::kF16));
+  b.output("slice", b.slice(x, {0, 1, 0}, {2, 3, 4}));
+  b.output("strided", b.slice(x, {0, 0, 0}, {2, 3, 4}, {1, 1, 2}));
+  b.output("times2", x * 2.0);
+  b.output("over2", x / 2.0);
+  b.output("one_over", 1.0 / x);
+  b.output("minus_neg_zero", x - (-0.0));  // -0 - -0 is +0: not neutral
+  b.output("one_minus", 0.0 - x);
+  const ir::Graph g = must(b.finish());
+  const ir::Graph c = canonicalize(g);
+  EXPECT_EQ(c.eqns.size(), g.eqns.size()) << ir::print(c);
+  expect_same_bits(g, c);
+}
+
+// x + 0.0 is not x in IEEE arithmetic: -0 + +0 = +0. The pass keeps it, and the oracle
+// shows why (the sign of zero is a bit of the output, and it decides 1/x).
+TEST_F(Canonicalize, PlusPositiveZeroStaysForFloatsAndGoesForIntegers) {
+  ir::Builder b("plus_zero");
+  const V x = testing::input(b, "x", must(eval::Buffer::of(DType::kF32, {3}, {-0.0, 0.0, 1.5})));
+  const V i = testing::input(b, "i", must(eval::Buffer::i32({3}, {-4, 0, 7})));
+  const V sum = x + 0.0;
+  b.output("recip", b.unary(OpKind::kRecip, sum));
+  b.output("int", b.unary(OpKind::kNeg, i + b.literal(0.0, DType::kI32)));
+  const ir::Graph g = must(b.finish());
+  const ir::Graph c = canonicalize(g);
+  EXPECT_EQ(count(c, OpKind::kAdd), 1) << ir::print(c);  // the float add stays, the i32 one goes
+  const eval::Outputs out = must(testing::run_graph(c, {}, eval::Precision::kNative));
+  EXPECT_EQ(out.at("recip").data[0], std::numeric_limits<double>::infinity());  // 1 / (-0 + 0) = 1 / +0
+  EXPECT_EQ(out.at("int").data, (std::vector<double>{4, 0, -7}));
+  const ir::Eqn& neg = c.eqns.back();
+  EXPECT_EQ(c.value(neg.in[0]).kind, ir::ValueKind::kConstant);
+}
+
+TEST_F(Canonicalize, FoldsReshapeChainsIntoOne) {
+  SCOPED_TRACE(str_cat("seed ", seed_));
+  ir::Builder b("reshapes");
+  const V x = testing::input(b, "x", random({2, 3, 4}));
+  const V r1 = b.reshape(x, {6, 4});
+  const V r2 = b.reshape(r1, {24});
+  b.output("folded", b.reshape(r2, {4, 6}));
+  b.output("back", b.unary(OpKind::kExp, b.reshape(b.reshape(x, {4, 6}), {2, 3, 4})));  // back to x: no reshape
+  const V shared = b.reshape(x, {3, 8});  // read by a reshape and by exp: stays for exp
+  b.output("shared_exp", b.unary(OpKind::kExp, shared));
+  b.output("shared_fold", b.reshape(shared, {8, 3}));
+  const ir::Graph g = must(b.finish());
+  const ir::Graph c = canonicalize(g);
+  // folded: x->[4,6]; back: none; shared: x->[3,8] (for exp) and x->[8,3].
+  EXPECT_EQ(count(c, OpKind::kReshape), 3) << ir::print(c);
+  for (const ir::Eqn& e : c.eqns) {
+    if (e.op == OpKind::kReshape) {
+      EXPECT_EQ(c.value(e.in[0]).kind, ir::ValueKind::kConstant) << ir::print(c);
+    }
+  }
+  expect_same_bits(g, c);
+}
+
+TEST_F(Canonicalize, OutputsThatAreNoOpsOfSlotsStillPublish) {
+  ir::Builder b("slot_out");
+  const V pos = b.slot(ir::Slot::kPos, DType::kI32, {3});
+  b.output("pos", b.reshape(pos, {3}));
+  b.output("pos2", b.cast(pos, DType::kI32) * b.like(pos, 1.0));
+  const ir::Graph g = must(b.finish());
+  const ir::Graph c = canonicalize(g);
+  EXPECT_TRUE(c.eqns.empty()) << ir::print(c);
+  const eval::SlotBindings slots{{ir::Slot::kPos, must(eval::Buffer::i32({3}, {5, 6, 7}))}};
+  expect_same_bits(g, c, slots);
+}
+
+}  // namespace
+}  // namespace kvf

@@ -1,0 +1,220 @@
+// Every pass of compile::default_passes() held to its declaration on real model graphs:
+// the oracle (Precision::kNative) runs each traced step before and after the pass on random
+// tokens, positions and caches; a kExact pass must give every output and every published
+// cache bit for bit, a kReassociating one within 1e-5 relative. The whole pipeline is held
+// to the same against the graph as traced. Models: synthetic llama-260k and the HF
+// fixtures of tests/fixtures/, each as a full forward and as a cached step.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "compile/passes.h"
+#include "ir/printer.h"
+#include "compile/pipeline.h"
+#include "models/model.h"
+#include "testing.h"
+
+namespace kvf {
+namespace {
+
+using compile::Exactness;
+using ir::OpKind;
+using testing::must;
+
+constexpr double kReassocTol = 1e-5;
+
+std::string fixture_dir(const std::string& family) {
+  const char* root = std::getenv("KVF_SOURCE_DIR");
+  return std::string(root ? root : ".") + "/tests/fixtures/" + family;
+}
+
+models::Model open(const std::string& name) {
+  const std::string spec = name.starts_with("synthetic:") ? name : fixture_dir(name);
+  return must(models::open_model(spec, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
+}
+
+// One step's inputs: tokens, positions start.., and caches holding random history before
+// `start` and NaN from `start` on (what the step writes must overwrite it; what it does not
+// write must never be read).
+struct StepInputs {
+  eval::SlotBindings slots;
+  eval::StateStore state;
+  int64_t start = 0, n = 0;
+};
+
+StepInputs random_inputs(const ir::Graph& g, const models::Model& m, const models::StepSpec& step, int64_t start,
+                         std::mt19937_64& rng) {
+  StepInputs in;
+  in.start = start;
+  in.n = step.n_tokens;
+  std::vector<int32_t> ids, pos;
+  for (int64_t i = 0; i < step.n_tokens; ++i) {
+    ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(m.config.vocab)));
+    pos.push_back(static_cast<int32_t>(start + i));
+  }
+  in.slots = {{ir::Slot::kToken, must(eval::Buffer::i32({step.n_tokens}, ids))},
+              {ir::Slot::kPos, must(eval::Buffer::i32({step.n_tokens}, pos))}};
+  EXPECT_TRUE(eval::allocate_state(g, in.state).ok());
+  for (auto& [name, buf] : in.state) {
+    const eval::Buffer history = testing::random_buffer(rng, buf.shape);
+    const int64_t cap = buf.shape[2], d = buf.shape[3];  // [1, Hkv, cap, D]
+    for (int64_t i = 0; i < buf.numel(); ++i) {
+      const bool written = (i / d) % cap >= start;
+      buf.data[static_cast<size_t>(i)] = written ? std::nan("") : history.data[static_cast<size_t>(i)];
+    }
+  }
+  return in;
+}
+
+struct StepRun {
+  eval::Outputs out;
+  eval::StateStore state;
+};
+
+StepRun run(const ir::Graph& g, const StepInputs& in) {
+  StepRun r{{}, in.state};
+  eval::Oracle oracle({.precision = eval::Precision::kNative, .threads = 1});
+  Result<eval::Outputs> out = oracle.run(g, in.slots, r.state);
+  EXPECT_TRUE(out.ok()) << g.name << ": " << out.error().to_string();
+  if (out) r.out = std::move(*out);
+  return r;
+}
+
+// Every output element and every cache row up to the step's last position is written.
+void expect_fully_written(const StepRun& r, const StepInputs& in, const std::string& what) {
+  for (const auto& [name, buf] : r.out) {
+    for (size_t i = 0; i < buf.data.size(); ++i) ASSERT_TRUE(std::isfinite(buf.data[i])) << what << " " << name << "[" << i << "]";
+  }
+  for (const auto& [name, buf] : r.state) {
+    const int64_t cap = buf.shape[2], d = buf.shape[3];
+    for (int64_t i = 0; i < buf.numel(); ++i) {
+      if ((i / d) % cap >= in.start + in.n) continue;
+      ASSERT_TRUE(std::isfinite(buf.data[static_cast<size_t>(i)])) << what << " " << name << "[" << i << "]";
+    }
+  }
+}
+
+// a and b agree as `exactness` promises; NaN only where both have NaN.
+void expect_agree(const eval::Buffer& a, const eval::Buffer& b, Exactness exactness, const std::string& what) {
+  ASSERT_EQ(a.dtype, b.dtype) << what;
+  ASSERT_EQ(a.shape, b.shape) << what;
+  std::vector<double> fa, fb;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    const bool na = std::isnan(a.data[i]), nb = std::isnan(b.data[i]);
+    ASSERT_EQ(na, nb) << what << "[" << i << "]: " << a.data[i] << " vs " << b.data[i];
+    if (na) continue;
+    if (exactness == Exactness::kExact) {
+      ASSERT_EQ(std::bit_cast<uint64_t>(a.data[i]), std::bit_cast<uint64_t>(b.data[i]))
+          << what << "[" << i << "]: " << a.data[i] << " vs " << b.data[i];
+    }
+    fa.push_back(a.data[i]);
+    fb.push_back(b.data[i]);
+  }
+  if (exactness == Exactness::kReassociating) {
+    EXPECT_LE(testing::rel_error(fb, fa), kReassocTol) << what;
+  }
+}
+
+void expect_agree(const StepRun& before, const StepRun& after, Exactness exactness, const std::string& what) {
+  ASSERT_EQ(before.out.size(), after.out.size()) << what;
+  for (const auto& [name, buf] : before.out) expect_agree(buf, after.out.at(name), exactness, what + " output " + name);
+  ASSERT_EQ(before.state.size(), after.state.size()) << what;
+  for (const auto& [name, buf] : before.state) expect_agree(buf, after.state.at(name), exactness, what + " state " + name);
+}
+
+struct StepCase {
+  const char* name;
+  models::StepSpec spec;
+  int64_t start;
+};
+
+constexpr StepCase kSteps[] = {
+    {"full", {.n_tokens = 5, .capacity = 0, .cached = false}, 0},
+    {"cached", {.n_tokens = 3, .capacity = 12, .cached = true}, 4},
+    {"decode", {.n_tokens = 1, .capacity = 12, .cached = true}, 9},
+};
+
+class PassExactness : public ::testing::TestWithParam<const char*> {};
+
+// Each pass on the graph it sees in the pipeline (the previous passes' output), and each
+// pass alone on the graph as traced; then the whole pipeline against the traced graph.
+TEST_P(PassExactness, EveryPassKeepsItsDeclaration) {
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  const models::Model m = open(GetParam());
+  const std::vector<compile::Pass> passes = compile::default_passes();
+  for (const StepCase& sc : kSteps) {
+    const std::string step = str_cat(GetParam(), " ", sc.name);
+    const ir::Graph traced = must(m.trace_step(sc.spec));
+    const StepInputs in = random_inputs(traced, m, sc.spec, sc.start, rng);
+    const StepRun reference = run(traced, in);
+    expect_fully_written(reference, in, step);
+    ir::Graph g = traced;
+    StepRun before = reference;
+    bool all_exact = true;
+    for (const compile::Pass& p : passes) {
+      all_exact = all_exact && p.exactness == Exactness::kExact;
+      const ir::Graph alone = must(p.run(traced));
+      ASSERT_TRUE(ir::verify(alone).ok()) << step << " " << p.name;
+      expect_agree(reference, run(alone, in), p.exactness, str_cat(step, ": ", p.name, " alone"));
+      g = must(p.run(g));
+      ASSERT_TRUE(ir::verify(g).ok()) << step << " " << p.name;
+      StepRun after = run(g, in);
+      expect_fully_written(after, in, str_cat(step, " after ", p.name));
+      expect_agree(before, after, p.exactness, str_cat(step, ": ", p.name));
+      before = std::move(after);
+    }
+    const compile::Compiled c = must(compile::run_passes(traced, passes));
+    ASSERT_EQ(c.applied.size(), passes.size());
+    const StepRun compiled = run(c.graph, in);
+    expect_agree(reference, compiled, all_exact ? Exactness::kExact : Exactness::kReassociating,
+                 str_cat(step, ": pipeline"));
+    EXPECT_LT(c.graph.eqns.size(), traced.eqns.size()) << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PassExactness,
+                         ::testing::Values("synthetic:llama-260k", "llama", "llama3_scaled", "mistral", "qwen2", "qwen3",
+                                           "gemma2", "gpt2", "bloom", "deepseek_v2", "deepseek_v2_qlora"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string s = info.param;
+                           for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return s;
+                         });
+
+std::map<OpKind, int> histogram(const ir::Graph& g) {
+  std::map<OpKind, int> h;
+  for (const ir::Eqn& e : g.eqns) ++h[e.op];
+  return h;
+}
+
+// What the pipeline leaves of llama-260k: the fused ops, and no rmsnorm or softmax chain.
+TEST(PipelineSummary, Llama260kIsFused) {
+  const models::Model m = open("synthetic:llama-260k");
+  const int64_t layers = m.config.n_layers;
+  for (const StepCase& sc : kSteps) {
+    const ir::Graph traced = must(m.trace_step(sc.spec));
+    const compile::Compiled c = must(compile::run_passes(traced, compile::default_passes()));
+    std::map<OpKind, int> h = histogram(c.graph);
+    std::string line;
+    for (const auto& [op, n] : h) line += str_cat(" ", ir::op_name(op), "=", n);
+    std::printf("[ pipeline ] llama-260k %s: %zu -> %zu eqns:%s\n", sc.name, traced.eqns.size(), c.graph.eqns.size(),
+                line.c_str());
+    EXPECT_EQ(h[OpKind::kRope], 2 * layers) << sc.name;
+    EXPECT_EQ(h[OpKind::kRmsNorm], 2 * layers + 1) << sc.name;
+    EXPECT_EQ(h[OpKind::kGlu], layers) << sc.name;
+    EXPECT_EQ(h[OpKind::kLinear], 7 * layers + 1) << sc.name;  // q k v o gate up down, logits
+    // No leftover chain: rsqrt and the sums are rmsnorm's, max/exp softmax's.
+    for (OpKind op : {OpKind::kRsqrt, OpKind::kReduceSum, OpKind::kReduceMax, OpKind::kExp}) {
+      EXPECT_EQ(h[op], 0) << sc.name << ": " << ir::op_name(op) << " left";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvf
