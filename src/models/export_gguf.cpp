@@ -1,6 +1,9 @@
 // GGUF export for the llama family.
 #include "models/export_gguf.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "load/ggml_types.h"
 #include "load/gguf_writer.h"
 
@@ -49,6 +52,7 @@ Status write_tokenizer(const load::Vocab& v, load::GgufWriter& w) {
   if (v.bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
   if (v.eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
   if (v.unk >= 0) w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk));
+  if (v.pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad));
   w.set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   w.set_bool("tokenizer.ggml.add_eos_token", v.add_eos);
   return {};
@@ -75,9 +79,56 @@ Result<HostTensor> gguf_layout(const Model& m, const std::string& name, const Ho
   return t;
 }
 
+// One 32-element block as GGUF defines q8_0: d = max|x|/127, q = round(x/d) (half away
+// from zero), d stored as f16. q is computed with the unrounded d, as ggml's reference does.
+BlockQ8_0 quantize_block_q8_0(const float* x) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  BlockQ8_0 b{};
+  b.d = f32_to_f16_bits(d);
+  for (int i = 0; i < 32; ++i) b.qs[i] = static_cast<int8_t>(d == 0.0f ? 0.0f : std::round(x[i] / d));
+  return b;
+}
+
+Result<HostTensor> to_q8_0(const Shape& shape, const std::vector<float>& x) {
+  Result<HostTensor> out = HostTensor::zeros(DType::kQ8_0, shape);
+  if (!out) return out;
+  auto* blocks = out->data<BlockQ8_0>();
+  for (size_t b = 0; b * 32 < x.size(); ++b) blocks[b] = quantize_block_q8_0(x.data() + b * 32);
+  return out;
+}
+
+Result<HostTensor> to_float(DType dt, const Shape& shape, const std::vector<float>& x) {
+  if (dt == DType::kF32) return HostTensor::from_f32(shape, x);
+  Result<HostTensor> out = HostTensor::zeros(DType::kF16, shape);
+  if (!out) return out;
+  auto* h = out->data<uint16_t>();
+  for (size_t i = 0; i < x.size(); ++i) h[i] = f32_to_f16_bits(x[i]);
+  return out;
+}
+
+// The tensor in the type --outtype asks for (see ExportOptions).
+Result<HostTensor> cast_for_export(const HostTensor& t, DType outtype) {
+  DType want = t.rank() < 2 ? DType::kF32 : outtype;
+  if (want == DType::kQ8_0 && t.shape().back() % block_elems(DType::kQ8_0) != 0) want = DType::kF16;
+  if (want == t.dtype()) return t;
+  Result<std::vector<float>> x = t.to_f32();
+  if (!x) return x.take_error();
+  if (want == DType::kQ8_0) return to_q8_0(t.shape(), *x);
+  return to_float(want, t.shape(), *x);
+}
+
+Status check_outtype(const std::optional<DType>& outtype) {
+  if (!outtype || *outtype == DType::kF32 || *outtype == DType::kF16 || *outtype == DType::kQ8_0) return {};
+  return unsupported("GGUF export: output type ", dtype_name(*outtype), " (expected f32, f16 or q8_0)");
+}
+
 }  // namespace
 
-Status export_gguf(const Model& m, const std::string& path) {
+Status export_gguf(const Model& m, const std::string& path, const ExportOptions& opts) {
+  Status ok = check_outtype(opts.outtype);
+  if (!ok) return ok;
   const ModelConfig& c = m.config;
   if (c.arch != "llama") return unsupported("GGUF export: architecture ", c.arch, " is not supported yet");
   if (c.rotary_dim != 0 || !c.rope_inv_freq.empty() || c.sliding_window > 0 || c.attn_bias || c.qk_norm) {
@@ -101,6 +152,8 @@ Status export_gguf(const Model& m, const std::string& path) {
   }
   for (const auto& [name, stored] : m.weights.tensors()) {
     Result<HostTensor> laid = gguf_layout(m, name, stored);
+    if (!laid) return laid.take_error().context("tensor ", name);
+    if (opts.outtype) laid = cast_for_export(*laid, *opts.outtype);
     if (!laid) return laid.take_error().context("tensor ", name);
     const HostTensor& t = *laid;
     Result<uint32_t> type = ggml_type_of(t.dtype());

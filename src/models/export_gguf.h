@@ -3,12 +3,21 @@
 // `kvforge convert`'s back end; the model's source format does not matter.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "models/model.h"
 
 namespace kvf::models {
 
-Status export_gguf(const Model& m, const std::string& path);
+struct ExportOptions {
+  // The type of the matrices (f32, f16 or q8_0); nullopt keeps every tensor's stored type.
+  // As llama.cpp's converter does, 1-D tensors (norms, biases) stay f32, and a matrix whose
+  // rows are not whole q8_0 blocks is written f16 instead. f16 rounds to nearest even;
+  // q8_0 takes d = max|x|/127 per 32-element block, stores d as f16 and q = round(x/d).
+  std::optional<DType> outtype;
+};
+
+Status export_gguf(const Model& m, const std::string& path, const ExportOptions& opts = {});
 
 }  // namespace kvf::models

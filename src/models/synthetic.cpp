@@ -1,23 +1,35 @@
-// Synthetic models: size presets, per-family weight shapes, seeded uniform weights.
+// Synthetic models: size presets, per-family weight shapes, seeded random weights.
 #include "models/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 namespace kvf::models {
 namespace {
 
+// How a preset's weights are drawn.
+enum class Init {
+  kFanIn,   // matrices uniform in ±1/sqrt(fan_in), norms 1 ± 0.2, biases ±0.02
+  kNormal,  // matrices N(0, 0.02) (the usual transformer init), norms exactly 1, biases 0
+};
+
 struct Preset {
   const char* spec;
   const char* arch;
   int64_t vocab, dim, layers, heads, kv_heads, hidden, context;
+  Init init = Init::kFanIn;
 };
 
-// Shapes of published models (llama2.c's stories, TinyLlama, GPT-2 small).
+// Shapes of published models (llama2.c's stories, TinyLlama, GPT-2 small), and the
+// benchmark model: llama-125m, a GQA llama of ~125M parameters whose 32000-token vocabulary
+// fits llama.cpp's ggml-vocab-llama-spm.gguf (`kvforge convert --vocab`); its context is
+// long enough for decode at depth 16384.
 constexpr Preset kPresets[] = {
     {"llama-260k", "llama", 512, 64, 5, 8, 4, 172, 512},
     {"llama-15m", "llama", 32000, 288, 6, 6, 6, 768, 256},
     {"llama-110m", "llama", 32000, 768, 12, 12, 12, 2048, 1024},
+    {"llama-125m", "llama", 32000, 768, 12, 12, 4, 2048, 32768, Init::kNormal},
     {"llama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048},
     {"gpt2-124m", "gpt2", 50257, 768, 12, 12, 12, 3072, 1024},
 };
@@ -63,17 +75,49 @@ Shapes gpt2_shapes(const ModelConfig& c) {
   return s;
 }
 
+bool is_norm_weight(const std::string& name) {
+  return name.find("norm") != std::string::npos && name.ends_with(".weight");
+}
+
 // Norm weights near 1, biases near 0, matrices uniform in ±1/sqrt(fan_in).
-Status fill(Weights& w, const Shapes& shapes, uint64_t seed) {
+void fill_fan_in(HostTensor& t, bool norm, std::mt19937_64& rng) {
+  const Shape& shape = t.shape();
+  const double a = shape.size() == 1 ? (norm ? 0.2 : 0.02) : 1.0 / std::sqrt(static_cast<double>(shape.back()));
+  std::uniform_real_distribution<float> dist(static_cast<float>(-a), static_cast<float>(a));
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = (norm ? 1.0f : 0.0f) + dist(rng);
+}
+
+// A uniform double in (0, 1] from the top 53 bits; mt19937_64's output is fixed by the
+// standard, so these weights are the same with every standard library (unlike
+// std::normal_distribution's).
+double unit_open(std::mt19937_64& rng) { return (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53; }
+
+// Matrices N(0, 0.02) by Box-Muller, norms 1, biases 0.
+void fill_normal(HostTensor& t, bool norm, std::mt19937_64& rng) {
+  float* p = t.data<float>();
+  if (t.rank() == 1) {
+    std::fill(p, p + t.numel(), norm ? 1.0f : 0.0f);
+    return;
+  }
+  constexpr double kStd = 0.02, kTwoPi = 6.283185307179586;
+  for (int64_t i = 0; i < t.numel(); i += 2) {
+    const double r = kStd * std::sqrt(-2.0 * std::log(unit_open(rng))), phi = kTwoPi * unit_open(rng);
+    p[i] = static_cast<float>(r * std::cos(phi));
+    if (i + 1 < t.numel()) p[i + 1] = static_cast<float>(r * std::sin(phi));
+  }
+}
+
+Status fill(Weights& w, const Shapes& shapes, Init init, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (const auto& [name, shape] : shapes) {
     Result<HostTensor> t = HostTensor::zeros(DType::kF32, shape);
     if (!t) return t.take_error();
-    const bool norm = name.find("norm") != std::string::npos && name.ends_with(".weight");
-    const double a = shape.size() == 1 ? (norm ? 0.2 : 0.02) : 1.0 / std::sqrt(static_cast<double>(shape.back()));
-    std::uniform_real_distribution<float> dist(static_cast<float>(-a), static_cast<float>(a));
-    float* p = t->data<float>();
-    for (int64_t i = 0; i < t->numel(); ++i) p[i] = (norm ? 1.0f : 0.0f) + dist(rng);
+    if (init == Init::kNormal) {
+      fill_normal(*t, is_norm_weight(name), rng);
+    } else {
+      fill_fan_in(*t, is_norm_weight(name), rng);
+    }
     w.add(name, std::move(*t));
   }
   return {};
@@ -113,7 +157,7 @@ Result<Model> open_synthetic(const std::string& spec, uint64_t seed) {
   c.bos = 1;
   c.eos = 2;
   m.weights = Weights(m.source);
-  Status s = fill(m.weights, c.arch == "gpt2" ? gpt2_shapes(c) : llama_shapes(c), seed);
+  Status s = fill(m.weights, c.arch == "gpt2" ? gpt2_shapes(c) : llama_shapes(c), preset->init, seed);
   if (!s) return s.take_error();
   return m;
 }

@@ -1,6 +1,7 @@
 // synthetic:<family>-<size>: a model with a published architecture's shapes and seeded
 // random weights, built in memory. For benchmarks and demos where the numbers, not the
-// words, matter; no tokenizer (use --ids).
+// words, matter; no tokenizer (use --ids, or give the GGUF one with
+// `kvforge convert -m synthetic:... --vocab ggml-vocab-llama-spm.gguf`).
 #pragma once
 
 #include <string>

@@ -177,6 +177,46 @@ TEST(ThreadPool, ResultsVisibleAfterReturn) {
   }
 }
 
+TEST(ThreadPool, TenThousandTinyCalls) {
+  // Decode issues ~100 small jobs per token, back to back while workers spin: each must run
+  // every index exactly once and be complete (plain writes visible) when the call returns.
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<int> out(64, -1);
+    int64_t wrong = 0;
+    for (int iter = 0; iter < 10000; ++iter) {
+      const int64_t n = 2 + iter % 63;
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) out[static_cast<size_t>(i)] = iter;
+      });
+      for (int64_t i = 0; i < n; ++i) wrong += out[static_cast<size_t>(i)] != iter;
+    }
+    EXPECT_EQ(wrong, 0) << "threads=" << threads;
+  }
+}
+
+TEST(ThreadPool, CallsAfterWorkersWentToSleep) {
+  // Gaps longer than the workers' spin make them sleep; each call must still wake them or
+  // finish without them.
+  ThreadPool pool(2);
+  for (int iter = 0; iter < 20; ++iter) {
+    std::this_thread::sleep_for(std::chrono::microseconds(iter % 2 ? 2000 : 300));
+    check_cover(pool, 100 + iter, 1);
+  }
+}
+
+TEST(ThreadPool, ConcurrentCallersOnOnePool) {
+  // Two threads share a pool: one owns the job slot, the other runs its loop inline; both
+  // must cover their ranges exactly once.
+  ThreadPool pool(3);
+  auto caller = [&](int64_t n) {
+    for (int iter = 0; iter < 500; ++iter) check_cover(pool, n + iter % 7, 2);
+  };
+  std::thread other(caller, 50);
+  caller(80);
+  other.join();
+}
+
 TEST(ThreadPool, ConstructAndDestroyRepeatedly) {
   for (int i = 0; i < 50; ++i) {
     ThreadPool pool(1 + i % 4);

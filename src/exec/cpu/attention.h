@@ -59,7 +59,8 @@ void attention(ThreadPool& pool, const AttentionArgs& a, const AttentionSchedule
 inline constexpr int64_t kAttentionMaxWidth = 1024;
 Status attention_check(const AttentionArgs& a, const AttentionSchedule& s);
 
-// The bodies attention() can run; kAuto is the best this CPU supports. Tests run each one.
+// The bodies attention() can run; kAuto (or a body this CPU lacks) is the best it supports.
+// Tests run each one.
 enum class AttentionIsa { kAuto, kPortable, kAvx512 };
 bool attention_isa_supported(AttentionIsa isa);
 const char* attention_isa_name(AttentionIsa isa);

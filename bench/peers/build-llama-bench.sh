@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's llama-bench (CPU only, -march=native) from the source that npm
+# node-llama-cpp 3.21.1 ships as llama/gitRelease.bundle, and prints the binary's path.
+# We time llama.cpp through llama-bench itself: the package's JavaScript API adds ~18 ms
+# per token (docs/benchmarks.md, "Peers").
+#   build-llama-bench.sh [OUT_DIR]     (default: build/peers of this repository)
+# Idempotent: once OUT_DIR/bin/llama-bench exists it only prints the path.
+# Needs git, cmake, a C++17 compiler (scripts/install-deps.sh) and Node.js >= 20 with npm.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=${1:-$root/build/peers}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+bin="$out/bin/llama-bench"
+# Progress goes to stderr, so that stdout is only the binary's path (callers capture it).
+exec 3>&1 1>&2
+jobs=${KVF_PEER_JOBS:-2}   # the shared benchmark machine has 2 cores
+
+if [ -x "$bin" ]; then
+  echo "$bin" >&3
+  exit 0
+fi
+
+for tool in git cmake npm; do
+  command -v "$tool" >/dev/null || { echo "build-llama-bench: '$tool' is missing" >&2; exit 1; }
+done
+
+# 1. The pinned package, from the committed lock file. --ignore-scripts: its postinstall
+#    would fetch or build node bindings, and we only want the source bundle.
+npm_dir="$out/npm"
+bundle="$npm_dir/node_modules/node-llama-cpp/llama/gitRelease.bundle"
+if [ ! -f "$bundle" ]; then
+  mkdir -p "$npm_dir"
+  cp "$here/package.json" "$here/package-lock.json" "$npm_dir/"
+  (cd "$npm_dir" && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
+[ -f "$bundle" ] || { echo "build-llama-bench: $bundle is missing after npm ci" >&2; exit 1; }
+
+# 2. The source at the bundle's HEAD; a clone left over from another bundle is replaced.
+src="$out/llama.cpp"
+want=$(git bundle list-heads "$bundle" | awk '$2 == "HEAD" { print $1 }')
+have=$(git -C "$src" rev-parse HEAD 2>/dev/null || true)
+if [ -z "$want" ] || [ "$have" != "$want" ]; then
+  rm -rf "$src"
+  git -c advice.detachedHead=false clone --quiet "$bundle" "$src"
+fi
+
+# 3. Configure once. Static libraries so that bin/llama-bench stands alone; tools on
+#    (llama-bench lives under tools/), everything else off. LLAMA_CURL is deprecated in
+#    this llama.cpp (downloads go through cpp-httplib, hence LLAMA_OPENSSL=OFF) but is
+#    kept off explicitly for older bundles.
+build="$out/llama.cpp-build"
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$src" -B "$build" "${generator[@]}" -Wno-dev \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=OFF \
+    -DGGML_NATIVE=ON \
+    -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_HIP=OFF -DGGML_SYCL=OFF \
+    -DGGML_BACKEND_DL=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON
+fi
+
+# 4. Only the one target.
+cmake --build "$build" --target llama-bench -j "$jobs"
+built=$(find "$build" -type f -name llama-bench -perm -u+x | head -n 1)
+[ -n "$built" ] || { echo "build-llama-bench: no llama-bench under $build" >&2; exit 1; }
+mkdir -p "$out/bin"
+cp "$built" "$bin.tmp" && mv "$bin.tmp" "$bin"
+echo "$bin" >&3

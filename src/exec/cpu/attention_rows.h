@@ -1,0 +1,47 @@
+// Private to the CPU attention kernel: the one task every instruction-set body implements.
+// attention.cpp cuts the work into RowTasks and prepares their inputs; attention_avx512.cpp
+// (and the portable loops in attention.cpp) run the online softmax of one task.
+#pragma once
+
+#include <cstdint>
+
+#include "exec/cpu/attention.h"
+
+namespace kvf::exec::cpu::attn {
+
+inline constexpr int64_t kLanes = 16;       // f32 per AVX-512 register; widths pad to it
+inline constexpr int64_t kKeyBlock = 32;    // keys per online-softmax step
+inline constexpr int64_t kMaxRows = 64;     // query rows per task
+inline constexpr int64_t kTileFloats = 8192;  // rows * padded width of the q and o tiles
+// The keys of a block transposed, [padded dk + padded ds, kKeyBlock].
+inline constexpr int64_t kPackFloats = (kAttentionMaxWidth + 2 * kLanes) * kKeyBlock;
+
+constexpr int64_t pad_lanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// One task: `rows` query rows that share the kv head (b, g), against keys [t_begin, t_end).
+// A body leaves the unnormalized online-softmax state of every row: o (sum of weight * v),
+// m (running max score) and l (sum of weights), starting from the neutral (0, -inf, 0).
+struct RowTask {
+  int64_t rows = 0;
+  int64_t dk = 0, ds = 0, dv = 0;
+  bool f16 = false;                // k, ks, v hold f16 bits instead of f32
+  const float* q = nullptr;        // [rows, q_stride]: q * scale / (softcap or 1), zero padded;
+  int64_t q_stride = 0;            //   the key part at 0, the shared part at ks_offset
+  int64_t ks_offset = 0;
+  const void* k = nullptr;         // [Lk, dk] of kv head (b, g)
+  const void* ks = nullptr;        // [Lk, ds] of batch row b, or null
+  const void* v = nullptr;         // [Lk, dv] of kv head (b, g)
+  const float* const* mask = nullptr;  // [rows]: each row's additive mask at key 0; null: none
+  float softcap = 0.0f;            // 0: none
+  int64_t t_begin = 0, t_end = 0;
+  float* o = nullptr;              // [rows, o_stride] out
+  int64_t o_stride = 0;
+  float* m = nullptr;              // [rows] out
+  float* l = nullptr;              // [rows] out
+  float* s = nullptr;              // [kMaxRows, kKeyBlock] scratch: scores, then weights
+  float* kt = nullptr;             // [kPackFloats] scratch: a packed key block
+};
+
+void run_rows_avx512(const RowTask& t);
+
+}  // namespace kvf::exec::cpu::attn

@@ -1,0 +1,544 @@
+// Linear kernels for AVX-512 (F, BW, VL, DQ, VNNI): f16/bf16 widened in registers and FMA'd
+// in f32; q8_0/q4_0 as integer dot products (vpdpbusd) with an 8-bit x and per-block scales.
+// Built only with the AVX-512 flags (src/CMakeLists.txt); linear.cpp calls it only when
+// the CPU has them. The plain reference body is linear_scalar.cpp.
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_*()
+// placeholders once inlined (GCC PR 105593); nothing here is read uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "exec/cpu/linear_impl.h"
+
+namespace kvf::exec::cpu::detail {
+namespace {
+
+// ---------------------------------------------------------------- loads and conversions
+
+inline __mmask16 low_mask(int64_t count) {  // the low `count` lanes (0..16)
+  return count >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << count) - 1);
+}
+
+// 16 weights of a float row from element c, widened to f32 (lanes outside `mk` read as 0).
+template <DType DT>
+inline __m512 load_w16(const uint8_t* row, int64_t c, __mmask16 mk = 0xffff) {
+  if constexpr (DT == DType::kF32) {
+    return _mm512_maskz_loadu_ps(mk, row + 4 * c);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(mk, row + 2 * c);
+    if constexpr (DT == DType::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16: the top half of an f32
+  }
+}
+
+template <DType DT>
+inline __m512 load_w16_full(const uint8_t* row, int64_t c) {
+  if constexpr (DT == DType::kF32) {
+    return _mm512_loadu_ps(row + 4 * c);
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c));
+    if constexpr (DT == DType::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+inline float f16_scale(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+constexpr int64_t kQ8Bytes = sizeof(BlockQ8_0), kQ4Bytes = sizeof(BlockQ4_0);
+
+// The 32 weights of a q4_0 block as unsigned nibbles (0..15), in element order.
+inline __m256i q4_nibbles(const uint8_t* blk) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+  const __m128i lo = _mm_and_si128(v, _mm_set1_epi8(15));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15));
+  return _mm256_set_m128i(hi, lo);
+}
+
+// Transposes 16 x 16 32-bit values in registers: element t of r[i] becomes element i of r[t].
+// Four rounds of in-lane and cross-lane shuffles (64 in all), so packing a panel costs a
+// fraction of an op per weight instead of a scalar store per weight.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 8; ++j) {
+    const int i = j / 4 * 8 + j % 4;  // rows 0-3 and 8-11 pair with the row four further on
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+// ---------------------------------------------------------------- x quantization
+
+// One block of 32 values by the shared rule (linear_impl.h); returns q as 32 int8.
+inline __m256i quantize_block32(const float* x, float* d) {
+  const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  *d = amax / 127.0f;
+  const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+  // vcvtps2dq rounds half to even (MXCSR default), like nearbyint in the scalar rule.
+  const __m128i qa = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(a, id)));
+  const __m128i qb = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(b, id)));
+  return _mm256_set_m128i(qb, qa);
+}
+
+void quantize(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form) {
+  const int64_t k = a.w.k, nb = k / kQBlock;
+  const __m256i offset = _mm256_set1_epi32(a.w.dtype == DType::kQ8_0 ? -128 : -8);
+  for (int64_t i = i0; i < i1; ++i) {
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i q = quantize_block32(a.x + i * a.x_stride + b * kQBlock, a.xq.d + i * nb + b);
+      if (form == QuantForm::kLaneCorr) {
+        const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.xq.corr + (i * nb + b) * 8), _mm256_mullo_epi32(sums, offset));
+      }
+      if (form == QuantForm::kUnsigned) q = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.xq.q + i * k + b * kQBlock), q);
+    }
+  }
+}
+
+QuantForm quant_form(DType, bool stream) { return stream ? QuantForm::kLaneCorr : QuantForm::kUnsigned; }
+
+// ---------------------------------------------------------------- streaming (decode)
+
+// Four weight rows (the last repeated when fewer remain). The kernels prefetch `ahead`
+// bytes past what they read (at least the next quad): each quad's rows are short streams
+// the hardware prefetcher catches late. It halved the DRAM-bound GEMV (32000x768, one
+// thread: f16 3.3 -> 1.7 ms, q8_0 3.2 -> 0.85 ms, against ~25 GB/s of read bandwidth).
+struct RowQuad {
+  const uint8_t* row[4];
+  int count;
+  int64_t ahead;
+};
+
+// At least this far ahead: ~DRAM latency × one core's bandwidth, with margin.
+constexpr int64_t kPrefetchBytes = 6144;
+
+inline void prefetch_ahead(const RowQuad& q, const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + q.ahead), _MM_HINT_T0);
+}
+
+inline RowQuad row_quad(const LinearArgs& a, int64_t j, int64_t j1) {
+  const auto* base = static_cast<const uint8_t*>(a.w.data);
+  const int64_t rb = row_bytes(a.w);
+  RowQuad q;
+  q.ahead = std::max<int64_t>(4 * rb, kPrefetchBytes);
+  q.count = static_cast<int>(std::min<int64_t>(4, j1 - j));
+  #pragma GCC unroll 16
+  for (int r = 0; r < 4; ++r) q.row[r] = base + (j + std::min(r, q.count - 1)) * rb;
+  return q;
+}
+
+// Up to this many x rows share each decoded weight vector in the streaming kernels.
+constexpr int kMaxMX = 4;
+
+// Stores sums[xi][r] (+ bias) for x rows i.. i+MX-1 and the quad's valid rows.
+template <int MX>
+inline void store_quad(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q, const float (&sums)[MX][4]) {
+  for (int xi = 0; xi < MX; ++xi) {
+    for (int r = 0; r < q.count; ++r) {
+      a.y[(i + xi) * a.y_stride + j + r] = sums[xi][r] + (a.bias ? a.bias[j + r] : 0.0f);
+    }
+  }
+}
+
+// MX x rows · four float weight rows: each weight vector is widened once and used MX
+// times. With one or two x rows, two accumulator sets (U) keep 8+ FMAs in flight.
+template <DType DT, int MX>
+void dot_quad_float(const float* x, int64_t x_stride, int64_t k, const RowQuad& q, float (&sums)[MX][4]) {
+  constexpr int U = MX <= 2 ? 2 : 1;
+  __m512 acc[U][MX][4];
+#pragma GCC unroll 16
+  for (int u = 0; u < U; ++u)
+#pragma GCC unroll 16
+    for (int xi = 0; xi < MX; ++xi)
+#pragma GCC unroll 16
+      for (int r = 0; r < 4; ++r) acc[u][xi][r] = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 16 * U <= k; c += 16 * U) {
+#pragma GCC unroll 16
+    for (int u = 0; u < U; ++u) {
+      __m512 wv[4];
+#pragma GCC unroll 16
+      for (int r = 0; r < 4; ++r) {
+        const int64_t at = (c + 16 * u) * static_cast<int64_t>(DT == DType::kF32 ? 4 : 2);
+        prefetch_ahead(q, q.row[r] + at);
+        wv[r] = load_w16_full<DT>(q.row[r], c + 16 * u);
+      }
+#pragma GCC unroll 16
+      for (int xi = 0; xi < MX; ++xi) {
+        const __m512 xv = _mm512_loadu_ps(x + xi * x_stride + c + 16 * u);
+#pragma GCC unroll 16
+        for (int r = 0; r < 4; ++r) acc[u][xi][r] = _mm512_fmadd_ps(wv[r], xv, acc[u][xi][r]);
+      }
+    }
+  }
+  for (; c < k; c += 16) {
+    const __mmask16 mk = low_mask(k - c);
+    __m512 wv[4];
+#pragma GCC unroll 16
+    for (int r = 0; r < 4; ++r) wv[r] = load_w16<DT>(q.row[r], c, mk);
+#pragma GCC unroll 16
+    for (int xi = 0; xi < MX; ++xi) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mk, x + xi * x_stride + c);
+#pragma GCC unroll 16
+      for (int r = 0; r < 4; ++r) acc[0][xi][r] = _mm512_fmadd_ps(wv[r], xv, acc[0][xi][r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int xi = 0; xi < MX; ++xi) {
+#pragma GCC unroll 16
+    for (int r = 0; r < 4; ++r) {
+      __m512 t = acc[0][xi][r];
+      if constexpr (U == 2) t = _mm512_add_ps(t, acc[1][xi][r]);
+      sums[xi][r] = _mm512_reduce_add_ps(t);
+    }
+  }
+}
+
+inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// MX x rows (QuantForm::kLaneCorr) · four q8_0/q4_0 rows. Per block vpdpbusd takes the
+// weights as the unsigned operand (q8_0 shifted by +128, q4_0 as raw nibbles) and starts
+// from the lane corrections of x, which remove that offset exactly.
+template <DType DT, int MX>
+void dot_quad_quant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, float (&sums)[MX][4]) {
+  const int64_t nb = k / kQBlock;
+  constexpr int64_t kBytes = DT == DType::kQ8_0 ? kQ8Bytes : kQ4Bytes;
+  __m256 acc[MX][4];
+#pragma GCC unroll 16
+  for (int xi = 0; xi < MX; ++xi)
+#pragma GCC unroll 16
+    for (int r = 0; r < 4; ++r) acc[xi][r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i xv[MX], cv[MX];
+    float dx[MX];
+#pragma GCC unroll 16
+    for (int xi = 0; xi < MX; ++xi) {
+      xv[xi] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.q + (i + xi) * k + b * kQBlock));
+      cv[xi] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.corr + ((i + xi) * nb + b) * 8));
+      dx[xi] = xq.d[(i + xi) * nb + b];
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < 4; ++r) {
+      const uint8_t* blk = q.row[r] + b * kBytes;
+      prefetch_ahead(q, blk);
+      __m256i w;
+      if constexpr (DT == DType::kQ8_0) {
+        w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                             _mm256_set1_epi8(static_cast<char>(0x80)));
+      } else {
+        w = q4_nibbles(blk);
+      }
+      const float dw = f16_scale(blk);
+#pragma GCC unroll 16
+      for (int xi = 0; xi < MX; ++xi) {
+        const __m256i dot = _mm256_dpbusd_epi32(cv[xi], w, xv[xi]);
+        acc[xi][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dw * dx[xi]), acc[xi][r]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int xi = 0; xi < MX; ++xi)
+#pragma GCC unroll 16
+    for (int r = 0; r < 4; ++r) sums[xi][r] = hsum(acc[xi][r]);
+}
+
+template <DType DT, int MX>
+void stream_quad(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q) {
+  float sums[MX][4];
+  if constexpr (DT == DType::kQ8_0 || DT == DType::kQ4_0) {
+    dot_quad_quant<DT, MX>(a.xq, i, a.w.k, q, sums);
+  } else {
+    dot_quad_float<DT, MX>(a.x + i * a.x_stride, a.x_stride, a.w.k, q, sums);
+  }
+  store_quad<MX>(a, i, j, q, sums);
+}
+
+// Weight rows four at a time; up to kMaxMX x rows share each pass over them.
+template <DType DT>
+void stream_rows(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; j += 4) {
+    const RowQuad q = row_quad(a, j, j1);
+    for (int64_t i = i0; i < i1; i += kMaxMX) {
+      switch (std::min<int64_t>(kMaxMX, i1 - i)) {
+        case 1: stream_quad<DT, 1>(a, i, j, q); break;
+        case 2: stream_quad<DT, 2>(a, i, j, q); break;
+        case 3: stream_quad<DT, 3>(a, i, j, q); break;
+        default: stream_quad<DT, 4>(a, i, j, q); break;
+      }
+    }
+  }
+}
+
+void stream(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  switch (a.w.dtype) {
+    case DType::kF32: return stream_rows<DType::kF32>(a, i0, i1, j0, j1);
+    case DType::kF16: return stream_rows<DType::kF16>(a, i0, i1, j0, j1);
+    case DType::kBF16: return stream_rows<DType::kBF16>(a, i0, i1, j0, j1);
+    case DType::kQ8_0: return stream_rows<DType::kQ8_0>(a, i0, i1, j0, j1);
+    case DType::kQ4_0: return stream_rows<DType::kQ4_0>(a, i0, i1, j0, j1);
+    default: return;
+  }
+}
+
+// ---------------------------------------------------------------- packed GEMM (prefill)
+
+constexpr int64_t kNR = 32;  // panel width: two zmm of f32 or of int32 lanes
+// Tile heights; 12 and 6 measured no faster (one thread, 768x768, m=512: f32 159 vs 163,
+// q8_0 479 vs 509 GFLOP/s).
+constexpr int kMRFloat = 8;  // x rows per float tile: 16 accumulators
+constexpr int kMRQuant = 4;  // x rows per quant tile: 8 int32 + 8 f32 accumulators
+
+// Output columns of a panel: masks of the valid lanes in each of its two vectors.
+struct PanelOut {
+  float* y;            // y at (i0, j0)
+  int64_t y_stride;
+  const float* bias;   // bias + j0, or null
+  __mmask16 m0, m1;
+};
+
+inline void init_acc(const PanelOut& o, __m512& a0, __m512& a1) {
+  a0 = o.bias ? _mm512_maskz_loadu_ps(o.m0, o.bias) : _mm512_setzero_ps();
+  a1 = o.bias ? _mm512_maskz_loadu_ps(o.m1, o.bias + 16) : _mm512_setzero_ps();
+}
+
+inline void store_acc(const PanelOut& o, int64_t r, __m512 a0, __m512 a1) {
+  _mm512_mask_storeu_ps(o.y + r * o.y_stride, o.m0, a0);
+  _mm512_mask_storeu_ps(o.y + r * o.y_stride + 16, o.m1, a1);
+}
+
+// Float panel: f32 [k][32], column r of the panel is weight row j0 + r (zeros past n).
+// Built 16 rows x 16 elements at a time: widen, transpose in registers, store.
+template <DType DT>
+void pack_float(const WeightView& w, int64_t j0, int64_t nj, float* panel) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t rb = row_bytes(w), k = w.k;
+  for (int64_t r0 = 0; r0 < kNR; r0 += 16) {
+    const int64_t rows = std::clamp<int64_t>(nj - r0, 0, 16);
+    for (int64_t c = 0; c < k; c += 16) {
+      const int64_t len = std::min<int64_t>(16, k - c);
+      const __mmask16 mk = low_mask(len);
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; ++t) {
+        v[t] = t < rows ? load_w16<DT>(base + (j0 + r0 + t) * rb, c, mk) : _mm512_setzero_ps();
+      }
+      transpose16(v);
+      for (int64_t t = 0; t < len; ++t) _mm512_store_ps(panel + (c + t) * kNR + r0, v[t]);
+    }
+  }
+}
+
+// MR rows of x times a float panel: y = x · panel (+ bias), one broadcast per x value.
+template <int MR>
+void tile_float(const float* x, int64_t x_stride, const float* panel, int64_t k, const PanelOut& o) {
+  __m512 acc0[MR], acc1[MR];
+  init_acc(o, acc0[0], acc1[0]);
+  #pragma GCC unroll 16
+  for (int r = 1; r < MR; ++r) acc0[r] = acc0[0], acc1[r] = acc1[0];
+  for (int64_t c = 0; c < k; ++c) {
+    const __m512 w0 = _mm512_load_ps(panel + c * kNR), w1 = _mm512_load_ps(panel + c * kNR + 16);
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 xv = _mm512_set1_ps(x[r * x_stride + c]);
+      acc0[r] = _mm512_fmadd_ps(xv, w0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(xv, w1, acc1[r]);
+    }
+  }
+  #pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) store_acc(o, r, acc0[r], acc1[r]);
+}
+
+// Quant panel, per block b: the int8 weights in vpdpbusd order [8 groups][32 columns][4],
+// then corr[32] = -128 · (sum of the column's 32 weights) (x comes as q + 128), then the
+// f32 scales dw[32]. Columns past n are all zero.
+constexpr int64_t kQPanelWeights = 8 * kNR * 4;
+constexpr int64_t kQPanelBlock = kQPanelWeights + 2 * kNR * 4;
+
+// The 32 weights of a q8_0/q4_0 block as int8 (q4_0 shifted to -8..7).
+template <DType DT>
+inline __m256i block_weights(const uint8_t* blk) {
+  if constexpr (DT == DType::kQ8_0) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  return _mm256_sub_epi8(q4_nibbles(blk), _mm256_set1_epi8(8));
+}
+
+// 16 rows at a time: each row's block is 8 dwords of 4 weights; transposing 16 rows x 8
+// dwords gives the 8 vpdpbusd vectors directly.
+template <DType DT>
+void pack_quant(const WeightView& w, int64_t j0, int64_t nj, uint8_t* panel) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t rb = row_bytes(w), nb = w.k / kQBlock;
+  constexpr int64_t kBytes = DT == DType::kQ8_0 ? kQ8Bytes : kQ4Bytes;
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t r0 = 0; r0 < kNR; r0 += 16) {
+    const int64_t rows = std::clamp<int64_t>(nj - r0, 0, 16);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* pb = panel + b * kQPanelBlock;
+      __m512 v[16];
+      alignas(64) float scale[16] = {};
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; ++t) {
+        if (t < rows) {
+          const uint8_t* blk = base + (j0 + r0 + t) * rb + b * kBytes;
+          v[t] = _mm512_castsi512_ps(_mm512_zextsi256_si512(block_weights<DT>(blk)));
+          scale[t] = f16_scale(blk);
+        } else {
+          v[t] = _mm512_setzero_ps();
+        }
+      }
+      transpose16(v);
+      __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 16
+      for (int g = 0; g < 8; ++g) {
+        const __m512i wg = _mm512_castps_si512(v[g]);
+        _mm512_store_si512(pb + (g * kNR + r0) * 4, wg);
+        sum = _mm512_dpbusd_epi32(sum, ones, wg);  // per row: the sum of its signed weights
+      }
+      _mm512_store_si512(pb + kQPanelWeights + r0 * 4, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-128)));
+      _mm512_store_ps(pb + kQPanelWeights + (kNR + r0) * 4, _mm512_load_ps(scale));
+    }
+  }
+}
+
+// MR rows of x (QuantForm::kUnsigned) times a quant panel. Per block the int32 sums start
+// from corr, take 8 vpdpbusd steps of 4 elements, and are scaled by dx·dw into f32.
+template <int MR>
+void tile_quant(const uint8_t* xu, const float* dx, int64_t k, const uint8_t* panel, const PanelOut& o) {
+  const int64_t nb = k / kQBlock;
+  __m512 acc0[MR], acc1[MR];
+  init_acc(o, acc0[0], acc1[0]);
+  #pragma GCC unroll 16
+  for (int r = 1; r < MR; ++r) acc0[r] = acc0[0], acc1[r] = acc1[0];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = panel + b * kQPanelBlock;
+    __m512i s0[MR], s1[MR];
+    const __m512i c0 = _mm512_load_si512(pb + kQPanelWeights), c1 = _mm512_load_si512(pb + kQPanelWeights + 64);
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) s0[r] = c0, s1[r] = c1;
+    #pragma GCC unroll 16
+    for (int g = 0; g < 8; ++g) {
+      const __m512i w0 = _mm512_load_si512(pb + g * kNR * 4), w1 = _mm512_load_si512(pb + g * kNR * 4 + 64);
+      #pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512i xv = _mm512_set1_epi32(load_i32(xu + r * k + b * kQBlock + 4 * g));
+        s0[r] = _mm512_dpbusd_epi32(s0[r], xv, w0);
+        s1[r] = _mm512_dpbusd_epi32(s1[r], xv, w1);
+      }
+    }
+    const __m512 dw0 = _mm512_load_ps(pb + kQPanelWeights + kNR * 4);
+    const __m512 dw1 = _mm512_load_ps(pb + kQPanelWeights + kNR * 4 + 64);
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 d = _mm512_set1_ps(dx[r * nb + b]);
+      acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[r]), _mm512_mul_ps(dw0, d), acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[r]), _mm512_mul_ps(dw1, d), acc1[r]);
+    }
+  }
+  #pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) store_acc(o, r, acc0[r], acc1[r]);
+}
+
+// Runs tile<MR> over rows [i0, i1) in steps of MR, then one narrower tile for the rest.
+template <int MR, class Tile>
+void for_row_tiles(int64_t i0, int64_t i1, const Tile& tile) {
+  int64_t i = i0;
+  for (; i + MR <= i1; i += MR) tile(std::integral_constant<int, MR>{}, i);
+  if (i == i1) return;
+  if constexpr (MR > 1) {
+    [&]<int... R>(std::integer_sequence<int, R...>) {
+      ((i1 - i == R + 1 ? tile(std::integral_constant<int, R + 1>{}, i) : void()), ...);
+    }(std::make_integer_sequence<int, MR - 1>{});
+  }
+}
+
+PanelOut panel_out(const LinearArgs& a, int64_t i0, int64_t j0, int64_t j1) {
+  const int64_t nj = j1 - j0;
+  return PanelOut{a.y + i0 * a.y_stride + j0, a.y_stride, a.bias ? a.bias + j0 : nullptr, low_mask(nj),
+                  low_mask(std::max<int64_t>(0, nj - 16))};
+}
+
+template <DType DT>
+void gemm_float(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& cache) {
+  const int64_t k = a.w.k;
+  auto* panel = static_cast<float*>(cache.buf.get(static_cast<size_t>(k * kNR) * 4));
+  if (cache.j0 != j0) pack_float<DT>(a.w, j0, j1 - j0, panel);
+  cache.j0 = j0;
+  for_row_tiles<kMRFloat>(i0, i1, [&](auto mr, int64_t i) {
+    PanelOut o = panel_out(a, i, j0, j1);
+    tile_float<decltype(mr)::value>(a.x + i * a.x_stride, a.x_stride, panel, k, o);
+  });
+}
+
+template <DType DT>
+void gemm_quant(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& cache) {
+  const int64_t k = a.w.k, nb = k / kQBlock;
+  auto* panel = static_cast<uint8_t*>(cache.buf.get(static_cast<size_t>(nb * kQPanelBlock)));
+  if (cache.j0 != j0) pack_quant<DT>(a.w, j0, j1 - j0, panel);
+  cache.j0 = j0;
+  const auto* xu = reinterpret_cast<const uint8_t*>(a.xq.q);
+  for_row_tiles<kMRQuant>(i0, i1, [&](auto mr, int64_t i) {
+    PanelOut o = panel_out(a, i, j0, j1);
+    tile_quant<decltype(mr)::value>(xu + i * k, a.xq.d + i * nb, k, panel, o);
+  });
+}
+
+void gemm(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& cache) {
+  switch (a.w.dtype) {
+    case DType::kF32: return gemm_float<DType::kF32>(a, i0, i1, j0, j1, cache);
+    case DType::kF16: return gemm_float<DType::kF16>(a, i0, i1, j0, j1, cache);
+    case DType::kBF16: return gemm_float<DType::kBF16>(a, i0, i1, j0, j1, cache);
+    case DType::kQ8_0: return gemm_quant<DType::kQ8_0>(a, i0, i1, j0, j1, cache);
+    case DType::kQ4_0: return gemm_quant<DType::kQ4_0>(a, i0, i1, j0, j1, cache);
+    default: return;
+  }
+}
+
+}  // namespace
+
+const Kernels& avx512_kernels() {
+  // Crossovers, one thread, 768x768 (us, stream vs gemm): f16 m=16 127 vs 170, m=32 258 vs
+  // 276; q8_0 m=3 35 vs 41, m=4 44 vs 40; q4_0 m=3 38 vs 40, m=4 51 vs 41.
+  static const Kernels k{"avx512", kNR, 16, 3, quant_form, quantize, stream, gemm};
+  return k;
+}
+
+}  // namespace kvf::exec::cpu::detail

@@ -1,0 +1,114 @@
+// Private to the linear kernels: the arguments every ISA body shares and the table of one
+// ISA's kernels. linear.cpp splits the work into tasks and threads; the linear_<isa>.cpp
+// files only compute. linear_scalar.cpp is the plain version the others must agree with.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string_view>
+
+#include "exec/cpu/linear.h"
+
+namespace kvf::exec::cpu::detail {
+
+inline constexpr int64_t kQBlock = 32;  // elements per q8_0/q4_0 block, and per x block
+
+// x rows quantized for the integer dot products with q8_0/q4_0 weights. The rule is the
+// same on every ISA, so all bodies see identical integers: per block of 32 values,
+// amax = max |x|, d = amax / 127, q = round-half-even(x * (127 / amax)) (all 0 when amax
+// is 0), so x ≈ d·q with |q| <= 127. Only the storage of q differs (see QuantForm).
+struct QuantX {
+  int8_t* q = nullptr;      // [m, k]: q, or q + 128 as a byte when stored unsigned
+  float* d = nullptr;       // [m, k/32]
+  int32_t* corr = nullptr;  // [m, k/32, 8] per-lane corrections (QuantForm::kLaneCorr only)
+};
+
+// How the quantized rows are stored, chosen by the ISA for the kernel that follows.
+enum class QuantForm {
+  kSigned,    // q as int8
+  kUnsigned,  // q + 128 as uint8 (the unsigned operand of vpdpbusd)
+  // q as int8, plus corr[b][l] = -offset · sum of q over elements 4l..4l+3 of block b, with
+  // offset 128 for q8_0 (weights read as w + 128) and 8 for q4_0 (nibbles read unbiased).
+  kLaneCorr,
+};
+
+// One call of linear(): y[i, j] = x[i, :] · w[j, :] + bias[j].
+struct LinearArgs {
+  const float* x = nullptr;
+  int64_t m = 0;
+  int64_t x_stride = 0;
+  WeightView w;
+  const float* bias = nullptr;  // [n] or null
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  QuantX xq;  // filled before the kernels run when w is q8_0/q4_0
+};
+
+// Memory aligned for full-width vector loads, reused across calls (grows, never shrinks):
+// the packing and quantization scratch of a thread.
+class AlignedBuffer {
+ public:
+  void* get(size_t bytes) {
+    if (bytes > size_) {
+      size_ = (bytes + 4095) / 4096 * 4096;
+      ptr_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, size_)));
+    }
+    return ptr_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(unsigned char* p) const { std::free(p); }
+  };
+  std::unique_ptr<unsigned char, Free> ptr_;
+  size_t size_ = 0;
+};
+
+// A thread's packed weight panel; `j0` names the columns it holds (-1: none) so consecutive
+// tasks on the same panel pack it once. Reset per job by the driver.
+struct PanelCache {
+  AlignedBuffer buf;
+  int64_t j0 = -1;
+};
+
+// The kernels of one instruction set.
+struct Kernels {
+  const char* isa;
+  // GEMM tasks split the columns at multiples of this (the packed panel width).
+  int64_t panel_cols;
+  // Calls with at most this many x rows stream the weights instead of packing them, for
+  // float and for q8_0/q4_0 weights (the crossovers measured for each body).
+  int64_t stream_rows_float, stream_rows_quant;
+  // The quantized form `stream` (stream == true) or `gemm` expects for this weight type.
+  QuantForm (*quant_form)(DType wt, bool stream);
+  // Quantizes rows [i0, i1) of a.x into a.xq in the given form.
+  void (*quantize)(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form);
+  // Streams weight rows [j0, j1) once, dotting each with x rows [i0, i1): decode and small m.
+  void (*stream)(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+  // Rows [i0, i1) × columns [j0, j1) through packed panels; j0 is a multiple of panel_cols.
+  void (*gemm)(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& panel);
+};
+
+// The body named "avx512", "avx2" or "scalar", or null when this CPU cannot run it.
+const Kernels* kernels_for(std::string_view isa);
+// linear() on a chosen body: tests and benchmarks compare every body this CPU can run.
+void linear_with(const Kernels& kern, ThreadPool& pool, const float* x, int64_t m, int64_t x_stride,
+                 const WeightView& w, const float* bias, float* y, int64_t y_stride);
+
+const Kernels& scalar_kernels();
+const Kernels& avx2_kernels();
+const Kernels& avx512_kernels();
+
+// Scalar helpers shared by the bodies (defined in linear_scalar.cpp).
+void quantize_block(const float* x, int8_t* q, float* d);  // one block of 32, the rule above
+void quantize_rows_scalar(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form);
+// Integer dot of block `b` of weight row `row` (q8_0/q4_0) with 32 signed q values.
+int32_t quant_block_dot(DType wt, const void* row, int64_t b, const int8_t* q);
+// The f16 scale of block `b` of a q8_0/q4_0 row, as f32.
+float quant_block_scale(DType wt, const void* row, int64_t b);
+// Bytes of one stored weight row.
+int64_t row_bytes(const WeightView& w);
+
+}  // namespace kvf::exec::cpu::detail

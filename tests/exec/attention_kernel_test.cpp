@@ -1,0 +1,470 @@
+// The fused CPU attention kernel (exec/cpu/attention.h) against a naive attention in double
+// (materialized scores, max-subtract softmax), on fresh random inputs: every body this CPU
+// runs, streaming and split-KV, outputs poisoned before each run and the split scratch NaN.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "exec/cpu/attention.h"
+#include "testing.h"
+
+namespace kvf::exec::cpu {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr uint32_t kPoisonBits = 0x7fe5a5a5u;  // a quiet NaN no arithmetic produces
+
+enum class MaskKind { kNone, kCausal, kAlibi, kPerBatch };
+enum class LenKind { kNone, kFull, kOne, kOver, kMixed, kZero };
+
+struct Case {
+  std::string name;
+  int64_t batch = 2, hq = 4, hkv = 1, lq = 1, lk = 16;
+  int64_t dk = 64, ds = 0, dv = 64;
+  DType kv = DType::kF32;
+  MaskKind mask = MaskKind::kNone;
+  float softcap = 0.0f;
+  LenKind len = LenKind::kNone;
+  int splits = 0;  // 0: enough 128-key chunks to cover Lk, clamped into 2..16
+};
+
+// Inputs of one case; k, ks, v hold the f16-rounded values when the cache is f16, so the
+// reference sees exactly what the kernel reads.
+struct Inputs {
+  std::vector<float> q, k, ks, v, mask;
+  std::vector<uint16_t> k16, ks16, v16;
+  std::vector<int32_t> len;
+  int64_t mask_batch = 1, mask_heads = 1;
+  float scale = 1.0f;
+};
+
+std::vector<float> uniform(std::mt19937_64& rng, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> x(n);
+  for (float& e : x) e = dist(rng);
+  return x;
+}
+
+// Rounds x to f16 in place and returns the bits.
+std::vector<uint16_t> to_f16(std::vector<float>& x) {
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    bits[i] = f32_to_f16_bits(x[i]);
+    x[i] = f16_bits_to_f32(bits[i]);
+  }
+  return bits;
+}
+
+// Query row i sits at position lk - lq + i (the prompt's end), as in a prefill or decode.
+std::vector<float> make_mask(const Case& c, std::mt19937_64& rng, Inputs& in) {
+  const int64_t lq = c.lq, lk = c.lk;
+  if (c.mask == MaskKind::kNone) return {};
+  in.mask_batch = c.mask == MaskKind::kPerBatch ? c.batch : 1;
+  in.mask_heads = c.mask == MaskKind::kAlibi ? c.hq : 1;
+  std::vector<float> m(static_cast<size_t>(in.mask_batch * in.mask_heads * lq * lk));
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (int64_t mb = 0; mb < in.mask_batch; ++mb)
+    for (int64_t h = 0; h < in.mask_heads; ++h)
+      for (int64_t i = 0; i < lq; ++i)
+        for (int64_t t = 0; t < lk; ++t) {
+          const int64_t pos = lk - lq + i;
+          float& x = m[static_cast<size_t>(((mb * in.mask_heads + h) * lq + i) * lk + t)];
+          if (c.mask == MaskKind::kPerBatch) {
+            x = unit(rng) < 0.3f ? -kInf : 2.0f * unit(rng) - 1.0f;
+            if (mb == 1 && i == 0) x = -kInf;  // a row that sees nothing: NaN
+          } else if (t > pos) {
+            x = -kInf;
+          } else {
+            const float slope = c.mask == MaskKind::kAlibi ? std::exp2(-8.0f * float(h + 1) / float(c.hq)) : 0.0f;
+            x = -slope * float(pos - t);
+          }
+        }
+  return m;
+}
+
+std::vector<int32_t> make_len(const Case& c, std::mt19937_64& rng) {
+  const auto lk = static_cast<int32_t>(c.lk);
+  std::vector<int32_t> len(static_cast<size_t>(c.batch), lk);
+  switch (c.len) {
+    case LenKind::kNone:
+      return {};
+    case LenKind::kFull:
+      break;
+    case LenKind::kOne:
+      len[0] = 1;
+      break;
+    case LenKind::kOver:
+      len[0] = lk + 5;
+      len[1] = std::max(1, lk / 2);
+      break;
+    case LenKind::kMixed:
+      len[0] = std::uniform_int_distribution<int32_t>(1, lk)(rng);
+      len[1] = std::uniform_int_distribution<int32_t>(1, std::max(1, lk / 3))(rng);
+      break;
+    case LenKind::kZero:
+      len[0] = 0;
+      len[1] = -3;
+      if (c.batch > 2) len[2] = lk;
+      break;
+  }
+  return len;
+}
+
+Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
+  Inputs in;
+  in.q = uniform(rng, size_t(c.batch * c.hq * c.lq * (c.dk + c.ds)), -1.0f, 1.0f);
+  in.k = uniform(rng, size_t(c.batch * c.hkv * c.lk * c.dk), -1.0f, 1.0f);
+  in.ks = uniform(rng, size_t(c.batch * c.lk * c.ds), -1.0f, 1.0f);
+  in.v = uniform(rng, size_t(c.batch * c.hkv * c.lk * c.dv), -1.0f, 1.0f);
+  if (c.kv == DType::kF16) {
+    in.k16 = to_f16(in.k);
+    in.ks16 = to_f16(in.ks);
+    in.v16 = to_f16(in.v);
+  }
+  in.mask = make_mask(c, rng, in);
+  in.len = make_len(c, rng);
+  // Peakier than 1/sqrt(d) so that the max-subtraction and rescales matter.
+  in.scale = 3.0f / std::sqrt(float(c.dk + c.ds));
+  return in;
+}
+
+// Naive attention in double: out [B, Hq, Lq, dv]. A row with no visible key is 0/0 = NaN.
+std::vector<double> reference(const Case& c, const Inputs& in) {
+  const int64_t n_rep = c.hq / c.hkv, dq = c.dk + c.ds;
+  std::vector<double> out(size_t(c.batch * c.hq * c.lq * c.dv));
+  std::vector<double> s(size_t(c.lk));
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t live = in.len.empty() ? c.lk : std::clamp<int64_t>(in.len[size_t(b)], 0, c.lk);
+    for (int64_t h = 0; h < c.hq; ++h) {
+      const int64_t g = h / n_rep;
+      for (int64_t i = 0; i < c.lq; ++i) {
+        const float* q = &in.q[size_t(((b * c.hq + h) * c.lq + i) * dq)];
+        double m = -kInf;
+        for (int64_t t = 0; t < live; ++t) {
+          double dot = 0.0;
+          for (int64_t d = 0; d < c.dk; ++d) dot += double(q[d]) * in.k[size_t(((b * c.hkv + g) * c.lk + t) * c.dk + d)];
+          for (int64_t d = 0; d < c.ds; ++d) dot += double(q[c.dk + d]) * in.ks[size_t((b * c.lk + t) * c.ds + d)];
+          double x = dot * in.scale;
+          if (c.softcap != 0.0f) x = c.softcap * std::tanh(x / c.softcap);
+          if (!in.mask.empty()) {
+            const int64_t mb = in.mask_batch == 1 ? 0 : b, mh = in.mask_heads == 1 ? 0 : h;
+            x += in.mask[size_t(((mb * in.mask_heads + mh) * c.lq + i) * c.lk + t)];
+          }
+          s[size_t(t)] = x;
+          m = std::max(m, x);
+        }
+        double den = 0.0;
+        std::vector<double> num(size_t(c.dv), 0.0);
+        for (int64_t t = 0; t < live; ++t) {
+          const double p = std::exp(s[size_t(t)] - m);
+          den += p;
+          for (int64_t d = 0; d < c.dv; ++d) num[size_t(d)] += p * in.v[size_t(((b * c.hkv + g) * c.lk + t) * c.dv + d)];
+        }
+        for (int64_t d = 0; d < c.dv; ++d) out[size_t(((b * c.hq + h) * c.lq + i) * c.dv + d)] = num[size_t(d)] / den;
+      }
+    }
+  }
+  return out;
+}
+
+AttentionArgs make_args(const Case& c, const Inputs& in, float* out) {
+  AttentionArgs a;
+  a.batch = c.batch;
+  a.hq = c.hq;
+  a.hkv = c.hkv;
+  a.lq = c.lq;
+  a.lk = c.lk;
+  a.dk = c.dk;
+  a.ds = c.ds;
+  a.dv = c.dv;
+  a.q = in.q.data();
+  a.kv_dtype = c.kv;
+  const bool f16 = c.kv == DType::kF16;
+  a.k = f16 ? static_cast<const void*>(in.k16.data()) : in.k.data();
+  a.v = f16 ? static_cast<const void*>(in.v16.data()) : in.v.data();
+  if (c.ds > 0) a.k_shared = f16 ? static_cast<const void*>(in.ks16.data()) : in.ks.data();
+  a.mask = in.mask.empty() ? nullptr : in.mask.data();
+  a.mask_batch = in.mask_batch;
+  a.mask_heads = in.mask_heads;
+  a.len = in.len.empty() ? nullptr : in.len.data();
+  a.scale = in.scale;
+  a.softcap = c.softcap;
+  a.out = out;
+  return a;
+}
+
+AttentionSchedule split_schedule(const Case& c) {
+  AttentionSchedule s;
+  s.kind = AttentionScheduleKind::kSplitKV;
+  s.splits = c.splits > 0 ? c.splits : int(std::clamp<int64_t>((c.lk + 127) / 128, 2, 16));
+  s.chunk = std::max<int64_t>(128, (c.lk + s.splits - 1) / s.splits);
+  return s;
+}
+
+float poison() {
+  float x;
+  std::memcpy(&x, &kPoisonBits, sizeof x);
+  return x;
+}
+
+bool is_poison(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits == kPoisonBits;
+}
+
+// ‖got − ref‖ / ‖ref‖ over the rows the reference defines; a NaN where the reference has a
+// number (or the reverse), or a poisoned element, gives +inf.
+double rel_error(const std::vector<float>& got, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (is_poison(got[i]) || std::isnan(got[i]) != std::isnan(ref[i])) return kInf;
+    if (std::isnan(ref[i])) continue;
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den == 0.0 ? (num == 0.0 ? 0.0 : kInf) : std::sqrt(num / den);
+}
+
+std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+std::vector<float> run(ThreadPool& pool, const Case& c, const Inputs& in, const AttentionSchedule& s,
+                       AttentionIsa isa) {
+  std::vector<float> out(size_t(c.batch * c.hq * c.lq * c.dv), poison());
+  const AttentionArgs a = make_args(c, in, out.data());
+  Status st = attention_check(a, s);
+  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().to_string());
+  std::vector<float> scratch(attention_scratch_floats(a, s), std::numeric_limits<float>::quiet_NaN());
+  attention(pool, a, s, scratch.empty() ? nullptr : scratch.data(), isa);
+  return out;
+}
+
+std::vector<AttentionIsa> isas() {
+  std::vector<AttentionIsa> v;
+  for (AttentionIsa isa : {AttentionIsa::kPortable, AttentionIsa::kAvx512})
+    if (attention_isa_supported(isa)) v.push_back(isa);
+  return v;
+}
+
+ThreadPool& test_pool() {
+  static ThreadPool pool(3);
+  return pool;
+}
+
+class AttentionKernel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionKernel, MatchesNaiveReference) {
+  const Case& c = GetParam();
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (KVF_TEST_SEED)");
+  std::mt19937_64 rng(seed);
+  const Inputs in = make_inputs(c, rng);
+  const std::vector<double> ref = reference(c, in);
+  // f16 inputs are rounded before the reference sees them, so both dtypes meet the f32 bound.
+  const double tol = 1e-5;
+  for (AttentionIsa isa : isas()) {
+    SCOPED_TRACE(attention_isa_name(isa));
+    const std::vector<float> streamed = run(test_pool(), c, in, AttentionSchedule{}, isa);
+    EXPECT_LE(rel_error(streamed, ref), tol) << "streaming";
+    const AttentionSchedule split = split_schedule(c);
+    const std::vector<float> split_out = run(test_pool(), c, in, split, isa);
+    EXPECT_LE(rel_error(split_out, ref), tol) << "split-KV " << split.splits << " x " << split.chunk;
+    EXPECT_LE(rel_error(split_out, widen(streamed)), tol) << "split-KV against streaming";
+  }
+}
+
+Case make(std::string name, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t dk, int64_t dv) {
+  Case c;
+  c.name = std::move(name);
+  c.hq = hq;
+  c.hkv = hkv;
+  c.lq = lq;
+  c.lk = lk;
+  c.dk = dk;
+  c.dv = dv;
+  return c;
+}
+
+Case with(Case c, DType kv) {
+  c.kv = kv;
+  c.name += kv == DType::kF16 ? "_f16" : "_f32";
+  return c;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  // Key length: decode rows of 4 GQA heads, f32 and f16 caches.
+  for (int64_t lk : {1, 7, 16, 129, 1000, 4097}) {
+    v.push_back(with(make("lk" + std::to_string(lk), 8, 2, 1, lk, 128, 128), DType::kF32));
+    v.push_back(with(make("lk" + std::to_string(lk), 8, 2, 1, lk, 128, 128), DType::kF16));
+  }
+  // Query rows with a causal mask: 1, 5 and 64 rows per head (2 and 4 heads per kv head).
+  for (int64_t lq : {1, 5, 64}) {
+    Case c = make("causal_lq" + std::to_string(lq), 4, 2, lq, 129, 64, 64);
+    c.mask = MaskKind::kCausal;
+    v.push_back(c);
+  }
+  Case prefill = make("causal_prefill_rep4", 8, 2, 64, 200, 128, 128);
+  prefill.mask = MaskKind::kCausal;
+  v.push_back(with(prefill, DType::kF16));
+  // Head widths (key, value), both cache dtypes.
+  for (auto [dk, dv] : std::vector<std::pair<int64_t, int64_t>>{{64, 64}, {80, 80}, {128, 128}, {256, 256},
+                                                                 {512, 512}, {192, 128}, {40, 24}}) {
+    const std::string name = "d" + std::to_string(dk) + "x" + std::to_string(dv);
+    v.push_back(with(make(name, 4, 2, 5, 129, dk, dv), DType::kF32));
+    v.push_back(with(make(name + "_rows24", 8, 2, 6, 129, dk, dv), DType::kF16));
+  }
+  // Query heads per kv head, for a decode row and for 5 rows per head: up to 16 rows the
+  // scores are dot products, above that the key block is packed.
+  for (int64_t n_rep : {1, 2, 4, 8}) {
+    v.push_back(make("rep" + std::to_string(n_rep) + "_decode", 2 * n_rep, 2, 1, 1000, 64, 64));
+    v.push_back(make("rep" + std::to_string(n_rep) + "_lq5", 2 * n_rep, 2, 5, 300, 64, 64));
+  }
+  v.push_back(make("rep9_decode", 9, 1, 1, 300, 64, 64));    // dot products, groups of 4 + 4 + 1
+  v.push_back(make("rep19_decode", 19, 1, 1, 300, 64, 64));  // packed keys, tiles of 12 + 4 + 2 + 1
+  // Masks: ALiBi per head, per batch row with a fully hidden row (NaN), softcap.
+  Case alibi = make("alibi", 8, 2, 5, 129, 64, 64);
+  alibi.mask = MaskKind::kAlibi;
+  v.push_back(alibi);
+  Case alibi_prefill = make("alibi_prefill", 8, 4, 48, 300, 64, 64);
+  alibi_prefill.mask = MaskKind::kAlibi;
+  v.push_back(alibi_prefill);
+  Case per_batch = make("per_batch_mask", 4, 2, 5, 129, 64, 64);
+  per_batch.mask = MaskKind::kPerBatch;
+  v.push_back(per_batch);
+  Case softcap = make("softcap", 4, 2, 5, 129, 128, 128);
+  softcap.softcap = 5.0f;
+  v.push_back(softcap);
+  Case softcap_mask = make("softcap_alibi", 8, 2, 20, 129, 64, 64);
+  softcap_mask.softcap = 2.0f;
+  softcap_mask.mask = MaskKind::kAlibi;
+  v.push_back(with(softcap_mask, DType::kF16));
+  // Live lengths: full, 1, past Lk (clamped), random, 0 and negative (NaN rows).
+  for (auto [kind, name] : std::vector<std::pair<LenKind, std::string>>{{LenKind::kFull, "full"},
+                                                                         {LenKind::kOne, "one"},
+                                                                         {LenKind::kOver, "over"},
+                                                                         {LenKind::kMixed, "mixed"},
+                                                                         {LenKind::kZero, "zero"}}) {
+    Case c = make("len_" + name, 8, 2, 1, 1000, 64, 64);
+    c.len = kind;
+    v.push_back(c);
+  }
+  Case len_causal = make("len_mixed_causal", 4, 2, 5, 300, 64, 64);
+  len_causal.len = LenKind::kMixed;
+  len_causal.mask = MaskKind::kCausal;
+  v.push_back(len_causal);
+  // Split keys (MLA): a shared part of 64 for decode, prefill and the absorbed 512 + 64 form.
+  Case split_key = make("split_key", 8, 2, 1, 1000, 128, 128);
+  split_key.ds = 64;
+  v.push_back(with(split_key, DType::kF32));
+  Case split_key_prefill = make("split_key_prefill", 8, 2, 16, 129, 128, 128);
+  split_key_prefill.ds = 64;
+  split_key_prefill.mask = MaskKind::kCausal;
+  v.push_back(with(split_key_prefill, DType::kF16));
+  Case mla = make("split_key_mla", 8, 1, 1, 300, 512, 512);
+  mla.ds = 64;
+  v.push_back(with(mla, DType::kF16));
+  Case odd = make("split_key_odd", 4, 2, 3, 129, 40, 24);
+  odd.ds = 8;
+  v.push_back(odd);
+  // Big decode: 4097 keys of width 128, 16 splits, live lengths so that late splits are empty.
+  for (DType kv : {DType::kF32, DType::kF16}) {
+    Case big = make("big_decode", 16, 4, 1, 4097, 128, 128);
+    big.len = LenKind::kMixed;
+    big.splits = 16;
+    v.push_back(with(big, kv));
+  }
+  Case batch1 = make("batch1_split16_short", 4, 4, 1, 200, 64, 64);
+  batch1.batch = 1;
+  batch1.splits = 16;  // most splits start past Lk and publish the neutral state
+  v.push_back(batch1);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, AttentionKernel, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Every body writes the rows without a visible key as NaN, not the poison, under every
+// schedule (the reference comparison above only sees NaN == NaN).
+TEST(AttentionKernelNaN, RowsWithoutKeysAreNaN) {
+  Case c = make("nan", 4, 2, 1, 300, 64, 64);
+  c.len = LenKind::kZero;
+  std::mt19937_64 rng(testing::test_seed());
+  const Inputs in = make_inputs(c, rng);
+  for (AttentionIsa isa : isas()) {
+    for (const AttentionSchedule& s : {AttentionSchedule{}, split_schedule(c)}) {
+      const std::vector<float> out = run(test_pool(), c, in, s, isa);
+      for (float x : out) {
+        ASSERT_TRUE(std::isnan(x)) << attention_isa_name(isa);
+        ASSERT_FALSE(is_poison(x)) << attention_isa_name(isa);
+      }
+    }
+  }
+}
+
+TEST(AttentionKernelCheck, RefusesWhatItCannotRun) {
+  std::vector<float> buf(4096, 0.0f);
+  AttentionArgs a;
+  a.hq = 4;
+  a.hkv = 2;
+  a.dk = a.dv = 64;
+  a.q = buf.data();
+  a.k = buf.data();
+  a.v = buf.data();
+  a.out = buf.data();
+  const AttentionSchedule stream;
+  EXPECT_TRUE(attention_check(a, stream).ok());
+  auto code = [](Status st) { return st.ok() ? std::string("ok") : std::string(error_code_name(st.error().code())); };
+  const std::string invalid(error_code_name(ErrorCode::kInvalidInput));
+  const std::string unsupported(error_code_name(ErrorCode::kUnsupported));
+
+  AttentionArgs b = a;
+  b.kv_dtype = DType::kBF16;
+  EXPECT_EQ(code(attention_check(b, stream)), unsupported);
+  b = a;
+  b.hq = 3;
+  EXPECT_EQ(code(attention_check(b, stream)), invalid);
+  b = a;
+  b.dk = kAttentionMaxWidth;
+  b.ds = 1;
+  b.k_shared = buf.data();
+  EXPECT_EQ(code(attention_check(b, stream)), unsupported);
+  b = a;
+  b.ds = 64;  // no k_shared
+  EXPECT_EQ(code(attention_check(b, stream)), invalid);
+  b = a;
+  b.mask = buf.data();
+  b.mask_heads = 2;
+  EXPECT_EQ(code(attention_check(b, stream)), invalid);
+  b.mask_heads = 4;
+  EXPECT_TRUE(attention_check(b, stream).ok());
+
+  AttentionSchedule split;
+  split.kind = AttentionScheduleKind::kSplitKV;
+  split.splits = 2;
+  split.chunk = 128;
+  b = a;
+  b.lk = 256;
+  EXPECT_TRUE(attention_check(b, split).ok());
+  EXPECT_EQ(attention_scratch_floats(b, split), size_t(1 * 4 * 1 * 2 * (64 + 2)));
+  EXPECT_EQ(attention_scratch_floats(b, stream), 0u);
+  b.lk = 257;  // not covered
+  EXPECT_EQ(code(attention_check(b, split)), invalid);
+  b.lk = 100;
+  split.chunk = 64;  // under 128 keys
+  EXPECT_EQ(code(attention_check(b, split)), invalid);
+  split.chunk = 128;
+  split.splits = 17;
+  EXPECT_EQ(code(attention_check(b, split)), invalid);
+}
+
+}  // namespace
+}  // namespace kvf::exec::cpu
