@@ -20,7 +20,7 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: generation with a built-in synthetic model (seeded random weights in the
-# shapes of llama2.c's stories15M), on the oracle; prints tokens, timings and the KV bill.
+# shapes of llama2.c's stories15M), compiled for this CPU; prints tokens, timings and the KV bill.
 run: build
 	./$(BUILD)/src/kvforge generate -m synthetic:llama-15m --ids 1,415,2501,263,931 -n 24 --ctx 64
 
