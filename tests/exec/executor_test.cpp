@@ -145,8 +145,12 @@ TEST(Executor, UnboundOrMisshapedSlotsAreRefused) {
   exec::StateStore state;
   auto ex = testing::must(exec::cpu::CpuExecutor::create(
       testing::must(plan::make_plan(testing::must(b.finish()), plan::cpu_caps(1))), state, pool));
-  EXPECT_EQ(ex->run({}).error().code(), ErrorCode::kInvalidInput);
-  EXPECT_EQ(ex->run({{ir::Slot::kToken, {1, 2, 3}}}).error().code(), ErrorCode::kInvalidInput);
+  Status unbound = ex->run({});
+  ASSERT_FALSE(unbound.ok());
+  EXPECT_EQ(unbound.error().code(), ErrorCode::kInvalidInput);
+  Status misshaped = ex->run({{ir::Slot::kToken, {1, 2, 3}}});
+  ASSERT_FALSE(misshaped.ok());
+  EXPECT_EQ(misshaped.error().code(), ErrorCode::kInvalidInput);
   ASSERT_TRUE(ex->run({{ir::Slot::kToken, {4, 5}}}).ok());
   EXPECT_EQ(ex->output("out")[1], 5.0f);
   EXPECT_TRUE(ex->output("nope").empty());
