@@ -8,6 +8,7 @@
 
 #include "compile/passes.h"
 #include "ir/printer.h"
+#include "compile/graph_counts.h"
 #include "testing.h"
 
 namespace kvf {
@@ -17,11 +18,7 @@ using ir::OpKind;
 using ir::V;
 using testing::must;
 
-int count(const ir::Graph& g, OpKind op) {
-  int n = 0;
-  for (const ir::Eqn& e : g.eqns) n += e.op == op;
-  return n;
-}
+using testing::count;
 
 ir::Graph canonicalize(const ir::Graph& g) { return must(compile::canonicalize_pass().run(g)); }
 

@@ -9,6 +9,7 @@
 #include "ir/printer.h"
 #include "ir/ops.h"
 #include "models/model.h"
+#include "compile/graph_counts.h"
 #include "testing.h"
 
 namespace kvf {
@@ -18,11 +19,7 @@ using ir::OpKind;
 using ir::V;
 using testing::must;
 
-int count(const ir::Graph& g, OpKind op) {
-  int n = 0;
-  for (const ir::Eqn& e : g.eqns) n += e.op == op;
-  return n;
-}
+using testing::count;
 
 int literals(const ir::Graph& g) {
   int n = 0;

@@ -10,6 +10,7 @@
 #include "compile/passes.h"
 #include "ir/printer.h"
 #include "ir/ops.h"
+#include "compile/graph_counts.h"
 #include "testing.h"
 
 namespace kvf {
@@ -20,11 +21,7 @@ using ir::RopeLayout;
 using ir::V;
 using testing::must;
 
-int count(const ir::Graph& g, OpKind op) {
-  int n = 0;
-  for (const ir::Eqn& e : g.eqns) n += e.op == op;
-  return n;
-}
+using testing::count;
 
 const ir::Eqn* find(const ir::Graph& g, OpKind op) {
   for (const ir::Eqn& e : g.eqns) {
