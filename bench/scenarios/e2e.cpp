@@ -17,6 +17,7 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
   llm::GeneratorOptions g;
   g.threads = o.threads;
   g.last_logits = true;
+  g.kv_dtype = o.kv_dtype;
   llm::Generator gen(*m, cap, g);
   std::mt19937 rng(42);
   auto tokens = [&](int64_t n) {

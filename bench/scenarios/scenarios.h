@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 
@@ -53,6 +54,7 @@ struct E2eOptions {
   int threads = 2;
   int64_t pp = 512, tg = 128, depth = 0;
   int repeats = 3;
+  DType kv_dtype = DType::kF16;  // llama-bench's default cache type
 };
 struct E2eResult {
   double pp_tok_s = 0, tg_tok_s = 0;

@@ -1,6 +1,7 @@
 // `kvforge bench SCENARIO`: the scenarios of bench/scenarios/ as a table on stdout, with
 // --csv and --png (gnuplot, when installed) beside it. docs/benchmarks.md records the
 // numbers with the commands that made them.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -74,11 +75,18 @@ std::vector<int64_t> parse_list(const std::string& s) {
   return out;
 }
 
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
 // llama-bench's JSON for the same file and settings: the peer of `e2e`.
 Result<bench::E2eResult> run_peer(const std::string& peer, const bench::E2eOptions& o) {
+  const std::string kv(dtype_name(o.kv_dtype));
   const std::string cmd = str_cat(quoted(peer), " -m ", quoted(o.model), " -t ", o.threads, " -p ", o.pp, " -n ",
-                                  o.tg, " -r ", o.repeats, o.depth > 0 ? str_cat(" -d ", o.depth) : "",
-                                  " -o json 2>/dev/null");
+                                  o.tg, " -r ", o.repeats, o.depth > 0 ? str_cat(" -d ", o.depth) : "", " -ctk ", kv,
+                                  " -ctv ", kv, " -o json 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return invalid_input("--peer: cannot run ", peer);
   std::string text;
@@ -89,7 +97,14 @@ Result<bench::E2eResult> run_peer(const std::string& peer, const bench::E2eOptio
   if (!j.is_array()) return invalid_input("--peer: ", peer, " did not print a JSON array");
   bench::E2eResult r;
   for (const auto& e : j) {
-    const double ts = e.value("avg_ts", 0.0);
+    // The median of its per-repeat samples, as for ours (llama-bench's avg_ts is a mean).
+    std::vector<double> samples;
+    if (e.contains("samples_ts") && e["samples_ts"].is_array()) {
+      for (const auto& x : e["samples_ts"]) samples.push_back(x.get<double>());
+    }
+    std::sort(samples.begin(), samples.end());
+    const size_t n = samples.size();
+    const double ts = n == 0 ? e.value("avg_ts", 0.0) : n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
     if (e.value("n_prompt", 0) > 0) r.pp_tok_s = ts;
     if (e.value("n_gen", 0) > 0) r.tg_tok_s = ts;
   }
@@ -98,6 +113,7 @@ Result<bench::E2eResult> run_peer(const std::string& peer, const bench::E2eOptio
 
 struct E2eCli {
   bench::E2eOptions o;
+  std::string kv_type = "f16";
   bool json = false;
   std::string peer;
 };
@@ -106,7 +122,7 @@ Status run_e2e(const E2eCli& c) {
   Result<bench::E2eResult> ours = bench::e2e_scenario(c.o);
   if (!ours) return ours.take_error();
   nlohmann::json j{{"model", c.o.model}, {"threads", c.o.threads}, {"pp", c.o.pp}, {"tg", c.o.tg},
-                   {"depth", c.o.depth}, {"pp_tok_s", ours->pp_tok_s}, {"tg_tok_s", ours->tg_tok_s}};
+                   {"depth", c.o.depth}, {"kv_type", dtype_name(c.o.kv_dtype)}, {"pp_tok_s", ours->pp_tok_s}, {"tg_tok_s", ours->tg_tok_s}};
   if (!c.peer.empty()) {
     Result<bench::E2eResult> peer = run_peer(c.peer, c.o);
     if (!peer) return peer.take_error();
@@ -118,12 +134,20 @@ Status run_e2e(const E2eCli& c) {
     std::printf("%s\n", j.dump().c_str());
     return {};
   }
-  std::printf("%s, %d threads, depth %lld: pp%lld %.1f tok/s, tg%lld %.1f tok/s\n", c.o.model.c_str(), c.o.threads,
-              (long long)c.o.depth, (long long)c.o.pp, ours->pp_tok_s, (long long)c.o.tg, ours->tg_tok_s);
+  auto rates = [&](double pp, double tg) {
+    std::string s;
+    if (c.o.pp > 0) s += str_cat(" pp", c.o.pp, " ", fixed(pp, 1), " tok/s");
+    if (c.o.tg > 0) s += str_cat(s.empty() ? "" : ",", " tg", c.o.tg, " ", fixed(tg, 1), " tok/s");
+    return s;
+  };
+  std::printf("%s, %d threads, depth %lld, KV %s:%s\n", c.o.model.c_str(), c.o.threads, (long long)c.o.depth,
+              std::string(dtype_name(c.o.kv_dtype)).c_str(), rates(ours->pp_tok_s, ours->tg_tok_s).c_str());
   if (j.contains("peer")) {
-    std::printf("llama.cpp (%s): pp %.1f tok/s, tg %.1f tok/s; kvforge/llama.cpp: pp %.2fx, tg %.2fx\n", c.peer.c_str(),
-                j["peer"]["pp_tok_s"].get<double>(), j["peer"]["tg_tok_s"].get<double>(), j.value("pp_ratio", 0.0),
-                j.value("tg_ratio", 0.0));
+    const double pp = j["peer"]["pp_tok_s"].get<double>(), tg = j["peer"]["tg_tok_s"].get<double>();
+    std::string ratio;
+    if (c.o.pp > 0) ratio += str_cat(" pp ", fixed(j.value("pp_ratio", 0.0), 2), "x");
+    if (c.o.tg > 0) ratio += str_cat(ratio.empty() ? "" : ",", " tg ", fixed(j.value("tg_ratio", 0.0), 2), "x");
+    std::printf("llama.cpp (%s):%s; kvforge/llama.cpp:%s\n", c.peer.c_str(), rates(pp, tg).c_str(), ratio.c_str());
   }
   return {};
 }
@@ -181,9 +205,15 @@ Command add_bench_command(CLI::App& parent) {
   e->add_option("--tg", e2e->o.tg, "generated tokens in the tg run (0: skip)")->capture_default_str();
   e->add_option("--depth", e2e->o.depth, "context depth both start at")->capture_default_str();
   e->add_option("--repeats", e2e->o.repeats, "timed repeats (median)")->capture_default_str();
+  e->add_option("--kv-type", e2e->kv_type, "KV cache element type, for both engines (llama-bench's default is f16)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16"}));
   e->add_option("--peer", e2e->peer, "llama.cpp's llama-bench binary: run it on the same file and print the ratio");
   e->add_flag("--json", e2e->json, "print one JSON line");
-  e->callback([=] { *run_fn = [=] { return run_e2e(*e2e); }; });
+  e->callback([=] {
+    e2e->o.kv_dtype = e2e->kv_type == "f32" ? DType::kF32 : DType::kF16;
+    *run_fn = [=] { return run_e2e(*e2e); };
+  });
 
   return {cmd, [run_fn]() -> Status { return *run_fn ? (*run_fn)() : invalid_input("bench: no scenario"); }};
 }

@@ -33,7 +33,11 @@ Status run(const CompileOptions& o) {
   Result<models::Model> m = open(o.model, false);
   if (!m) return m.take_error();
   const int64_t cap = std::max(capacity_for(o.model, *m), o.tokens);
-  Result<ir::Graph> traced = m->trace_step({.n_tokens = o.tokens, .capacity = cap, .cached = !o.full});
+  Result<ir::Graph> traced = m->trace_step({.n_tokens = o.tokens,
+                                                 .capacity = cap,
+                                                 .cached = !o.full,
+                                                 .last_logits = false,
+                                                 .kv_dtype = generator_options(o.model).kv_dtype});
   if (!traced) return traced.take_error();
   Result<compile::Compiled> c = compile::run_passes(*traced, compile::default_passes());
   if (!c) return c.take_error();

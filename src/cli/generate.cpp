@@ -48,19 +48,19 @@ std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab)
 }
 
 // The seed's memory bill, 2 · layers · n_kv · d_head · tokens · bytes, next to what the
-// contiguous cache actually holds (its whole capacity: f32 on the CPU executor, f64 cells
-// on the oracle).
+// contiguous cache actually holds (its whole capacity: --kv-type on the CPU executor, f64
+// cells on the oracle).
 void print_kv_bill(const models::ModelConfig& c, int64_t live, const llm::Generator& gen) {
   const double per_token = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.head_dim);
   const double kib = 1024.0;
   const bool oracle = gen.executor() == llm::ExecutorKind::kOracle;
+  const std::string held = oracle ? std::string("the oracle's f64 cells") : std::string(dtype_name(gen.kv_dtype()));
   std::fprintf(stderr,
                "kvforge: KV bill 2*%lld layers*%lld kv heads*%lld head dim = %.0f elements/token: %lld live tokens "
                "= %.1f KiB in f32 (%.1f KiB in f16); the contiguous cache holds %lld positions = %.1f KiB as %s\n",
                (long long)c.n_layers, (long long)c.n_kv_heads, (long long)c.head_dim, per_token, (long long)live,
                per_token * static_cast<double>(live) * 4 / kib, per_token * static_cast<double>(live) * 2 / kib,
-               (long long)gen.capacity(), static_cast<double>(gen.state_elements()) * (oracle ? 8 : 4) / kib,
-               oracle ? "the oracle's f64 cells" : "f32");
+               (long long)gen.capacity(), static_cast<double>(gen.state_bytes()) / kib, held.c_str());
 }
 
 Status run(const GenerateOptions& o) {

@@ -23,6 +23,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
                  "cpu: the compiled graph on this CPU's kernels; oracle: the reference interpreter (slow, exact)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "oracle"}));
+  cmd.add_option("--kv-type", o.kv_type,
+                 "KV cache element type: f32, or f16 (half the memory and the bytes each decode step reads; "
+                 "rows are rounded to f16 as they are written)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16"}));
   cmd.add_option("--ctx", o.ctx, "KV cache capacity in tokens (default: the model's context, at most 4096)")
       ->check(CLI::NonNegativeNumber);
 }
@@ -43,6 +48,7 @@ llm::GeneratorOptions generator_options(const ModelOptions& o) {
   llm::GeneratorOptions g;
   g.executor = o.executor == "oracle" ? llm::ExecutorKind::kOracle : llm::ExecutorKind::kCpu;
   g.threads = o.threads;
+  g.kv_dtype = o.kv_type == "f16" ? DType::kF16 : DType::kF32;
   return g;
 }
 

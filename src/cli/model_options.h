@@ -17,6 +17,7 @@ struct ModelOptions {
   int threads = 2;
   int64_t ctx = 0;  // KV cache capacity; 0: min(model context, 4096)
   std::string executor = "cpu";  // cpu (compiled) or oracle
+  std::string kv_type = "f32";   // the KV cache's element type: f32 or f16
 };
 
 // The generator options the flags ask for.

@@ -103,6 +103,7 @@ class Matcher {
   bool check_types(const Eqn& qk);
   bool exclusive();
   void split_key();
+  void read_stored_kv();
   bool typed(const Eqn& pv);
 
   const ir::Graph& g_;
@@ -129,6 +130,7 @@ bool Matcher::attend(size_t root) {
   const Eqn& qk_eqn = *def(qk, OpKind::kMatMul);  // scores() found it
   if (!keys(qk_eqn, pv.in[1]) || !check_types(qk_eqn) || !exclusive()) return false;
   split_key();
+  read_stored_kv();
   return typed(pv);
 }
 
@@ -416,15 +418,34 @@ void Matcher::split_key() {
   p_.has_shared = true;
 }
 
-// The operands in AttnParams' order, f32, none computed inside the chain, and the typing
+// An f16 cache widened for the chain (ops::attention_cached over an f16 KV cache): the fused
+// op reads the f16 values themselves, which is exact because f16 -> f32 is. All of k, v
+// (and k_shared) must be such casts, since the op takes one K/V dtype. The casts stay in
+// the graph for any other reader; dce drops them when the chain was their only one.
+void Matcher::read_stored_kv() {
+  auto source = [&](ValueId x) -> ValueId {
+    const Eqn* c = def(x, OpKind::kCast);
+    return c && g_.type(c->in[0]).dtype == DType::kF16 && g_.type(x).dtype == DType::kF32 ? c->in[0] : -1;
+  };
+  const ValueId k = source(k_), v = source(v_), s = p_.has_shared ? source(shared_) : -1;
+  if (k < 0 || v < 0 || (p_.has_shared && s < 0)) return;
+  k_ = k;
+  v_ = v;
+  if (p_.has_shared) shared_ = s;
+}
+
+// The operands in AttnParams' order, f32 (k, v, k_shared: f32 or all f16), none computed inside the chain, and the typing
 // rule's verdict equal to the type of the matmul being replaced.
 bool Matcher::typed(const Eqn& pv) {
   operands_ = {{q_, {}}, {k_, k_as_}, {v_, v_as_}};
   if (p_.has_shared) operands_.push_back({shared_, {}});
   if (p_.has_mask) operands_.push_back({mask_, {}});
-  for (const AttnOperand& o : operands_) {
-    const TensorType& t = g_.type(o.value);
-    if (t.dtype != DType::kF32) return decline(str_cat(ref(o.value), " is ", ir::type_str(t), ": the fused op takes f32 here"));
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    const TensorType& t = g_.type(operands_[i].value);
+    const bool kv = i == 1 || i == 2 || (p_.has_shared && i == 3);
+    if (t.dtype != DType::kF32 && !(kv && t.dtype == DType::kF16)) {
+      return decline(str_cat(ref(operands_[i].value), " is ", ir::type_str(t), ": the fused op takes f32 here"));
+    }
   }
   if (p_.has_len) operands_.push_back({len_, {}});
   std::vector<TensorType> types;

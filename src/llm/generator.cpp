@@ -25,11 +25,11 @@ Generator::Generator(const models::Model& model, int64_t capacity, GeneratorOpti
       opts_(opts),
       oracle_({.precision = opts.precision, .threads = opts.threads > 0 ? opts.threads : 1}) {}
 
-int64_t Generator::state_elements() const {
-  if (opts_.executor == ExecutorKind::kCpu) return cpu_state_.elements();
+int64_t Generator::state_bytes() const {
+  if (opts_.executor == ExecutorKind::kCpu) return cpu_state_.bytes();
   int64_t n = 0;
   for (const auto& [name, buf] : oracle_state_) n += buf.numel();
-  return n;
+  return n * static_cast<int64_t>(sizeof(double));
 }
 
 void Generator::reset() {
@@ -49,7 +49,8 @@ Result<const ir::Graph*> Generator::graph_for(int64_t n_tokens) {
   auto it = graphs_.find(n_tokens);
   if (it != graphs_.end()) return &it->second;
   Result<ir::Graph> g = model_.trace_step(
-      {.n_tokens = n_tokens, .capacity = capacity_, .cached = true, .last_logits = opts_.last_logits});
+      {.n_tokens = n_tokens, .capacity = capacity_, .cached = true, .last_logits = opts_.last_logits,
+       .kv_dtype = opts_.kv_dtype});
   if (!g) return g.take_error();
   return &graphs_.emplace(n_tokens, std::move(*g)).first->second;
 }

@@ -23,6 +23,7 @@ struct GeneratorOptions {
   eval::Precision precision = eval::Precision::kNative;  // oracle only
   int threads = 0;  // 0: one per hardware thread
   bool last_logits = false;  // step() returns the last position's logits only (generation)
+  DType kv_dtype = DType::kF32;  // the KV cache's element type: f32, or f16 (half the bytes)
   std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
 };
 
@@ -44,8 +45,10 @@ class Generator {
   int64_t capacity() const { return capacity_; }
   int64_t vocab() const { return model_.config.vocab; }
   ExecutorKind executor() const { return opts_.executor; }
-  // Elements the KV state holds now (the whole capacity, once the first step ran).
-  int64_t state_elements() const;
+  DType kv_dtype() const { return opts_.kv_dtype; }
+  // Bytes the KV state holds now (the whole capacity, once the first step ran): the CPU
+  // executor's caches in kv_dtype, or the oracle's f64 cells.
+  int64_t state_bytes() const;
   void reset();
   // Moves to position `pos` without computing anything: the cache rows before it keep
   // whatever they hold. For benchmarks that need a context depth, not its content (a

@@ -56,7 +56,7 @@ ir::V layer_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir:
   ir::Builder& b = *q.b;
   const int li = static_cast<int>(layer);
   auto cache = [&](const char* name, ir::V x, ir::StateRole role) {
-    return b.state(str_cat(name, ".", layer), DType::kF32, {1, x.dim(1), step.capacity, x.dim(3)}, role, li);
+    return b.state(str_cat(name, ".", layer), step.kv_dtype, {1, x.dim(1), step.capacity, x.dim(3)}, role, li);
   };
   ir::V kc = cache("k_cache", k, ir::StateRole::kKeyCache);
   ir::V vc = cache("v_cache", v, ir::StateRole::kValueCache);

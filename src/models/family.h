@@ -18,6 +18,7 @@ struct StepSpec {
   int64_t capacity = 0;   // KV cache positions (cached steps)
   bool cached = true;     // false: a full forward over these tokens alone, no state
   bool last_logits = false;  // true: logits of the last token only, [1, vocab] (prefill for generation)
+  DType kv_dtype = DType::kF32;  // what the K/V caches store: f32, or f16 (half the bytes a decode reads)
 };
 
 // The final hidden rows the classifier reads: all n, or only the last with last_logits.

@@ -115,6 +115,21 @@ TEST_F(Primitives, ScatterAndDynamicUpdateSliceWriteStateInPlace) {
   EXPECT_EQ(s.error().code(), ErrorCode::kCapacity);
 }
 
+// An f16 cache: rows rounded into it by cast, written in place, moved by transpose and
+// slice as 2-byte elements, widened back; bit for bit the oracle's rounding.
+TEST_F(Primitives, HalfPrecisionCacheRowsAreRoundedAndMoved) {
+  ir::Builder b("f16cache");
+  V pos = b.slot(ir::Slot::kPos, DType::kI32, {1});
+  V st = b.state("cache", DType::kF16, {1, 2, 8, 4}, ir::StateRole::kKeyCache, 0);
+  V upd = rand(b, "u", {1, 2, 3, 4}) * 1000.0;  // past f16's 11 bits of mantissa
+  V after = b.dynamic_update_slice(st, b.cast(upd, DType::kF16), pos, 2);
+  b.donate(st, after);
+  V moved = b.slice(b.transpose(after, {0, 2, 1, 3}), {0, 1, 0, 0}, {1, 7, 2, 4}, {1, 2, 1, 1});  // [1, 3, 2, 4]
+  b.output("cache", b.cast(after, DType::kF32));
+  b.output("moved", b.cast(moved, DType::kF32));
+  expect_same(testing::must(b.finish()), {{ir::Slot::kPos, {2}}}, 0);
+}
+
 TEST(Executor, FailedValidationPublishesNothing) {
   ir::Builder b("guard");
   V pos = b.slot(ir::Slot::kPos, DType::kI32, {1});

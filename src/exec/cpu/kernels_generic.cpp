@@ -14,6 +14,9 @@ namespace {
 constexpr int kMaxRank = 8;
 constexpr int64_t kParallelElems = 1 << 15;
 
+// Bytes of one element of a plain (non-block) dtype: what the data-movement kernels copy.
+int64_t elem_bytes(DType dt) { return block_bytes(dt); }
+
 // Output-shaped iteration with per-operand element strides (0 on broadcast axes).
 struct Walk {
   int rank = 1;
@@ -221,7 +224,7 @@ Status run_select(std::span<const Ref> in, const Ref& out, ThreadPool& pool) {
 
 Status run_broadcast(const Ref& x, const Ref& out, ThreadPool& pool) {
   const Walk w = make_walk(out.shape(), {&x.shape()});
-  const int64_t eb = out.dtype() == DType::kBool ? 1 : 4;
+  const int64_t eb = elem_bytes(out.dtype());
   const auto* src = static_cast<const uint8_t*>(x.data);
   auto* dst = static_cast<uint8_t*>(out.data);
   walk(pool, w, [&](int64_t o, const int64_t* off, int64_t n, const int64_t* st) {
@@ -307,7 +310,7 @@ void strided_copy(const Ref& out, const int64_t* in_stride, int64_t in_base, con
   Walk w = make_walk(out.shape(), {});
   w.nops = 1;
   for (int a = 0; a < w.rank; ++a) w.stride[0][a] = out.shape().empty() ? 0 : in_stride[a];
-  const int64_t eb = out.dtype() == DType::kBool ? 1 : 4;
+  const int64_t eb = elem_bytes(out.dtype());
   const auto* src = static_cast<const uint8_t*>(src_v);
   auto* dst = static_cast<uint8_t*>(out.data);
   walk(pool, w, [&](int64_t o, const int64_t* off, int64_t n, const int64_t* st) {
@@ -317,6 +320,10 @@ void strided_copy(const Ref& out, const int64_t* in_stride, int64_t in_base, con
     } else if (eb == 4) {
       auto* d = reinterpret_cast<uint32_t*>(dst) + o;
       const auto* s = reinterpret_cast<const uint32_t*>(src) + base;
+      for (int64_t i = 0; i < n; ++i) d[i] = s[i * st[0]];
+    } else if (eb == 2) {
+      auto* d = reinterpret_cast<uint16_t*>(dst) + o;
+      const auto* s = reinterpret_cast<const uint16_t*>(src) + base;
       for (int64_t i = 0; i < n; ++i) d[i] = s[i * st[0]];
     } else {
       for (int64_t i = 0; i < n; ++i) dst[o + i] = src[base + i * st[0]];
@@ -353,7 +360,7 @@ void run_slice(const ir::Eqn& e, const Ref& x, const Ref& out, ThreadPool& pool)
 
 void run_concat(const ir::Eqn& e, std::span<const Ref> in, const Ref& out) {
   const auto axis = static_cast<size_t>(e.params.axis);
-  const int64_t eb = out.dtype() == DType::kBool ? 1 : 4;
+  const int64_t eb = elem_bytes(out.dtype());
   int64_t outer = 1, inner = 1;
   for (size_t a = 0; a < axis; ++a) outer *= out.shape()[a];
   for (size_t a = axis + 1; a < out.shape().size(); ++a) inner *= out.shape()[a];
@@ -383,6 +390,16 @@ void run_iota(const ir::Eqn& e, const Ref& out) {
 Status run_cast(const Ref& x, const Ref& out) {
   const DType from = x.dtype(), to = out.dtype();
   if (to == DType::kF32 && (is_float(from) || is_block_quant(from))) return dequantize_row(from, x.data, out.f32(), x.numel);
+  if (from == DType::kF32 && (to == DType::kF16 || to == DType::kBF16)) {  // rows entering a half-precision cache
+    auto* dst = static_cast<uint16_t*>(out.data);
+    const float* src = x.f32();
+    if (to == DType::kF16) {
+      for (int64_t i = 0; i < x.numel; ++i) dst[i] = f32_to_f16_bits(src[i]);
+    } else {
+      for (int64_t i = 0; i < x.numel; ++i) dst[i] = f32_to_bf16_bits(src[i]);
+    }
+    return {};
+  }
   for (int64_t i = 0; i < x.numel; ++i) {
     double v = 0;
     switch (from) {
@@ -408,7 +425,7 @@ Status run_cast(const Ref& x, const Ref& out) {
 
 Status run_gather(const Ref& table, const Ref& idx, const Ref& out) {
   const int64_t rows = table.dim(0), row = table.numel / std::max<int64_t>(rows, 1);
-  const int64_t eb = out.dtype() == DType::kBool ? 1 : 4;
+  const int64_t eb = elem_bytes(out.dtype());
   for (int64_t i = 0; i < idx.numel; ++i) {
     const int32_t r = idx.i32()[i];
     if (r < 0 || r >= rows) return invalid_input("gather: index ", r, " at position ", i, " is outside a table of ", rows, " rows");
@@ -435,7 +452,7 @@ Status run_update_slice(const ir::Eqn& e, std::span<const Ref> in, const Ref& ou
   if (start + n > extent) {
     return capacity("dynamic_update_slice: ", n, " rows at ", start, " overflow axis ", axis, " of length ", extent);
   }
-  const int64_t eb = out.dtype() == DType::kBool ? 1 : 4;
+  const int64_t eb = elem_bytes(out.dtype());
   if (out.data != base.data) std::memcpy(out.data, base.data, static_cast<size_t>(out.numel * eb));
   int64_t outer = 1, inner = 1;
   for (size_t k = 0; k < axis; ++k) outer *= out.shape()[k];
@@ -451,7 +468,7 @@ Status run_update_slice(const ir::Eqn& e, std::span<const Ref> in, const Ref& ou
 Status run_scatter(std::span<const Ref> in, const Ref& out) {
   const Ref &base = in[0], &idx = in[1], &upd = in[2];
   const int64_t rows = out.dim(0), row = out.numel / std::max<int64_t>(rows, 1);
-  const int64_t eb = out.dtype() == DType::kBool ? 1 : 4;
+  const int64_t eb = elem_bytes(out.dtype());
   for (int64_t i = 0; i < idx.numel; ++i) {  // checked before anything is written
     const int32_t r = idx.i32()[i];
     if (r < -1 || r >= rows) return invalid_input("scatter_update: slot ", r, " is outside ", rows, " rows");
@@ -506,12 +523,23 @@ Status check_primitive(const ir::Eqn& e, std::span<const ir::TensorType> in, con
   if (ir::is_fused(e.op)) return internal_error("check_primitive: ", ir::op_name(e.op), " is fused");
   if (out.shape.size() > kMaxRank) return unsupported("exec/cpu: rank ", out.shape.size(), " > ", kMaxRank);
   auto word = [](DType d) { return d == DType::kF32 || d == DType::kI32 || d == DType::kBool; };
-  if (e.op == OpKind::kCast || e.op == OpKind::kGather) {
-    if (!word(out.dtype)) return unsupported("exec/cpu: ", ir::op_name(e.op), " to ", dtype_name(out.dtype));
+  auto half = [](DType d) { return d == DType::kF16 || d == DType::kBF16; };
+  if (e.op == OpKind::kCast) {
+    if (!word(out.dtype) && !(half(out.dtype) && in[0].dtype == DType::kF32)) {
+      return unsupported("exec/cpu: cast from ", dtype_name(in[0].dtype), " to ", dtype_name(out.dtype));
+    }
     return {};
   }
+  if (e.op == OpKind::kGather) {
+    if (!word(out.dtype) && !half(out.dtype)) return unsupported("exec/cpu: gather to ", dtype_name(out.dtype));
+    return {};
+  }
+  // Half-precision values (an f16 KV cache) are moved, never computed on.
+  const bool moves = e.op == OpKind::kReshape || e.op == OpKind::kTranspose || e.op == OpKind::kBroadcast ||
+                     e.op == OpKind::kSlice || e.op == OpKind::kConcat || e.op == OpKind::kDynamicUpdateSlice ||
+                     e.op == OpKind::kScatterUpdate;
   for (const ir::TensorType& t : in) {
-    if (!word(t.dtype)) return unsupported("exec/cpu: ", ir::op_name(e.op), " over ", ir::type_str(t));
+    if (!word(t.dtype) && !(moves && half(t.dtype))) return unsupported("exec/cpu: ", ir::op_name(e.op), " over ", ir::type_str(t));
   }
   if (e.op == OpKind::kMatMul && out.dtype != DType::kF32) return unsupported("exec/cpu: matmul over ", ir::type_str(out));
   if (ir::is_unary(e.op) && out.dtype == DType::kBool) return unsupported("exec/cpu: unary over pred");
@@ -525,7 +553,7 @@ Status run_primitive(const ir::Eqn& e, std::span<const Ref> in, const Ref& out, 
     case OpKind::kSelect: return run_select(in, out, pool);
     case OpKind::kReduceSum: case OpKind::kReduceMax: return run_reduce(e, in[0], out);
     case OpKind::kReshape:
-      if (out.data != in[0].data) std::memcpy(out.data, in[0].data, static_cast<size_t>(out.numel * (out.dtype() == DType::kBool ? 1 : 4)));
+      if (out.data != in[0].data) std::memcpy(out.data, in[0].data, static_cast<size_t>(out.numel * elem_bytes(out.dtype())));
       return {};
     case OpKind::kTranspose: run_transpose(e, in[0], out, pool); return {};
     case OpKind::kBroadcast: return run_broadcast(in[0], out, pool);

@@ -25,6 +25,12 @@ V transform_scores(V scores, V mask, const AttnOpts& opts) {
   return mask.valid() ? s + mask : s;
 }
 
+// A cache may store fewer bits than the step computes in (an f16 KV cache under f32
+// activations): new rows are rounded into the cache's dtype on the way in and widened back
+// for the attention. Widening is exact, so compile/ lets the fused op read the cache as is.
+V stored_as(V x, V cache) { return x.dtype() == cache.dtype() ? x : x.b->cast(x, cache.dtype()); }
+V widened_as(V cache, V q) { return cache.dtype() == q.dtype() ? cache : cache.b->cast(cache, q.dtype()); }
+
 }  // namespace
 
 V repeat_kv(V x, int64_t n_rep) {
@@ -51,11 +57,11 @@ CachedAttention attention_masked(V q, V k_new, V v_new, V k_cache, V v_cache, V 
   Builder& b = *q.b;
   V start = b.slice_axis(pos, 0, 0, 1);
   CachedAttention r;
-  r.k_cache = b.dynamic_update_slice(k_cache, k_new, start, 2);
-  r.v_cache = b.dynamic_update_slice(v_cache, v_new, start, 2);
+  r.k_cache = b.dynamic_update_slice(k_cache, stored_as(k_new, k_cache), start, 2);
+  r.v_cache = b.dynamic_update_slice(v_cache, stored_as(v_new, v_cache), start, 2);
   b.donate(k_cache, r.k_cache);
   b.donate(v_cache, r.v_cache);
-  r.out = attention_prefill(q, r.k_cache, r.v_cache, mask, opts);
+  r.out = attention_prefill(q, widened_as(r.k_cache, q), widened_as(r.v_cache, q), mask, opts);
   return r;
 }
 
@@ -65,13 +71,13 @@ CachedAttention attention_cached(V q, V k_new, V v_new, V k_cache, V v_cache, V 
   const int64_t t = pos.dim(0);
   V start = b.slice_axis(pos, 0, 0, 1);
   CachedAttention r;
-  r.k_cache = b.dynamic_update_slice(k_cache, k_new, start, 2);
-  r.v_cache = b.dynamic_update_slice(v_cache, v_new, start, 2);
+  r.k_cache = b.dynamic_update_slice(k_cache, stored_as(k_new, k_cache), start, 2);
+  r.v_cache = b.dynamic_update_slice(v_cache, stored_as(v_new, v_cache), start, 2);
   b.donate(k_cache, r.k_cache);
   b.donate(v_cache, r.v_cache);
   // The step's last token sees keys 0..pos[T-1]; the mask orders the tokens inside the step.
   V len = b.slice_axis(pos, 0, t - 1, t) + b.like(pos, 1.0);
-  r.out = attention_live(q, r.k_cache, r.v_cache, len, mask, opts);
+  r.out = attention_live(q, widened_as(r.k_cache, q), widened_as(r.v_cache, q), len, mask, opts);
   return r;
 }
 
