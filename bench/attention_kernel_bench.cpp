@@ -27,6 +27,12 @@ using exec::cpu::AttentionSchedule;
 using exec::cpu::AttentionScheduleKind;
 
 constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+// The decode shapes: 0 is the GQA 32/8, d 128; 1 is GPT-2 small's 12/12, d 64 (MHA:
+// one query row per kv head, the least arithmetic per byte read).
+struct HeadShape {
+  int64_t hq, hkv, d;
+};
+constexpr HeadShape kShapes[] = {{kHeads, kKvHeads, kHeadDim}, {12, 12, 64}};
 
 ThreadPool& pool_of(int64_t threads) {
   static ThreadPool one(1), two(2);
@@ -166,6 +172,7 @@ Aligned<uint16_t> to_f16(Aligned<float>& x) {
 // One decode or prefill problem; the last one built is kept so that the runs of a shape
 // share its buffers (a 32k f32 cache is 256 MiB).
 struct Problem {
+  HeadShape shape{};
   int64_t lq = 0, lk = 0;
   bool f16 = false, causal = false;
   Aligned<float> q, k, v, out, mask;
@@ -174,33 +181,38 @@ struct Problem {
 
   AttentionArgs args() {
     AttentionArgs a;
-    a.hq = kHeads;
-    a.hkv = kKvHeads;
+    a.hq = shape.hq;
+    a.hkv = shape.hkv;
     a.lq = lq;
     a.lk = lk;
-    a.dk = a.dv = kHeadDim;
+    a.dk = a.dv = shape.d;
     a.q = q.data();
     a.kv_dtype = f16 ? DType::kF16 : DType::kF32;
     a.k = f16 ? static_cast<const void*>(k16.data()) : k.data();
     a.v = f16 ? static_cast<const void*>(v16.data()) : v.data();
     a.mask = causal ? mask.data() : nullptr;
-    a.scale = 0.08838834764831845f;  // 1 / sqrt(128)
+    a.scale = 1.0f / std::sqrt(float(shape.d));
     a.out = out.data();
     return a;
   }
 };
 
-Problem& problem(int64_t lq, int64_t lk, bool f16, bool causal) {
+Problem& problem(int64_t lq, int64_t lk, bool f16, bool causal, int shape = 0) {
   static Problem p;
-  if (p.lq == lq && p.lk == lk && p.f16 == f16 && p.causal == causal) return p;
+  const HeadShape hs = kShapes[shape];
+  if (p.lq == lq && p.lk == lk && p.f16 == f16 && p.causal == causal && p.shape.hq == hs.hq && p.shape.hkv == hs.hkv &&
+      p.shape.d == hs.d) {
+    return p;
+  }
   p = Problem{};
+  p.shape = hs;
   p.lq = lq;
   p.lk = lk;
   p.f16 = f16;
   p.causal = causal;
-  p.q = Aligned<float>(size_t(kHeads * lq * kHeadDim));
+  p.q = Aligned<float>(size_t(hs.hq * lq * hs.d));
   p.out = Aligned<float>(p.q.size());
-  p.k = Aligned<float>(size_t(kKvHeads * lk * kHeadDim));
+  p.k = Aligned<float>(size_t(hs.hkv * lk * hs.d));
   p.v = Aligned<float>(p.k.size());
   fill(p.q, 1);
   fill(p.k, 2);
@@ -233,7 +245,7 @@ AttentionSchedule split_schedule(int64_t lk) {
 void BM_Decode(benchmark::State& state) {
   const int64_t lk = state.range(0), threads = state.range(3);
   const bool f16 = state.range(1) != 0, split = state.range(2) != 0;
-  Problem& p = problem(1, lk, f16, false);
+  Problem& p = problem(1, lk, f16, false, int(state.range(4)));
   const AttentionArgs a = p.args();
   const AttentionSchedule s = split ? split_schedule(lk) : AttentionSchedule{};
   if (Status st = exec::cpu::attention_check(a, s); !st.ok()) {
@@ -246,7 +258,7 @@ void BM_Decode(benchmark::State& state) {
   const double cpu0 = cpu_seconds_per_thread(threads);
   for (auto _ : state) exec::cpu::attention(pool, a, s, p.scratch.data());
   const double cpu_s = cpu_seconds_per_thread(threads) - cpu0;
-  const double bytes = 2.0 * double(kKvHeads * lk * kHeadDim) * (f16 ? 2 : 4);
+  const double bytes = 2.0 * double(p.shape.hkv * lk * p.shape.d) * (f16 ? 2 : 4);
   const double gb = bytes * double(state.iterations()) / 1e9;
   state.counters["kv_GB/s"] = benchmark::Counter(gb, benchmark::Counter::kIsRate);
   state.counters["mem_GB/s"] = mem.wall;
@@ -257,11 +269,14 @@ void BM_Decode(benchmark::State& state) {
 }
 
 void decode_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"lk", "f16", "split", "threads"});
+  b->ArgNames({"lk", "f16", "split", "threads", "shape"});
   for (int64_t lk : {512, 4096, 16384, 32768})
     for (int64_t f16 : {0, 1})
       for (int64_t split : {0, 1})
-        for (int64_t threads : {1, 2}) b->Args({lk, f16, split, threads});
+        for (int64_t threads : {1, 2}) b->Args({lk, f16, split, threads, 0});
+  for (int64_t lk : {512, 4096, 16384})  // GPT-2 small, the decode curve's model
+    for (int64_t f16 : {0, 1})
+      for (int64_t threads : {1, 2}) b->Args({lk, f16, 0, threads, 1});
 }
 BENCHMARK(BM_Decode)
     ->Apply(decode_args)

@@ -45,6 +45,7 @@ struct DecodeCurveOptions {
   std::string model = "synthetic:gpt2-124m";
   int threads = 2;
   int repeats = 3;
+  DType kv_dtype = DType::kF32;
   std::vector<int64_t> contexts{512, 1024, 2048, 4096};
 };
 Result<Table> decode_curve_scenario(const DecodeCurveOptions& o);

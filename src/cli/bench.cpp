@@ -185,10 +185,15 @@ Command add_bench_command(CLI::App& parent) {
   d->add_option("--threads", dc->first.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
   d->add_option("--repeats", dc->first.repeats, "timed repeats per case (median)")->capture_default_str();
   d->add_option("--contexts", *dc_contexts, "comma-separated contexts (default 512,1024,2048,4096)");
+  auto dc_kv = std::make_shared<std::string>("f32");
+  d->add_option("--kv-type", *dc_kv, "KV cache element type of the cached runs")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16"}));
   add_output_options(*d, dc->second);
   d->callback([=] {
     *run_fn = [=]() -> Status {
       if (!dc_contexts->empty()) dc->first.contexts = parse_list(*dc_contexts);
+      dc->first.kv_dtype = *dc_kv == "f16" ? DType::kF16 : DType::kF32;
       Result<bench::Table> t = bench::decode_curve_scenario(dc->first);
       if (!t) return t.take_error();
       Status s = emit(*t, dc->second);

@@ -24,14 +24,15 @@ struct Preset {
 // Shapes of published models (llama2.c's stories, TinyLlama, GPT-2 small), and the
 // benchmark model: llama-125m, a GQA llama of ~125M parameters whose 32000-token vocabulary
 // fits llama.cpp's ggml-vocab-llama-spm.gguf (`kvforge convert --vocab`); its context is
-// long enough for decode at depth 16384.
+// long enough for decode at depth 16384. gpt2-124m is GPT-2 small with a 4096-position
+// table (GPT-2 has 1024), so that seed 003's decode curve reaches a 4k context.
 constexpr Preset kPresets[] = {
     {"llama-260k", "llama", 512, 64, 5, 8, 4, 172, 512},
     {"llama-15m", "llama", 32000, 288, 6, 6, 6, 768, 256},
     {"llama-110m", "llama", 32000, 768, 12, 12, 12, 2048, 1024},
     {"llama-125m", "llama", 32000, 768, 12, 12, 4, 2048, 32768, Init::kNormal},
     {"llama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048},
-    {"gpt2-124m", "gpt2", 50257, 768, 12, 12, 12, 3072, 1024},
+    {"gpt2-124m", "gpt2", 50257, 768, 12, 12, 12, 3072, 4096},
 };
 
 using Shapes = std::vector<std::pair<std::string, Shape>>;
