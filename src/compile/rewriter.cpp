@@ -13,7 +13,9 @@ V Rewriter::get(ir::ValueId old) {
   const ir::Value& v = src_.value(old);
   V made;
   switch (v.kind) {
-    case ValueKind::kSlot: made = b_.slot(v.slot, v.type.dtype, v.type.shape); break;
+    case ValueKind::kSlot:
+      made = v.slot_bound > 0 ? b_.map_slot(v.slot, v.type.shape, v.slot_bound) : b_.slot(v.slot, v.type.dtype, v.type.shape);
+      break;
     case ValueKind::kConstant: made = b_.constant(v.name, v.data); break;
     case ValueKind::kLiteral: made = b_.literal(v.literal, v.type.dtype); break;
     case ValueKind::kState: made = b_.state(v.name, v.type.dtype, v.type.shape, v.role, v.layer); break;

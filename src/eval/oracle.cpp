@@ -1,6 +1,8 @@
 // Oracle run loop: bind, evaluate, round, free at last use, validate, publish.
 #include "eval/oracle.h"
 
+#include "ir/slot_check.h"
+
 #include "eval/kernels.h"
 #include "ir/printer.h"
 
@@ -106,6 +108,10 @@ Result<Outputs> Oracle::run(const ir::Graph& g, const SlotBindings& slots, State
         auto it = slots.find(v.slot);
         if (it == slots.end()) return invalid_input("graph ", g.name, " needs slot ", v.name, " but none was bound");
         s = check_bound(v, it->second, "slot");
+        if (s && v.slot_bound > 0) {
+          std::vector<int32_t> words(it->second.data.begin(), it->second.data.end());
+          s = ir::check_slot(v, words);
+        }
         env[i] = &it->second;
         break;
       }

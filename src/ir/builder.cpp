@@ -61,6 +61,27 @@ V Builder::slot(Slot s, DType dtype, Shape shape) {
   return add_value(std::move(v));
 }
 
+V Builder::map_slot(Slot s, Shape shape, int64_t pool_slots) {
+  if (error_) return poison();
+  if (s != Slot::kSlotMap && s != Slot::kWriteMap) {
+    fail(invalid_input("map_slot: ", slot_name(s), " is not a paged map"));
+    return poison();
+  }
+  if (pool_slots <= 0) {
+    fail(invalid_input("map_slot: ", slot_name(s), " over a pool of ", pool_slots, " slots"));
+    return poison();
+  }
+  V v = slot(s, DType::kI32, std::move(shape));
+  if (error_) return poison();
+  Value& val = g_.values[static_cast<size_t>(v.id)];
+  if (val.slot_bound != 0 && val.slot_bound != pool_slots) {
+    fail(invalid_input("map_slot: ", slot_name(s), " declared over ", val.slot_bound, " and ", pool_slots, " slots"));
+    return poison();
+  }
+  val.slot_bound = pool_slots;
+  return v;
+}
+
 V Builder::constant(std::string name, HostTensor data) {
   if (error_) return poison();
   if (auto it = constants_.find(name); it != constants_.end()) {

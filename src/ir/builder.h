@@ -33,6 +33,9 @@ class Builder {
 
   // ---- leaves
   V slot(Slot s, DType dtype, Shape shape);  // the same slot twice returns the same value
+  // A paged map slot (kSlotMap, kWriteMap) whose words name rows of a pool of `pool_slots`:
+  // every binder enforces it (ir::check_slot) before anything runs.
+  V map_slot(Slot s, Shape shape, int64_t pool_slots);
   // A weight. The same name with the same tensor returns the existing value (tied
   // embeddings); the same name with different data is an error.
   V constant(std::string name, HostTensor data);

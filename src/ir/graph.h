@@ -46,6 +46,7 @@ struct Value {
   ValueKind kind = ValueKind::kIntermediate;
   std::string name;  // slot/constant/state name; optional stable name of an intermediate
   Slot slot = Slot::kPos;             // kSlot
+  int64_t slot_bound = 0;             // kSlot: the map slots' declared pool size, 0 for none
   double literal = 0;                 // kLiteral
   HostTensor data;                    // kConstant
   StateRole role = StateRole::kOther; // kState

@@ -74,6 +74,14 @@ CachedAttention attention_masked(V q, V k_new, V v_new, V k_cache, V v_cache, V 
 // capacity, once compile/ fuses it. The mask still orders the tokens within the step.
 CachedAttention attention_cached(V q, V k_new, V v_new, V k_cache, V v_cache, V pos, V mask,
                                  const AttnOpts& opts);
+// The paged form: k_new/v_new [B, Hkv, T, D] are written through `write` [B*T] (token ->
+// pool slot, -1 writes nothing) into the pools [S, Hkv, D] by ScatterUpdate (donating the
+// state), then each row b attends over its logical positions 0..len[b]-1 read through
+// `read` [B, cap] (position -> pool slot), len[b] = pos[b, T-1] + 1. pos is [B, T]: a row
+// shorter than T repeats its last token and position (and writes nothing for the copies).
+struct PagedAttention { V out, k_pool, v_pool; };
+PagedAttention attention_paged(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V read, V pos, V mask,
+                               const AttnOpts& opts);
 // Clamps x into [lo, hi] and declares the witness lo <= x <= hi as a validation output.
 V index_guard(V x, int64_t lo, int64_t hi, const std::string& what);
 // Attends over the first len[b] keys of each row (len i32 [B], 1 <= len <= L, guarded):

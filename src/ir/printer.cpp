@@ -87,7 +87,10 @@ std::string print(const Graph& g) {
   out += " ;";
   for (size_t i = 0; i < g.values.size(); ++i) {
     const Value& v = g.values[i];
-    if (v.kind == ValueKind::kSlot) out += str_cat(" ", v.name, ":", type_str(v.type));
+    if (v.kind == ValueKind::kSlot) {
+      out += str_cat(" ", v.name, ":", type_str(v.type));
+      if (v.slot_bound > 0) out += str_cat("<", v.slot_bound);  // a paged map over that many pool slots
+    }
   }
   out += " .\n";
   for (const Eqn& e : g.eqns) {

@@ -4,19 +4,11 @@
 // Prefill and decode are the same call: a step over n new tokens at the next positions.
 #pragma once
 
-#include <map>
-#include <memory>
 #include <vector>
 
-#include "core/thread_pool.h"
-#include "eval/oracle.h"
-#include "exec/cpu/executor.h"
-#include "exec/state.h"
-#include "models/model.h"
+#include "llm/step_runner.h"
 
 namespace kvf::llm {
-
-enum class ExecutorKind { kCpu, kOracle };
 
 struct GeneratorOptions {
   ExecutorKind executor = ExecutorKind::kCpu;
@@ -26,10 +18,6 @@ struct GeneratorOptions {
   DType kv_dtype = DType::kF32;  // the KV cache's element type: f32, or f16 (half the bytes)
   std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
 };
-
-// The traced step graph compiled by the default passes (less `skip`) and planned for `caps`.
-Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps,
-                                const std::vector<std::string>& skip = {});
 
 class Generator {
  public:
@@ -56,20 +44,10 @@ class Generator {
   Status seek(int64_t pos);
 
  private:
-  Result<const ir::Graph*> graph_for(int64_t n_tokens);
-  Result<exec::cpu::CpuExecutor*> executor_for(int64_t n_tokens);
-  Result<std::vector<float>> run_oracle(const ir::Graph& g, const std::vector<int32_t>& tokens,
-                                        const std::vector<int32_t>& pos);
-
   const models::Model& model_;
   int64_t capacity_;
   GeneratorOptions opts_;
-  eval::Oracle oracle_;
-  eval::StateStore oracle_state_;
-  std::unique_ptr<ThreadPool> pool_;
-  exec::StateStore cpu_state_;
-  std::map<int64_t, ir::Graph> graphs_;  // by step length
-  std::map<int64_t, std::unique_ptr<exec::cpu::CpuExecutor>> executors_;
+  StepRunner runner_;
   int64_t pos_ = 0;
 };
 

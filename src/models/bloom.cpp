@@ -11,7 +11,7 @@ namespace ops = ir::ops;
 Result<ir::Graph> trace_bloom(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
   Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
-  const int64_t n = step.n_tokens, dim = cfg.dim;
+  const int64_t n = step_tokens(step), dim = cfg.dim;
   const int64_t lk = keys_seen(step);
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;

@@ -14,7 +14,7 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
   if (cfg.kv_lora_rank <= 0 || cfg.qk_rope_dim <= 0 || cfg.qk_nope_dim <= 0 || cfg.v_head_dim <= 0) {
     return invalid_input("deepseek2: kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim must be positive");
   }
-  const int64_t n = step.n_tokens, dim = cfg.dim, nh = cfg.n_heads;
+  const int64_t n = step_tokens(step), dim = cfg.dim, nh = cfg.n_heads;
   const int64_t nope = cfg.qk_nope_dim, rot = cfg.qk_rope_dim, dk = nope + rot, dv = cfg.v_head_dim, r = cfg.kv_lora_rank;
   const int64_t lk = keys_seen(step);
   StepTrace t(cfg, step);

@@ -13,13 +13,21 @@ Status check_step(const ModelConfig& cfg, const StepSpec& step) {
     return capacity(cfg.arch, ": cache capacity ", step.capacity, " is smaller than the step's ", step.n_tokens,
                     " tokens");
   }
+  if (step.rows < 1) return invalid_input(cfg.arch, ": a step needs at least one row, got ", step.rows);
+  if (step.rows > 1 && !paged(step)) return unsupported(cfg.arch, ": a batch of ", step.rows, " rows needs the paged cache");
+  if (paged(step) && !step.cached) return invalid_input(cfg.arch, ": a paged step is a cached step");
   return {};
 }
 
 StepTrace::StepTrace(const ModelConfig& cfg, const StepSpec& step)
-    : b(str_cat(cfg.arch, step.cached ? ".step" : ".full", step.n_tokens)) {
-  tokens = b.slot(ir::Slot::kToken, DType::kI32, {step.n_tokens});
-  pos = b.slot(ir::Slot::kPos, DType::kI32, {step.n_tokens});
+    : b(str_cat(cfg.arch, paged(step) ? str_cat(".paged", step.rows, "x") : step.cached ? ".step" : ".full",
+                step.n_tokens)) {
+  const int64_t n = step.rows * step.n_tokens;
+  tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
+  pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  if (!paged(step)) return;
+  read = b.map_slot(ir::Slot::kSlotMap, {step.rows, step.capacity}, step.pool_slots);
+  write = b.map_slot(ir::Slot::kWriteMap, {n}, step.pool_slots);
 }
 
 ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Shape& shape) {
@@ -34,8 +42,13 @@ ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Sh
 }
 
 ir::V classifier_rows(const StepSpec& step, ir::V x) {
-  const int64_t n = x.dim(1);
-  return step.last_logits && n > 1 ? x.b->slice_axis(x, 1, n - 1, n) : x;
+  const int64_t n = step.n_tokens;
+  if (!step.last_logits || n == 1) return x;
+  if (step.rows == 1) return x.b->slice_axis(x, 1, n - 1, n);
+  // Each row's last token (a padded row's copies of it give the same logits).
+  ir::Builder& b = *x.b;
+  const int64_t dim = x.dim(2);
+  return b.reshape(b.slice_axis(b.reshape(x, {step.rows, n, dim}), 1, n - 1, n), {1, step.rows, dim});
 }
 
 ir::V split_heads(ir::V x, int64_t heads, int64_t head_dim) {
@@ -50,9 +63,47 @@ ir::V merge_heads(ir::V x) {
   return b.reshape(b.transpose(x, {0, 2, 1, 3}), {1, n, heads * hd});
 }
 
+namespace {
+
+// [1, H, rows * n, D] <-> [rows, H, n, D]: the step's tokens as one sequence (what every
+// row-wise op sees) and as rows (what attention needs).
+ir::V as_rows(ir::V x, int64_t rows) {
+  ir::Builder& b = *x.b;
+  const int64_t h = x.dim(1), n = x.dim(2) / rows, d = x.dim(3);
+  return b.transpose(b.reshape(x, {h, rows, n, d}), {1, 0, 2, 3});
+}
+
+ir::V as_sequence(ir::V x) {
+  ir::Builder& b = *x.b;
+  const int64_t rows = x.dim(0), h = x.dim(1), n = x.dim(2), d = x.dim(3);
+  return b.reshape(b.transpose(x, {1, 0, 2, 3}), {1, h, rows * n, d});
+}
+
+ir::V paged_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir::V v, ir::V pos, ir::V mask,
+                      const ir::ops::AttnOpts& opts) {
+  ir::Builder& b = *q.b;
+  const int li = static_cast<int>(layer);
+  auto pool = [&](const char* name, ir::V x, ir::StateRole role) {
+    return b.state(str_cat(name, ".", layer), step.kv_dtype, {step.pool_slots, x.dim(1), x.dim(3)}, role, li);
+  };
+  const ir::Graph& g = b.graph();
+  ir::V read{&b, g.find_slot(ir::Slot::kSlotMap)}, write{&b, g.find_slot(ir::Slot::kWriteMap)};
+  const int64_t rows = step.rows;
+  ir::V m = mask.valid() ? as_rows(mask, rows) : mask;
+  ir::V out = ir::ops::attention_paged(as_rows(q, rows), as_rows(k, rows), as_rows(v, rows),
+                                       pool("k_pool", k, ir::StateRole::kKeyCache),
+                                       pool("v_pool", v, ir::StateRole::kValueCache), write, read,
+                                       b.reshape(pos, {rows, step.n_tokens}), m, opts)
+                  .out;
+  return as_sequence(out);
+}
+
+}  // namespace
+
 ir::V layer_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir::V v, ir::V pos, ir::V mask,
                       const ir::ops::AttnOpts& opts) {
   if (!step.cached) return ir::ops::attention_prefill(q, k, v, mask, opts);
+  if (paged(step)) return paged_attention(step, layer, q, k, v, pos, mask, opts);
   ir::Builder& b = *q.b;
   const int li = static_cast<int>(layer);
   auto cache = [&](const char* name, ir::V x, ir::StateRole role) {

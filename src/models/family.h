@@ -19,7 +19,18 @@ struct StepSpec {
   bool cached = true;     // false: a full forward over these tokens alone, no state
   bool last_logits = false;  // true: logits of the last token only, [1, vocab] (prefill for generation)
   DType kv_dtype = DType::kF32;  // what the K/V caches store: f32, or f16 (half the bytes a decode reads)
+  // > 0: a paged step. `rows` sequences of n_tokens tokens each (a shorter one repeats its
+  // last token; the copies write nothing), their K/V in per-layer pools of pool_slots rows
+  // [pool_slots, Hkv, D], read through the read map [rows, capacity] and written through
+  // the write map [rows * n_tokens] (llm/kv builds both). capacity is then the longest
+  // logical length a row can reach in this step.
+  int64_t pool_slots = 0;
+  int64_t rows = 1;
 };
+inline bool paged(const StepSpec& step) { return step.pool_slots > 0; }
+// Tokens the step computes, every row's laid end to end: row-wise work (embeddings, norms,
+// projections, MLPs) sees one sequence of them; only attention splits it into rows.
+inline int64_t step_tokens(const StepSpec& step) { return step.rows * step.n_tokens; }
 
 // The final hidden rows the classifier reads: all n, or only the last with last_logits.
 ir::V classifier_rows(const StepSpec& step, ir::V x);  // x [1, n, dim]
@@ -31,7 +42,8 @@ inline int64_t keys_seen(const StepSpec& step) { return step.cached ? step.capac
 // A builder named after the arch and step ("llama.step1", "gpt2.full48") and its two slots.
 struct StepTrace {
   ir::Builder b;
-  ir::V tokens, pos;  // i32 [n] each
+  ir::V tokens, pos;  // i32 [rows * n] each
+  ir::V read, write;  // paged steps: the read map i32 [rows, capacity] and the write map [rows * n]
   StepTrace(const ModelConfig& cfg, const StepSpec& step);
 };
 

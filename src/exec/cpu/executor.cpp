@@ -6,6 +6,7 @@
 #include "exec/cpu/kernels_generic.h"
 #include "exec/cpu/kernels_rows.h"
 #include "exec/cpu/linear.h"
+#include "ir/slot_check.h"
 
 namespace kvf::exec::cpu {
 
@@ -251,14 +252,19 @@ Status CpuExecutor::run_op(const Op& op) {
 }
 
 Status CpuExecutor::run(const SlotValues& slots) {
-  for (auto& [slot, ref] : slots_) {
+  for (auto& [slot, ref] : slots_) {  // every slot checked before any is copied in
     auto it = slots.find(slot);
     if (it == slots.end()) return invalid_input(plan_.graph.name, ": slot ", ir::slot_name(slot), " is not bound");
     if (static_cast<int64_t>(it->second.size()) != ref.numel) {
       return invalid_input(plan_.graph.name, ": slot ", ir::slot_name(slot), " has ", it->second.size(),
                            " values, the graph expects ", ref.numel);
     }
-    std::memcpy(ref.data, it->second.data(), it->second.size() * sizeof(int32_t));
+    Status s = ir::check_slot(plan_.graph.value(plan_.graph.find_slot(slot)), it->second);
+    if (!s) return s.take_error().context(plan_.graph.name);
+  }
+  for (auto& [slot, ref] : slots_) {
+    const std::vector<int32_t>& words = slots.at(slot);
+    std::memcpy(ref.data, words.data(), words.size() * sizeof(int32_t));
   }
   for (const Op& op : prelude_) {
     Status s = run_op(op);

@@ -81,6 +81,39 @@ CachedAttention attention_cached(V q, V k_new, V v_new, V k_cache, V v_cache, V 
   return r;
 }
 
+namespace {
+
+// New rows [B, H, T, D] -> [B*T, H, D], the pool's row layout, in the pool's dtype.
+V pool_rows(V x, V pool) {
+  Builder& b = *x.b;
+  V rows = b.reshape(b.transpose(x, {0, 2, 1, 3}), {x.dim(0) * x.dim(2), x.dim(1), x.dim(3)});
+  return stored_as(rows, pool);
+}
+
+// Row b's logical positions read through `read` [B, cap]: the view [B, H, cap, D].
+V gathered_view(V pool, V read) {
+  Builder& b = *pool.b;
+  return b.transpose(b.gather(pool, read), {0, 2, 1, 3});
+}
+
+}  // namespace
+
+PagedAttention attention_paged(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V read, V pos, V mask,
+                               const AttnOpts& opts) {
+  Builder& b = *q.b;
+  const int64_t t = pos.dim(1);
+  PagedAttention r;
+  r.k_pool = b.scatter_update(k_pool, write, pool_rows(k_new, k_pool));
+  r.v_pool = b.scatter_update(v_pool, write, pool_rows(v_new, v_pool));
+  b.donate(k_pool, r.k_pool);
+  b.donate(v_pool, r.v_pool);
+  V len = b.reshape(b.slice_axis(pos, 1, t - 1, t), {pos.dim(0)}) + b.like(pos, 1.0);
+  V k = widened_as(gathered_view(r.k_pool, read), q);
+  V v = widened_as(gathered_view(r.v_pool, read), q);
+  r.out = attention_live(q, k, v, len, mask, opts);
+  return r;
+}
+
 V index_guard(V x, int64_t lo, int64_t hi, const std::string& what) {
   Builder& b = *x.b;
   V lo_v = b.like(x, static_cast<double>(lo));

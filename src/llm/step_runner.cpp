@@ -1,0 +1,96 @@
+#include "llm/step_runner.h"
+
+#include <algorithm>
+
+#include "compile/passes.h"
+#include "compile/pipeline.h"
+
+namespace kvf::llm {
+
+Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps,
+                                const std::vector<std::string>& skip) {
+  std::vector<compile::Pass> passes;
+  for (compile::Pass& p : compile::default_passes()) {
+    if (std::find(skip.begin(), skip.end(), p.name) == skip.end()) passes.push_back(std::move(p));
+  }
+  Result<compile::Compiled> c = compile::run_passes(traced, passes);
+  if (!c) return c.take_error();
+  return plan::make_plan(std::move(c->graph), caps);
+}
+
+StepRunner::StepRunner(const models::Model& model, RunnerOptions opts)
+    : model_(model), opts_(std::move(opts)),
+      oracle_({.precision = opts_.precision, .threads = opts_.threads > 0 ? opts_.threads : 1}) {}
+
+StepRunner::Key StepRunner::key_of(const models::StepSpec& s) {
+  return {s.n_tokens, s.capacity, s.pool_slots, s.rows, s.cached, s.last_logits, s.kv_dtype};
+}
+
+int64_t StepRunner::state_bytes() const {
+  if (opts_.executor == ExecutorKind::kCpu) return cpu_state_.bytes();
+  int64_t n = 0;
+  for (const auto& [name, buf] : oracle_state_) n += buf.numel();
+  return n * static_cast<int64_t>(sizeof(double));
+}
+
+void StepRunner::reset_state() {
+  oracle_state_.clear();
+  executors_.clear();  // they point into the state
+  cpu_state_.clear();
+}
+
+Result<const ir::Graph*> StepRunner::graph_for(const models::StepSpec& spec) {
+  const Key k = key_of(spec);
+  auto it = graphs_.find(k);
+  if (it != graphs_.end()) return &it->second;
+  Result<ir::Graph> g = model_.trace_step(spec);
+  if (!g) return g.take_error();
+  return &graphs_.emplace(k, std::move(*g)).first->second;
+}
+
+Result<exec::cpu::CpuExecutor*> StepRunner::executor_for(const models::StepSpec& spec) {
+  const Key k = key_of(spec);
+  auto it = executors_.find(k);
+  if (it != executors_.end()) return it->second.get();
+  Result<const ir::Graph*> g = graph_for(spec);
+  if (!g) return g.take_error();
+  if (!pool_) pool_ = std::make_unique<ThreadPool>(opts_.threads);
+  Result<plan::Plan> p = compile_step(**g, plan::cpu_caps(pool_->size()), opts_.skip_passes);
+  if (!p) return p.take_error();
+  Result<std::unique_ptr<exec::cpu::CpuExecutor>> ex = exec::cpu::CpuExecutor::create(std::move(*p), cpu_state_, *pool_);
+  if (!ex) return ex.take_error();
+  return executors_.emplace(k, std::move(*ex)).first->second.get();
+}
+
+Result<std::vector<float>> StepRunner::run_oracle(const ir::Graph& g, const exec::SlotValues& slots) {
+  Status s = eval::allocate_state(g, oracle_state_);
+  if (!s) return s.take_error();
+  eval::SlotBindings bind;
+  for (const auto& [slot, words] : slots) {
+    const ir::ValueId id = g.find_slot(slot);
+    if (id < 0) continue;
+    Result<eval::Buffer> b = eval::Buffer::i32(g.type(id).shape, words);
+    if (!b) return b.take_error().context(g.name, ": slot ", ir::slot_name(slot));
+    bind.emplace(slot, std::move(*b));
+  }
+  Result<eval::Outputs> out = oracle_.run(g, bind, oracle_state_);
+  if (!out) return out.take_error();
+  const eval::Buffer& logits = out->at("logits");
+  return std::vector<float>(logits.data.begin(), logits.data.end());
+}
+
+Result<std::vector<float>> StepRunner::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
+  if (opts_.executor == ExecutorKind::kOracle) {
+    Result<const ir::Graph*> g = graph_for(spec);
+    if (!g) return g.take_error();
+    return run_oracle(**g, slots);
+  }
+  Result<exec::cpu::CpuExecutor*> ex = executor_for(spec);
+  if (!ex) return ex.take_error();
+  Status s = (*ex)->run(slots);
+  if (!s) return s.take_error();
+  std::span<const float> out = (*ex)->output("logits");
+  return std::vector<float>(out.begin(), out.end());
+}
+
+}  // namespace kvf::llm

@@ -1,0 +1,67 @@
+// StepRunner: runs traced steps of one model on one executor, keeping everything that lives
+// across steps: the graphs and bound executors of every step shape seen so far (each is
+// traced, compiled and planned once, then replayed) and the state they share (the KV caches
+// or pools: a prefill plan and a decode plan write the same buffers). The Generator (one
+// contiguous sequence) and the paged driver both step through it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "eval/oracle.h"
+#include "exec/cpu/executor.h"
+#include "exec/state.h"
+#include "models/model.h"
+
+namespace kvf::llm {
+
+enum class ExecutorKind { kCpu, kOracle };
+
+struct RunnerOptions {
+  ExecutorKind executor = ExecutorKind::kCpu;
+  eval::Precision precision = eval::Precision::kNative;  // oracle only
+  int threads = 0;  // 0: one per hardware thread
+  std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
+};
+
+// The traced step graph compiled by the default passes (less `skip`) and planned for `caps`.
+Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps,
+                                const std::vector<std::string>& skip = {});
+
+class StepRunner {
+ public:
+  StepRunner(const models::Model& model, RunnerOptions opts = {});
+
+  // Runs one step of shape `spec` on `slots` (token, pos, and the maps of a paged step);
+  // returns the "logits" output, row-major. A refused step (a bad slot, a failed
+  // validation) writes no state.
+  Result<std::vector<float>> run(const models::StepSpec& spec, const exec::SlotValues& slots);
+
+  ExecutorKind executor() const { return opts_.executor; }
+  // Bytes the state holds now: the CPU executor's buffers in their dtype, or the oracle's
+  // f64 cells.
+  int64_t state_bytes() const;
+  // Forgets the state (and the executors bound to it); graphs are kept.
+  void reset_state();
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, DType>;
+  static Key key_of(const models::StepSpec& s);
+  Result<const ir::Graph*> graph_for(const models::StepSpec& spec);
+  Result<exec::cpu::CpuExecutor*> executor_for(const models::StepSpec& spec);
+  Result<std::vector<float>> run_oracle(const ir::Graph& g, const exec::SlotValues& slots);
+
+  const models::Model& model_;
+  RunnerOptions opts_;
+  eval::Oracle oracle_;
+  eval::StateStore oracle_state_;
+  std::unique_ptr<ThreadPool> pool_;
+  exec::StateStore cpu_state_;
+  std::map<Key, ir::Graph> graphs_;
+  std::map<Key, std::unique_ptr<exec::cpu::CpuExecutor>> executors_;
+};
+
+}  // namespace kvf::llm
