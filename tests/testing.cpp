@@ -87,4 +87,13 @@ uint64_t test_seed() {
   return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
+models::Model open_test_model(const std::string& name) {
+  std::string spec = name;
+  if (!name.starts_with("synthetic:")) {
+    const char* root = std::getenv("KVF_SOURCE_DIR");
+    spec = std::string(root ? root : ".") + "/tests/fixtures/" + name;
+  }
+  return must(models::open_model(spec, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
+}
+
 }  // namespace kvf::testing

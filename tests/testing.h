@@ -12,6 +12,7 @@
 
 #include "eval/oracle.h"
 #include "ir/builder.h"
+#include "models/model.h"
 
 namespace kvf::testing {
 
@@ -50,5 +51,9 @@ std::optional<std::string> model_file(const std::string& relative);
 
 // Seed for a test: fresh per run unless KVF_TEST_SEED is set; printed on failure by callers.
 uint64_t test_seed();
+
+// A model for tests: "synthetic:<spec>" as is, any other name a checkpoint directory under
+// tests/fixtures/ (made by tools/make_fixtures.py). Aborts loudly when it cannot be opened.
+models::Model open_test_model(const std::string& name);
 
 }  // namespace kvf::testing

@@ -23,5 +23,6 @@ Command add_inspect_command(CLI::App& parent);
 Command add_convert_command(CLI::App& parent);
 Command add_compile_command(CLI::App& parent);
 Command add_bench_command(CLI::App& parent);
+Command add_batch_command(CLI::App& parent);
 
 }  // namespace kvf::cli

@@ -33,16 +33,6 @@ Result<std::vector<int32_t>> prompt_ids(const GenerateOptions& o, const models::
   return ids;
 }
 
-// The text the generated ids add after the prompt (decoded together, for the same reason
-// the stream is primed with the prompt).
-std::string continuation(const load::Tokenizer& tok, const std::vector<int32_t>& prompt,
-                         const std::vector<int32_t>& generated) {
-  std::vector<int32_t> all = prompt;
-  all.insert(all.end(), generated.begin(), generated.end());
-  const std::string full = tok.decode(all), head = tok.decode(prompt);
-  return full.compare(0, head.size(), head) == 0 ? full.substr(head.size()) : tok.decode(generated);
-}
-
 std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab) {
   return {logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab)};
 }

@@ -31,4 +31,9 @@ int64_t capacity_for(const ModelOptions& o, const models::Model& m);
 // "1,2,3" -> ids; refuses anything that is not a comma-separated list of integers.
 Result<std::vector<int32_t>> parse_ids(const std::string& text);
 
+// The text the generated ids add after the prompt: decoded together with it, so that the
+// first generated word keeps its leading space (SentencePiece strips one at the start).
+std::string continuation(const load::Tokenizer& tok, const std::vector<int32_t>& prompt,
+                         const std::vector<int32_t>& generated);
+
 }  // namespace kvf::cli

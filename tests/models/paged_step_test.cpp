@@ -20,15 +20,6 @@ namespace {
 
 constexpr int64_t kBlock = 16;
 
-models::Model open(const std::string& name) {
-  std::string spec = name;
-  if (!name.starts_with("synthetic:")) {
-    const char* root = std::getenv("KVF_SOURCE_DIR");
-    spec = std::string(root ? root : ".") + "/tests/fixtures/" + name;
-  }
-  return testing::must(models::open_model(spec, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
-}
-
 // Each row owns cap / 16 blocks of one pool, drawn in shuffled order.
 struct Pages {
   int64_t rows = 0, cap = 0, pool_slots = 0;
@@ -107,7 +98,7 @@ TEST_P(PagedStep, BatchedRowsEqualEachSequenceAlone) {
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(str_cat("seed ", seed));
   std::mt19937_64 rng(seed);
-  const models::Model m = open(name);
+  const models::Model m = testing::open_test_model(name);
   const int64_t vocab = m.config.vocab, cap = 32, decodes = 4;
   std::vector<std::vector<int32_t>> prompts;
   for (int64_t len : {5, 1, 17, 3}) {
@@ -177,7 +168,7 @@ INSTANTIATE_TEST_SUITE_P(F16Cache, PagedStep,
 // logits as on a runner that never saw the bad one.
 TEST(PagedMaps, BadMapsAreRefusedBeforeAnythingRuns) {
   std::mt19937_64 rng(testing::test_seed());
-  const models::Model m = open("synthetic:llama-260k");
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
   const Pages pages = make_pages(2, 32, rng);
   const std::vector<std::vector<int32_t>> prompt{{1, 2, 3}, {4, 5}};
   for (llm::ExecutorKind ex : {llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle}) {

@@ -1,0 +1,211 @@
+// `kvforge batch`: many requests from a JSONL file through the continuous-batching
+// scheduler over the paged cache (or, with --kv contiguous, each alone on its own
+// contiguous cache: the reference the paged path must reproduce). One JSON line per
+// request, in the file's order, then a summary line.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/model_options.h"
+#include "llm/driver.h"
+#include "llm/scheduler.h"
+
+namespace kvf::cli {
+namespace {
+
+struct BatchOptions {
+  ModelOptions model;
+  std::string requests;
+  std::string kv = "paged";
+  int32_t pool_blocks = 0;
+  int64_t max_batch_tokens = 256;
+  int max_rows = 32;
+  int64_t window = 0, sinks = 0;
+  bool json = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// One request per line: {"id", "prompt" | "ids", "max_tokens", "temperature", "seed"}.
+Result<std::vector<llm::Request>> read_requests(const std::string& path, const models::Model& m) {
+  std::ifstream in(path);
+  if (!in) return invalid_input("--requests: cannot open ", path);
+  std::vector<llm::Request> out;
+  std::string line;
+  for (int64_t no = 1; std::getline(in, line); ++no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    auto bad = [&](const std::string& why) { return invalid_input(path, ":", no, ": ", why); };
+    if (!j.is_object()) return bad("not a JSON object");
+    llm::Request r;
+    r.id = j.contains("id") ? (j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump()) : str_cat("line", no);
+    if (j.contains("ids") == j.contains("prompt")) return bad("give exactly one of \"prompt\" and \"ids\"");
+    if (j.contains("ids")) {
+      if (!j["ids"].is_array()) return bad("\"ids\" must be an array of token ids");
+      for (const auto& x : j["ids"]) {
+        if (!x.is_number_integer()) return bad("\"ids\" must be an array of token ids");
+        r.prompt.push_back(x.get<int32_t>());
+      }
+    } else {
+      if (!j["prompt"].is_string()) return bad("\"prompt\" must be a string");
+      if (!m.tokenizer) return bad("the model has no tokenizer: use \"ids\"");
+      r.prompt = m.tokenizer->encode(j["prompt"].get<std::string>(), true);
+    }
+    if (r.prompt.empty()) return bad("the prompt has no tokens");
+    r.max_tokens = j.value("max_tokens", int64_t{16});
+    if (r.max_tokens < 0) return bad("\"max_tokens\" is negative");
+    r.sampler.temperature = j.value("temperature", 0.0);
+    if (r.sampler.temperature < 0) return bad("\"temperature\" is negative");
+    r.sampler.seed = j.value("seed", uint64_t{0});
+    out.push_back(std::move(r));
+  }
+  if (out.empty()) return invalid_input(path, ": no requests");
+  return out;
+}
+
+// Each request alone on its own contiguous cache, sampled as the scheduler would.
+Result<std::vector<llm::Completion>> run_contiguous(const models::Model& m, const BatchOptions& o,
+                                                    const std::vector<llm::Request>& reqs) {
+  std::vector<llm::Completion> out;
+  for (const llm::Request& r : reqs) {
+    llm::GeneratorOptions g = generator_options(o.model);
+    g.last_logits = true;
+    llm::Generator gen(m, static_cast<int64_t>(r.prompt.size()) + std::max<int64_t>(r.max_tokens, 1), g);
+    llm::Sampler sampler(r.sampler);
+    llm::Completion c;
+    c.id = r.id;
+    c.stop = "length";
+    std::vector<int32_t> history = r.prompt, in = r.prompt;
+    const auto t0 = Clock::now();
+    Clock::time_point first, last;
+    while (static_cast<int64_t>(c.ids.size()) < r.max_tokens) {
+      Result<std::vector<float>> logits = gen.step(in);
+      if (!logits) return logits.take_error().context("request ", r.id);
+      const int32_t next = sampler.sample(*logits, history);
+      last = Clock::now();
+      if (c.ids.empty()) first = last;
+      c.ids.push_back(next);
+      history.push_back(next);
+      if (next == m.config.eos) {
+        c.stop = "eos";
+        break;
+      }
+      in = {next};
+    }
+    c.ttft_ms = c.ids.empty() ? 0 : std::chrono::duration<double, std::milli>(first - t0).count();
+    const double decode_s = std::chrono::duration<double>(last - first).count();
+    c.tokens_per_s = c.ids.size() > 1 && decode_s > 0 ? static_cast<double>(c.ids.size() - 1) / decode_s : 0;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+int64_t longest(const std::vector<llm::Request>& reqs) {
+  int64_t n = 0;
+  for (const llm::Request& r : reqs) n = std::max<int64_t>(n, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
+  return n;
+}
+
+Status run(const BatchOptions& o) {
+  if (o.window > 0 || o.sinks > 0) return unsupported("--window/--sinks: the StreamingLLM policy is not built yet");
+  if (o.kv == "contiguous" && (o.pool_blocks > 0)) return invalid_input("--pool-blocks applies to --kv paged");
+  // The tokenizer when there is one: "prompt" lines need it, "ids" lines do not.
+  Result<models::Model> m = models::open_model(o.model.model, {.tokenizer_path = o.model.tokenizer, .check_finite = true,
+                                                                .with_tokenizer = true});
+  if (!m) return m.take_error();
+  Result<std::vector<llm::Request>> reqs = read_requests(o.requests, *m);
+  if (!reqs) return reqs.take_error();
+  const int64_t max_len = o.model.ctx > 0 ? o.model.ctx : longest(*reqs);
+  if (longest(*reqs) > m->config.context) {
+    return invalid_input("a request needs ", longest(*reqs), " positions, the model's context is ", m->config.context);
+  }
+  const auto t0 = Clock::now();
+  std::vector<llm::Completion> done;
+  nlohmann::json summary{{"summary", true}, {"kv", o.kv}, {"requests", reqs->size()}};
+  if (o.kv == "contiguous") {
+    Result<std::vector<llm::Completion>> c = run_contiguous(*m, o, *reqs);
+    if (!c) return c.take_error();
+    done = std::move(*c);
+  } else {
+    const llm::GeneratorOptions g = generator_options(o.model);
+    llm::DriverOptions d;
+    d.max_seq_len = max_len;
+    const int64_t per_seq = (max_len + llm::kv::kBlockTokens - 1) / llm::kv::kBlockTokens;
+    d.pool_blocks = o.pool_blocks > 0 ? o.pool_blocks
+                                      : static_cast<int32_t>(per_seq * std::min<int64_t>(o.max_rows, static_cast<int64_t>(reqs->size())));
+    d.kv_dtype = g.kv_dtype;
+    d.executor = g.executor;
+    d.threads = g.threads;
+    d.identity = llm::kv::weights_identity(o.model.model);
+    d.eos = m->config.eos;
+    llm::Driver driver(*m, d);
+    llm::Scheduler sched(driver, {.max_batch_tokens = o.max_batch_tokens, .max_rows = o.max_rows});
+    for (const llm::Request& r : *reqs) sched.submit(r);
+    Result<std::vector<llm::Completion>> c = sched.run();
+    if (!c) return c.take_error();
+    done = std::move(*c);
+    summary["pool_blocks"] = d.pool_blocks;
+    summary["steps"] = sched.steps();
+    summary["preemptions"] = sched.preemptions();
+    summary["prefix_hit_tokens"] = driver.prefix_cache().hit_tokens();
+    summary["prefix_miss_tokens"] = driver.prefix_cache().miss_tokens();
+    summary["evictions"] = driver.prefix_cache().evictions();
+    summary["kv_bytes"] = driver.state_bytes();
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::map<std::string, const llm::Completion*> by_id;
+  for (const llm::Completion& c : done) by_id[c.id] = &c;
+  int64_t generated = 0;
+  for (const llm::Request& r : *reqs) {
+    const llm::Completion& c = *by_id.at(r.id);
+    std::vector<int32_t> ids = c.ids;
+    if (c.stop == "eos" && !ids.empty() && ids.back() == m->config.eos) ids.pop_back();  // as generate prints it
+    generated += static_cast<int64_t>(ids.size());
+    nlohmann::json j{{"id", c.id}, {"ids", ids}, {"stop", c.stop}, {"ttft_ms", c.ttft_ms},
+                     {"tokens_per_s", c.tokens_per_s}, {"prefix_hit_tokens", c.prefix_hit_tokens},
+                     {"preemptions", c.preemptions}};
+    if (m->tokenizer) j["text"] = continuation(*m->tokenizer, r.prompt, ids);
+    if (o.json) {
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      std::printf("%s: %s\n", c.id.c_str(), j.contains("text") ? j["text"].get<std::string>().c_str() : j["ids"].dump().c_str());
+    }
+  }
+  summary["generated_tokens"] = generated;
+  summary["wall_s"] = wall;
+  summary["tokens_per_s"] = wall > 0 ? static_cast<double>(generated) / wall : 0.0;
+  if (o.json) std::printf("%s\n", summary.dump().c_str());
+  else std::fprintf(stderr, "kvforge: %s\n", summary.dump().c_str());
+  return {};
+}
+
+}  // namespace
+
+Command add_batch_command(CLI::App& parent) {
+  auto o = std::make_shared<BatchOptions>();
+  CLI::App* cmd = parent.add_subcommand("batch", "Run many requests (JSONL) through continuous batching over the paged KV cache");
+  add_model_options(*cmd, o->model, true);
+  cmd->add_option("--requests", o->requests,
+                  "JSONL file, one request per line: {\"id\", \"prompt\" | \"ids\", \"max_tokens\", \"temperature\", \"seed\"}")
+      ->required();
+  cmd->add_option("--kv", o->kv, "paged: continuous batching over one block pool; contiguous: each request alone")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"contiguous", "paged"}));
+  cmd->add_option("--pool-blocks", o->pool_blocks,
+                  "16-token blocks in the pool (default: --max-rows sequences of the longest request)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens computed per step (decodes + prefill chunks)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-rows", o->max_rows, "sequences per step")->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--window", o->window, "StreamingLLM: keep the last W tokens (not built yet)");
+  cmd->add_option("--sinks", o->sinks, "StreamingLLM: keep the first S tokens (not built yet)");
+  cmd->add_flag("--json", o->json, "one JSON line per request, then a summary line");
+  return {cmd, [o] { return run(*o); }};
+}
+
+}  // namespace kvf::cli

@@ -1,0 +1,245 @@
+#include "llm/driver.h"
+
+#include <algorithm>
+
+namespace kvf::llm {
+namespace {
+
+int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+RunnerOptions runner_options(const DriverOptions& o) {
+  RunnerOptions r;
+  r.executor = o.executor;
+  r.threads = o.threads;
+  return r;
+}
+
+}  // namespace
+
+int32_t Driver::Sequence::token_at(int64_t i) const {
+  const auto np = static_cast<int64_t>(prompt.size());
+  return i < np ? prompt[static_cast<size_t>(i)] : generated[static_cast<size_t>(i - np)];
+}
+
+Driver::Driver(const models::Model& model, DriverOptions opts)
+    : model_(model),
+      opts_(opts),
+      max_seq_len_(opts.max_seq_len > 0 ? opts.max_seq_len : std::min<int64_t>(model.config.context, 4096)),
+      pool_(opts.pool_blocks),
+      cache_(pool_),
+      runner_(model, runner_options(opts)) {}
+
+Result<Opened> Driver::open(std::vector<int32_t> prompt, int64_t max_new, SamplerConfig sampler) {
+  if (prompt.empty()) return invalid_input("driver: a sequence needs at least one prompt token");
+  if (max_new < 0) return invalid_input("driver: max_new ", max_new, " is negative");
+  return admit(std::move(prompt), {}, max_new, Sampler(sampler));
+}
+
+Result<Opened> Driver::resume(Suspended s) {
+  return admit(std::move(s.prompt), std::move(s.generated), s.max_new, std::move(s.sampler));
+}
+
+Result<Opened> Driver::admit(std::vector<int32_t> prompt, std::vector<int32_t> generated, int64_t max_new,
+                             Sampler sampler) {
+  const auto known = static_cast<int64_t>(prompt.size() + generated.size());
+  const int64_t longest = static_cast<int64_t>(prompt.size()) + max_new;
+  if (longest > max_seq_len_) {
+    return invalid_input("driver: prompt ", prompt.size(), " + max_new ", max_new, " exceeds the longest sequence ",
+                         max_seq_len_);
+  }
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end());
+  for (int32_t t : all) {
+    if (t < 0 || t >= model_.config.vocab) {
+      return invalid_input("driver: token id ", t, " is outside the vocabulary of ", model_.config.vocab);
+    }
+  }
+  // The last known token is always computed: its logits choose the next one.
+  kv::BlockTable table = opts_.prefix_cache ? cache_.open(all, opts_.identity) : kv::BlockTable(pool_, opts_.identity);
+  const int64_t hit = table.num_tokens();
+  const int32_t needed = table.blocks_needed(known - hit);
+  if (needed > pool_.free_count()) {
+    const NoRoom no{needed, pool_.free_count()};
+    Status s = table.release();
+    if (!s) return s.take_error();
+    return Opened{std::nullopt, no, 0};
+  }
+  Status s = table.append(std::span<const int32_t>(all).subspan(static_cast<size_t>(hit)));
+  if (!s) return s.take_error();
+  auto seq = std::make_unique<Sequence>(Sequence{std::move(prompt), std::move(generated), max_new, std::move(sampler),
+                                                 std::move(table), hit, false});
+  seq->finished = static_cast<int64_t>(seq->generated.size()) >= max_new;
+  const SeqId id = next_id_++;
+  seqs_.emplace(id, std::move(seq));
+  return Opened{id, {}, hit};
+}
+
+Result<Driver::Sequence*> Driver::find(SeqId seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return invalid_input("driver: no sequence ", seq);
+  return it->second.get();
+}
+
+const Driver::Sequence* Driver::find(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+Result<std::optional<NoRoom>> Driver::reserve(SeqId id, int64_t n) {
+  Result<Sequence*> s = find(id);
+  if (!s) return s.take_error();
+  Sequence& q = **s;
+  if (n < 1 || q.computed + n > q.known()) {
+    return invalid_input("driver: sequence ", id, " has ", q.known() - q.computed, " tokens to compute, not ", n);
+  }
+  const int64_t have = q.table.num_tokens(), want = q.computed + n;
+  if (want <= have) return std::optional<NoRoom>{};
+  std::vector<int32_t> add;
+  for (int64_t i = have; i < want; ++i) add.push_back(q.token_at(i));
+  const int32_t needed = q.table.blocks_needed(static_cast<int64_t>(add.size()));
+  if (needed > pool_.free_count()) return std::optional<NoRoom>{NoRoom{needed, pool_.free_count()}};
+  Status st = q.table.append(add);
+  if (!st) return st.take_error();
+  return std::optional<NoRoom>{};
+}
+
+Result<std::vector<float>> Driver::run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows) {
+  const int64_t cap = max_seq_len_;
+  std::vector<int32_t> ids, pos, write, read(static_cast<size_t>(padded_rows * cap), 0);
+  for (size_t r = 0; r < static_cast<size_t>(padded_rows); ++r) {
+    if (r >= rows.size()) {  // a bucket's spare row: reads slot 0, writes nothing
+      ids.insert(ids.end(), static_cast<size_t>(t), 0);
+      pos.insert(pos.end(), static_cast<size_t>(t), 0);
+      write.insert(write.end(), static_cast<size_t>(t), -1);
+      continue;
+    }
+    const Sequence& q = *seqs_.at(rows[r].seq);
+    const int64_t n = rows[r].tokens;
+    for (int64_t j = 0; j < t; ++j) {  // a shorter row repeats its last token; the copies write nothing
+      const int64_t p = q.computed + std::min(j, n - 1);
+      ids.push_back(q.token_at(p));
+      pos.push_back(static_cast<int32_t>(p));
+      write.push_back(j < n ? q.table.slot(p) : -1);
+    }
+    Status s = q.table.fill_read_row(std::span<int32_t>(read).subspan(r * static_cast<size_t>(cap), static_cast<size_t>(cap)));
+    if (!s) return s.take_error();
+  }
+  models::StepSpec spec;
+  spec.n_tokens = t;
+  spec.capacity = cap;
+  spec.cached = true;
+  spec.last_logits = true;
+  spec.kv_dtype = opts_.kv_dtype;
+  spec.pool_slots = pool_.pool_slots();
+  spec.rows = padded_rows;
+  return runner_.run(spec, {{ir::Slot::kToken, ids}, {ir::Slot::kPos, pos}, {ir::Slot::kWriteMap, write},
+                            {ir::Slot::kSlotMap, read}});
+}
+
+Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows) {
+  if (rows.empty()) return invalid_input("driver: a step needs at least one row");
+  int64_t t = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Result<Sequence*> s = find(rows[i].seq);
+    if (!s) return s.take_error();
+    const Sequence& q = **s;
+    for (size_t j = 0; j < i; ++j) {
+      if (rows[j].seq == rows[i].seq) return invalid_input("driver: sequence ", rows[i].seq, " is in the step twice");
+    }
+    if (rows[i].tokens < 1 || q.computed + rows[i].tokens > q.table.num_tokens()) {
+      return invalid_input("driver: sequence ", rows[i].seq, " has ", q.table.num_tokens() - q.computed,
+                           " reserved tokens, the step asks for ", rows[i].tokens);
+    }
+    t = std::max(t, rows[i].tokens);
+  }
+  // Shapes in powers of two, so that a few compiled steps serve every batch.
+  const int64_t padded_t = pow2_at_least(t), padded_rows = pow2_at_least(static_cast<int64_t>(rows.size()));
+  Result<std::vector<float>> logits = run_rows(rows, padded_t, padded_rows);
+  if (!logits) return logits.take_error();
+  const int64_t vocab = model_.config.vocab;
+  std::vector<RowResult> out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    Sequence& q = *seqs_.at(rows[r].seq);
+    q.computed += rows[r].tokens;
+    RowResult res{rows[r].seq, std::nullopt};
+    if (q.computed == q.known() && !q.finished) {
+      std::vector<int32_t> history;
+      for (int64_t i = 0; i < q.known(); ++i) history.push_back(q.token_at(i));
+      res.token = q.sampler.sample(std::span<const float>(logits->data() + static_cast<int64_t>(r) * vocab,
+                                                          static_cast<size_t>(vocab)),
+                                   history);
+    }
+    // Full blocks whose K/V are now all written become findable by later prompts.
+    if (opts_.prefix_cache && q.computed == q.table.num_tokens()) {
+      Result<int32_t> c = cache_.commit(q.table);
+      if (!c) return c.take_error();
+    }
+    out.push_back(res);
+  }
+  return out;
+}
+
+Status Driver::commit(const std::vector<RowResult>& results) {
+  for (const RowResult& r : results) {
+    if (!r.token) continue;
+    Result<Sequence*> s = find(r.seq);
+    if (!s) return s.take_error();
+    Sequence& q = **s;
+    q.generated.push_back(*r.token);
+    if (static_cast<int64_t>(q.generated.size()) >= q.max_new || *r.token == opts_.eos) q.finished = true;
+  }
+  return {};
+}
+
+Result<std::optional<Suspended>> Driver::release(SeqId id, ReleaseReason why) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return invalid_input("driver: no sequence ", id);
+  Sequence& q = *it->second;
+  Status s = q.table.release();
+  if (!s) return s.take_error();
+  std::optional<Suspended> back;
+  if (why == ReleaseReason::kPreempted) {
+    back = Suspended{std::move(q.prompt), std::move(q.generated), q.max_new, std::move(q.sampler)};
+  }
+  seqs_.erase(it);
+  return back;
+}
+
+bool Driver::finished(SeqId seq) const {
+  const Sequence* q = find(seq);
+  return q && q->finished;
+}
+
+int64_t Driver::pending_tokens(SeqId seq) const {
+  const Sequence* q = find(seq);
+  return q ? q->known() - q->computed : 0;
+}
+
+int64_t Driver::computed_tokens(SeqId seq) const {
+  const Sequence* q = find(seq);
+  return q ? q->computed : 0;
+}
+
+std::vector<int32_t> Driver::generated(SeqId seq) const {
+  const Sequence* q = find(seq);
+  return q ? q->generated : std::vector<int32_t>{};
+}
+
+int32_t Driver::blocks_needed(SeqId seq, int64_t n) const {
+  const Sequence* q = find(seq);
+  if (!q) return 0;
+  const int64_t beyond = q->computed + n - q->table.num_tokens();
+  return beyond > 0 ? q->table.blocks_needed(beyond) : 0;
+}
+
+std::vector<SeqId> Driver::sequences() const {
+  std::vector<SeqId> ids;
+  for (const auto& [id, q] : seqs_) ids.push_back(id);
+  return ids;
+}
+
+}  // namespace kvf::llm

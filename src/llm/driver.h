@@ -1,0 +1,132 @@
+// Driver: many sequences over one paged KV cache (DESIGN.md §4). It owns the block pool,
+// the prefix cache, each sequence's block table and sampler, and steps batches of rows of
+// different lengths (prefill chunks and decodes together) through one StepRunner. It does
+// not decide who runs: that is the scheduler's job (scheduler.h). The calls, in order:
+//   open(prompt, max_new, sampler) -> a sequence, or NoRoom(blocks needed)
+//   reserve(seq, n)                -> blocks for the next n tokens, or NoRoom
+//   step(rows)                     -> runs them; a row that reaches the end of what is
+//                                     known samples the next token
+//   commit(results)                -> appends the sampled tokens, marks finished ones
+//   release(seq, reason)           -> gives the blocks back (a preempted sequence's state
+//                                     comes back so it can resume by recompute)
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "llm/kv/block_pool.h"
+#include "llm/kv/block_table.h"
+#include "llm/kv/prefix_cache.h"
+#include "llm/sampler.h"
+#include "llm/step_runner.h"
+
+namespace kvf::llm {
+
+using SeqId = int64_t;
+
+struct DriverOptions {
+  int32_t pool_blocks = 256;   // 16-token blocks shared by every sequence
+  int64_t max_seq_len = 0;     // longest prompt + generation (the read map's width); 0: the model's context, at most 4096
+  DType kv_dtype = DType::kF32;
+  ExecutorKind executor = ExecutorKind::kCpu;
+  int threads = 0;
+  kv::WeightsIdentity identity;  // the weights the K/V come from: prefix hits never cross it
+  bool prefix_cache = true;
+  int32_t eos = -1;             // a sampled eos finishes the sequence (-1: none)
+};
+
+// Not enough free blocks: how many the call needed and how many were free.
+struct NoRoom {
+  int32_t needed = 0, free = 0;
+};
+
+struct Opened {
+  std::optional<SeqId> seq;  // empty: no room
+  NoRoom no_room;
+  int64_t prefix_hit_tokens = 0;
+};
+
+// One row of a step: compute the sequence's next `tokens` known tokens (a prefill chunk,
+// or 1 for a decode of the last sampled token).
+struct RowRequest {
+  SeqId seq = -1;
+  int64_t tokens = 1;
+};
+
+struct RowResult {
+  SeqId seq = -1;
+  std::optional<int32_t> token;  // sampled when the row reached the end of the known tokens
+};
+
+enum class ReleaseReason { kFinished, kPreempted, kCancelled };
+
+// What a preempted sequence needs to resume: its tokens so far and its sampler (RNG state
+// included), so the recomputation continues with exactly the tokens it would have drawn.
+struct Suspended {
+  std::vector<int32_t> prompt, generated;
+  int64_t max_new = 0;
+  Sampler sampler{SamplerConfig{}};
+};
+
+class Driver {
+ public:
+  Driver(const models::Model& model, DriverOptions opts);
+
+  // A new sequence: a prefix-cache hit covers what it can, blocks for the rest of the
+  // prompt are allocated now (all or nothing). kInvalidInput for an empty or too long
+  // prompt or a token outside the vocabulary.
+  Result<Opened> open(std::vector<int32_t> prompt, int64_t max_new, SamplerConfig sampler);
+  // A preempted sequence back: its prompt and generated tokens are the new prompt.
+  Result<Opened> resume(Suspended s);
+  // Blocks for the sequence's next n known tokens; NoRoom leaves everything as it was.
+  Result<std::optional<NoRoom>> reserve(SeqId seq, int64_t n);
+  // Runs the rows as one paged step (a sequence at most once, every row reserved).
+  Result<std::vector<RowResult>> step(const std::vector<RowRequest>& rows);
+  // Appends the sampled tokens; a sequence that reached max_new or eos is finished.
+  Status commit(const std::vector<RowResult>& results);
+  // Gives the sequence's blocks back. For kPreempted, returns its state for resume().
+  Result<std::optional<Suspended>> release(SeqId seq, ReleaseReason why);
+
+  // Queries a scheduler needs.
+  bool finished(SeqId seq) const;
+  int64_t pending_tokens(SeqId seq) const;  // known tokens whose K/V are not computed yet
+  int64_t computed_tokens(SeqId seq) const;
+  std::vector<int32_t> generated(SeqId seq) const;
+  int32_t blocks_needed(SeqId seq, int64_t n) const;
+  int32_t free_blocks() const { return pool_.free_count(); }
+  int32_t total_blocks() const { return pool_.num_blocks(); }
+  int64_t max_seq_len() const { return max_seq_len_; }
+  const kv::PrefixCache& prefix_cache() const { return cache_; }
+  int64_t state_bytes() const { return runner_.state_bytes(); }
+  std::vector<SeqId> sequences() const;
+
+ private:
+  struct Sequence {
+    std::vector<int32_t> prompt, generated;
+    int64_t max_new = 0;
+    Sampler sampler;
+    kv::BlockTable table;
+    int64_t computed = 0;  // tokens whose K/V are in the pools
+    bool finished = false;
+    int64_t known() const { return static_cast<int64_t>(prompt.size() + generated.size()); }
+    int32_t token_at(int64_t i) const;
+  };
+
+  Result<Opened> admit(std::vector<int32_t> prompt, std::vector<int32_t> generated, int64_t max_new, Sampler sampler);
+  Result<Sequence*> find(SeqId seq);
+  const Sequence* find(SeqId seq) const;
+  Result<std::vector<float>> run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows);
+
+  const models::Model& model_;
+  DriverOptions opts_;
+  int64_t max_seq_len_;
+  kv::BlockPool pool_;
+  kv::PrefixCache cache_;
+  StepRunner runner_;
+  std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
+  SeqId next_id_ = 0;
+};
+
+}  // namespace kvf::llm

@@ -1,0 +1,145 @@
+#include "llm/scheduler.h"
+
+#include <algorithm>
+
+namespace kvf::llm {
+namespace {
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(Driver& driver, SchedulerOptions opts) : driver_(driver), opts_(opts) {}
+
+void Scheduler::submit(Request r) {
+  Tracked t;
+  t.req = std::move(r);
+  t.submitted = Clock::now();
+  waiting_.push_back(std::move(t));
+}
+
+// Opens the request (or resumes it after a preemption); false when the pool has no room.
+Result<bool> Scheduler::admit(Tracked& t) {
+  Result<Opened> o = t.suspended ? driver_.resume(*t.suspended)  // a copy: NoRoom must not lose it
+                                 : driver_.open(t.req.prompt, t.req.max_tokens, t.req.sampler);
+  if (!o) return o.take_error().context("request ", t.req.id);
+  if (!o->seq) return false;
+  t.seq = *o->seq;
+  t.suspended.reset();
+  if (t.prefix_hit_tokens < 0) t.prefix_hit_tokens = o->prefix_hit_tokens;
+  return true;
+}
+
+// The newest running sequence gives its blocks back and waits at the head of the queue.
+Status Scheduler::preempt_newest(std::vector<RowRequest>& rows) {
+  Tracked t = std::move(running_.back());
+  running_.pop_back();
+  std::erase_if(rows, [&](const RowRequest& r) { return r.seq == t.seq; });
+  Result<std::optional<Suspended>> s = driver_.release(t.seq, ReleaseReason::kPreempted);
+  if (!s) return s.take_error();
+  t.suspended = std::move(**s);
+  t.seq = -1;
+  ++t.preemptions;
+  ++preemptions_;
+  waiting_.push_front(std::move(t));
+  return {};
+}
+
+// Reserves the running sequence's next tokens within the budget, preempting newer ones
+// (or, when it is the newest, itself) until they fit. False: it was preempted.
+Result<bool> Scheduler::place(Tracked& t, int64_t& budget, std::vector<RowRequest>& rows, bool& preempted) {
+  const int64_t n = std::min(driver_.pending_tokens(t.seq), budget);
+  if (n <= 0) return true;
+  for (;;) {
+    Result<std::optional<NoRoom>> r = driver_.reserve(t.seq, n);
+    if (!r) return r.take_error();
+    if (!*r) break;
+    preempted = true;
+    const bool newest = running_.back().seq == t.seq;
+    Status s = preempt_newest(rows);
+    if (!s) return s.take_error();
+    if (newest) return false;
+  }
+  rows.push_back({t.seq, n});
+  budget -= n;
+  return true;
+}
+
+Completion Scheduler::complete(Tracked& t) {
+  Completion c;
+  c.id = t.req.id;
+  c.ids = driver_.generated(t.seq);
+  c.stop = static_cast<int64_t>(c.ids.size()) < t.req.max_tokens ? "eos" : "length";
+  c.ttft_ms = t.has_first ? ms_between(t.submitted, t.first_token) : 0.0;
+  const double decode_ms = t.has_first ? ms_between(t.first_token, t.last_token) : 0.0;
+  c.tokens_per_s = c.ids.size() > 1 && decode_ms > 0 ? static_cast<double>(c.ids.size() - 1) * 1e3 / decode_ms : 0.0;
+  c.prefix_hit_tokens = std::max<int64_t>(t.prefix_hit_tokens, 0);
+  c.preemptions = t.preemptions;
+  return c;
+}
+
+Result<std::vector<Completion>> Scheduler::step() {
+  std::vector<RowRequest> rows;
+  int64_t budget = opts_.max_batch_tokens;
+  bool preempted = false;
+  for (size_t i = 0; i < running_.size() && budget > 0 && static_cast<int>(rows.size()) < opts_.max_rows; ++i) {
+    Result<bool> kept = place(running_[i], budget, rows, preempted);
+    if (!kept) return kept.take_error();
+  }
+  std::vector<Completion> done;
+  while (!preempted && budget > 0 && static_cast<int>(rows.size()) < opts_.max_rows && !waiting_.empty()) {
+    Result<bool> in = admit(waiting_.front());
+    if (!in) return in.take_error();
+    if (!*in) break;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    Tracked& t = running_.back();
+    if (driver_.finished(t.seq)) continue;  // max_tokens 0: nothing to compute
+    Result<bool> kept = place(t, budget, rows, preempted);
+    if (!kept) return kept.take_error();
+  }
+  if (!rows.empty()) {
+    Result<std::vector<RowResult>> results = driver_.step(rows);
+    if (!results) return results.take_error();
+    Status s = driver_.commit(*results);
+    if (!s) return s.take_error();
+    ++steps_;
+    const Clock::time_point now = Clock::now();
+    for (const RowResult& r : *results) {
+      if (!r.token) continue;
+      auto it = std::find_if(running_.begin(), running_.end(), [&](const Tracked& t) { return t.seq == r.seq; });
+      if (!it->has_first) it->first_token = now;
+      it->has_first = true;
+      it->last_token = now;
+    }
+  } else if (running_.empty() && !waiting_.empty()) {
+    const Request& head = waiting_.front().req;
+    return capacity("scheduler: request ", head.id, " (", head.prompt.size(), " prompt tokens) does not fit in the pool of ",
+                    driver_.total_blocks(), " blocks even alone");
+  }
+  for (size_t i = 0; i < running_.size();) {
+    if (!driver_.finished(running_[i].seq)) {
+      ++i;
+      continue;
+    }
+    done.push_back(complete(running_[i]));
+    Result<std::optional<Suspended>> r = driver_.release(running_[i].seq, ReleaseReason::kFinished);
+    if (!r) return r.take_error();
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return done;
+}
+
+Result<std::vector<Completion>> Scheduler::run() {
+  std::vector<Completion> all;
+  while (!idle()) {
+    Result<std::vector<Completion>> d = step();
+    if (!d) return d.take_error();
+    for (Completion& c : *d) all.push_back(std::move(c));
+  }
+  return all;
+}
+
+}  // namespace kvf::llm
