@@ -4,6 +4,7 @@
 // request, in the file's order, then a summary line.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -104,6 +105,19 @@ Result<std::vector<llm::Completion>> run_contiguous(const models::Model& m, cons
   return out;
 }
 
+// The weights behind the K/V: the file's path, size and modification time (a file replaced
+// in place is another model), or the synthetic spec. Adapters will join this string.
+llm::kv::WeightsIdentity identity_of(const std::string& spec) {
+  std::error_code ec;
+  const std::filesystem::path p(spec);
+  std::string id = spec;
+  if (std::filesystem::is_regular_file(p, ec)) {
+    id += str_cat("|", std::filesystem::file_size(p, ec), "|",
+                  std::filesystem::last_write_time(p, ec).time_since_epoch().count());
+  }
+  return llm::kv::weights_identity(id);
+}
+
 int64_t longest(const std::vector<llm::Request>& reqs) {
   int64_t n = 0;
   for (const llm::Request& r : reqs) n = std::max<int64_t>(n, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
@@ -140,7 +154,7 @@ Status run(const BatchOptions& o) {
     d.kv_dtype = g.kv_dtype;
     d.executor = g.executor;
     d.threads = g.threads;
-    d.identity = llm::kv::weights_identity(o.model.model);
+    d.identity = identity_of(o.model.model);
     d.eos = m->config.eos;
     llm::Driver driver(*m, d);
     llm::Scheduler sched(driver, {.max_batch_tokens = o.max_batch_tokens, .max_rows = o.max_rows});
