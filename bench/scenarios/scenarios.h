@@ -62,4 +62,18 @@ struct E2eResult {
 };
 Result<E2eResult> e2e_scenario(const E2eOptions& o);
 
+// `kvforge bench memory`: requests of random lengths through the paged scheduler; at sample
+// steps, the live tokens, the seed's bill for them, the bytes of the blocks in use, the
+// bytes the pools hold, and what contiguous caches of the longest length would hold.
+struct MemoryBenchOptions {
+  std::string model = "synthetic:llama-15m";
+  int threads = 2;
+  int requests = 16;
+  int64_t max_prompt = 96, max_tokens = 64;
+  int max_rows = 8;
+  DType kv_dtype = DType::kF32;
+  uint64_t seed = 1;
+};
+Result<Table> memory_scenario(const MemoryBenchOptions& o);
+
 }  // namespace kvf::bench

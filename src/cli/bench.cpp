@@ -202,6 +202,33 @@ Command add_bench_command(CLI::App& parent) {
     };
   });
 
+  auto mem = std::make_shared<std::pair<bench::MemoryBenchOptions, Output>>();
+  auto mem_kv = std::make_shared<std::string>("f32");
+  CLI::App* mc = cmd->add_subcommand("memory", "KV memory bill vs what the paged pool holds (seed 003)");
+  mc->add_option("-m,--model", mem->first.model, "model (any --model form)")->capture_default_str();
+  mc->add_option("--threads", mem->first.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
+  mc->add_option("--requests", mem->first.requests, "requests of random lengths")->capture_default_str()->check(CLI::Range(1, 4096));
+  mc->add_option("--max-prompt", mem->first.max_prompt, "longest prompt")->capture_default_str()->check(CLI::PositiveNumber);
+  mc->add_option("--max-tokens", mem->first.max_tokens, "most new tokens per request")->capture_default_str()->check(CLI::PositiveNumber);
+  mc->add_option("--max-rows", mem->first.max_rows, "sequences per step (the pool holds this many of the longest)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  mc->add_option("--kv-type", *mem_kv, "KV cache element type")->capture_default_str()->check(CLI::IsMember({"f32", "f16"}));
+  mc->add_option("--seed", mem->first.seed, "request lengths and ids")->capture_default_str();
+  add_output_options(*mc, mem->second);
+  mc->callback([=] {
+    *run_fn = [=]() -> Status {
+      mem->first.kv_dtype = *mem_kv == "f16" ? DType::kF16 : DType::kF32;
+      Result<bench::Table> t = bench::memory_scenario(mem->first);
+      if (!t) return t.take_error();
+      Status s = emit(*t, mem->second);
+      if (!s || mem->second.png.empty()) return s;
+      bench::Table steps = *t;
+      steps.rows.pop_back();  // the peak row has no step
+      return plot(steps, mem->second.png, {3, 5, 7});
+    };
+  });
+
   auto e2e = std::make_shared<E2eCli>();
   CLI::App* e = cmd->add_subcommand("e2e", "llama-bench-style pp/tg tokens per second on one model file");
   e->add_option("-m,--model", e2e->o.model, "model (any --model form)")->required();

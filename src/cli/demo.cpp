@@ -113,9 +113,9 @@ Status run_demo(const DemoOptions& o) {
   std::printf("KV memory bill = 2 * layers %lld * n_kv %lld * d_head %lld * tokens * bytes\n", (long long)cfg.n_layers,
               (long long)cfg.n_kv_heads, (long long)cfg.head_dim());
   std::printf("  live   %4lld tokens  f32: %8.3f MiB  bf16: %8.3f MiB\n", (long long)live,
-              mib(models::kv_cache_bytes(cfg.model_config(), live, 4)), mib(models::kv_cache_bytes(cfg.model_config(), live, 2)));
+              mib(models::kv_bill_bytes(cfg.model_config(), live, 4)), mib(models::kv_bill_bytes(cfg.model_config(), live, 2)));
   std::printf("  capacity %4lld tokens f32: %8.3f MiB  (allocated: the contiguous cache holds capacity)\n",
-              (long long)cfg.max_seq, mib(models::kv_cache_bytes(cfg.model_config(), cfg.max_seq, 4)));
+              (long long)cfg.max_seq, mib(models::kv_bill_bytes(cfg.model_config(), cfg.max_seq, 4)));
   std::printf("  the oracle actually holds %.3f MiB (f64 cells = 2x the f32 bill)\n", mib(held));
   return {};
 }

@@ -14,11 +14,6 @@ struct InspectOptions {
   bool json = false;
 };
 
-// 2 · layers · n_kv · d_head · tokens · bytes (DESIGN.md §4).
-int64_t kv_bytes(const models::ModelConfig& c, int64_t tokens, int64_t bytes) {
-  return 2 * c.n_layers * c.n_kv_heads * c.head_dim * tokens * bytes;
-}
-
 Status run(const InspectOptions& o) {
   Result<models::Model> m = open(o.model, false);
   if (!m) return m.take_error();
@@ -32,8 +27,8 @@ Status run(const InspectOptions& o) {
       {"rope_layout", c.rope_layout == ir::ops::RopeLayout::kHalf ? "half" : "interleaved"},
       {"sliding_window", c.sliding_window}, {"tie_embeddings", c.tie_embeddings},
       {"parameters", m->weights.parameter_count()}, {"weight_bytes", weight_bytes},
-      {"kv_bytes_per_token_f32", kv_bytes(c, 1, 4)}, {"kv_bytes_per_token_f16", kv_bytes(c, 1, 2)},
-      {"kv_bytes_context_f16", kv_bytes(c, c.context, 2)}};
+      {"kv_bytes_per_token_f32", models::kv_bill_bytes(c, 1, 4)}, {"kv_bytes_per_token_f16", models::kv_bill_bytes(c, 1, 2)},
+      {"kv_bytes_context_f16", models::kv_bill_bytes(c, c.context, 2)}};
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
     return {};
@@ -45,8 +40,8 @@ Status run(const InspectOptions& o) {
               static_cast<double>(weight_bytes) / (1 << 20), (long long)c.context);
   std::printf("KV bill = 2 * %lld layers * %lld kv heads * %lld head dim * tokens * bytes = %lld B/token in f16; "
               "%.2f MiB for the full context in f16\n",
-              (long long)c.n_layers, (long long)c.n_kv_heads, (long long)c.head_dim, (long long)kv_bytes(c, 1, 2),
-              static_cast<double>(kv_bytes(c, c.context, 2)) / (1 << 20));
+              (long long)c.n_layers, (long long)c.n_kv_heads, (long long)c.head_dim, (long long)models::kv_bill_bytes(c, 1, 2),
+              static_cast<double>(models::kv_bill_bytes(c, c.context, 2)) / (1 << 20));
   return {};
 }
 

@@ -157,7 +157,9 @@ Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows)
     t = std::max(t, rows[i].tokens);
   }
   // Shapes in powers of two, so that a few compiled steps serve every batch.
-  const int64_t padded_t = pow2_at_least(t), padded_rows = pow2_at_least(static_cast<int64_t>(rows.size()));
+  // (A row never holds more than max_seq_len tokens, so neither does the padded step.)
+  const int64_t padded_t = std::min(pow2_at_least(t), max_seq_len_);
+  const int64_t padded_rows = pow2_at_least(static_cast<int64_t>(rows.size()));
   Result<std::vector<float>> logits = run_rows(rows, padded_t, padded_rows);
   if (!logits) return logits.take_error();
   const int64_t vocab = model_.config.vocab;

@@ -39,4 +39,8 @@ ir::ops::RopeSpec ModelConfig::rope_spec() const {
           .inv_freq = rope_inv_freq};
 }
 
+int64_t kv_bill_bytes(const ModelConfig& cfg, int64_t tokens, int64_t bytes_per_elem) {
+  return 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * tokens * bytes_per_elem;
+}
+
 }  // namespace kvf::models

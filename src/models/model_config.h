@@ -61,4 +61,8 @@ struct ModelConfig {
   ir::ops::RopeSpec rope_spec() const;
 };
 
+// The KV memory bill (seed 003): 2 · layers · n_kv · d_head · tokens · bytes per element,
+// what a full K/V cache of `tokens` positions holds.
+int64_t kv_bill_bytes(const ModelConfig& cfg, int64_t tokens, int64_t bytes_per_elem);
+
 }  // namespace kvf::models

@@ -86,8 +86,4 @@ Result<ir::Graph> trace_toy_llama(const ToyLlamaConfig& cfg, const Weights& w, i
   return trace_llama(cfg.model_config(), w, {.n_tokens = n_tokens, .capacity = cached ? cfg.max_seq : 0, .cached = cached});
 }
 
-int64_t kv_cache_bytes(const ModelConfig& cfg, int64_t tokens, int64_t bytes_per_elem) {
-  return 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * tokens * bytes_per_elem;
-}
-
 }  // namespace kvf::models

@@ -40,7 +40,5 @@ enum class ToyMode {
 
 Result<ir::Graph> trace_toy_llama(const ToyLlamaConfig& cfg, const Weights& w, int64_t n_tokens, ToyMode mode);
 
-// 2 · layers · n_kv · d_head · tokens · bytes (the seed's memory bill, batch 1).
-int64_t kv_cache_bytes(const ModelConfig& cfg, int64_t tokens, int64_t bytes_per_elem);
 
 }  // namespace kvf::models

@@ -167,6 +167,19 @@ TEST(Driver, ASmallPoolPreemptsAndEverySequenceStillGetsItsSoloOutput) {
   EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
 }
 
+// Steps are padded to powers of two, but never past the longest sequence: a 40-token
+// prompt with max_seq_len 43 runs as one 43-token step, not a 64-token one.
+TEST(Driver, PaddingStopsAtTheLongestSequence) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  llm::Driver driver(m, driver_options(8, 43));
+  llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 2});
+  const llm::Request r{"r", std::vector<int32_t>(40, 5), 3, {}};
+  sched.submit(r);
+  const std::vector<llm::Completion> done = testing::must(sched.run());
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].ids, solo(m, r, 43));
+}
+
 TEST(Driver, ARequestLargerThanThePoolIsRefused) {
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
   llm::Driver driver(m, driver_options(2, 64));
