@@ -89,6 +89,10 @@ class Driver {
   // Gives the sequence's blocks back. For kPreempted, returns its state for resume().
   Result<std::optional<Suspended>> release(SeqId seq, ReleaseReason why);
 
+  // The weights changed (a reload, another adapter): later sequences compute and cache
+  // under the new identity, and blocks cached under the old one never serve them.
+  void set_identity(kv::WeightsIdentity id) { opts_.identity = id; }
+
   // Queries a scheduler needs.
   bool finished(SeqId seq) const;
   int64_t pending_tokens(SeqId seq) const;  // known tokens whose K/V are not computed yet

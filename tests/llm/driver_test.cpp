@@ -143,6 +143,26 @@ TEST(Driver, PrefixHitsSkipPrefillAndChangeNothing) {
   }
 }
 
+// A reload (a new identity) never hits what the old weights cached; going back to the
+// old identity hits again, since those blocks are still cached.
+TEST(Driver, PrefixHitsNeverCrossAWeightsIdentity) {
+  std::mt19937_64 rng(testing::test_seed());
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  const std::vector<int32_t> prompt = random_ids(rng, 40, m.config.vocab);
+  llm::Driver driver(m, driver_options(64, 64));
+  auto hit_of_one_run = [&]() {
+    llm::Scheduler sched(driver, {.max_batch_tokens = 256, .max_rows = 1});
+    sched.submit({"x", prompt, 2, {}});
+    return testing::must(sched.run()).at(0).prefix_hit_tokens;
+  };
+  EXPECT_EQ(hit_of_one_run(), 0);
+  EXPECT_EQ(hit_of_one_run(), 32);
+  driver.set_identity(llm::kv::weights_identity("driver_test|reloaded"));
+  EXPECT_EQ(hit_of_one_run(), 0);
+  driver.set_identity(llm::kv::weights_identity("driver_test"));
+  EXPECT_EQ(hit_of_one_run(), 32);
+}
+
 TEST(Driver, ASmallPoolPreemptsAndEverySequenceStillGetsItsSoloOutput) {
   std::mt19937_64 rng(testing::test_seed());
   const models::Model m = testing::open_test_model("synthetic:llama-260k");

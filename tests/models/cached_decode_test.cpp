@@ -112,7 +112,7 @@ TEST(CachedDecodeCapacity, WritingPastTheCacheIsACapacityError) {
 
 TEST(KvBill, MatchesTheSeedFormula) {
   ToyLlamaConfig cfg;  // 4 layers, 2 kv heads, head dim 32
-  EXPECT_EQ(models::kv_cache_bytes(cfg.model_config(), 1000, 2), 2 * 4 * 2 * 32 * 1000 * 2);
+  EXPECT_EQ(models::kv_bill_bytes(cfg.model_config(), 1000, 2), 2 * 4 * 2 * 32 * 1000 * 2);
 }
 
 }  // namespace
