@@ -1,6 +1,7 @@
 // Micro-benchmarks of the fused CPU attention kernel (exec/cpu/attention.h): decode steps
 // (one query row per head, hq 32, hkv 8, d 128) as GB/s of K and V read, side by side with
-// this machine's read bandwidth measured in the same run, and a 512-token prefill in GFLOP/s.
+// this machine's read bandwidth measured in the same run, the same decode from paged pools
+// through a read map (BM_DecodePaged), and a 512-token prefill in GFLOP/s.
 // Run with --benchmark_repetitions=5 --benchmark_report_aggregates_only=true for medians.
 #include <benchmark/benchmark.h>
 #include <emmintrin.h>
@@ -280,6 +281,104 @@ void decode_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Decode)
     ->Apply(decode_args)
+    ->UseRealTime()
+    ->ComputeStatistics("min", smallest)
+    ->ComputeStatistics("max", largest);
+
+// ---- paged decode: the same K/V bytes read from pools through a read map
+
+// The decode problem's K and V as pools [S, Hkv, d] of shuffled 16-token blocks (a quarter
+// more blocks than the row needs, so the pool is not just the row), and the read map [1, lk].
+struct PagedProblem {
+  int64_t lk = 0;
+  bool f16 = false;
+  Aligned<float> q, out, k, v;
+  Aligned<uint16_t> k16, v16;
+  std::vector<int32_t> read;
+  int64_t pool_rows = 0;
+  std::vector<float> scratch;
+
+  AttentionArgs args() {
+    AttentionArgs a;
+    a.hq = kHeads;
+    a.hkv = kKvHeads;
+    a.lk = lk;
+    a.dk = a.dv = kHeadDim;
+    a.q = q.data();
+    a.kv_dtype = f16 ? DType::kF16 : DType::kF32;
+    a.k = f16 ? static_cast<const void*>(k16.data()) : k.data();
+    a.v = f16 ? static_cast<const void*>(v16.data()) : v.data();
+    a.read = read.data();
+    a.pool_rows = pool_rows;
+    a.scale = 1.0f / std::sqrt(float(kHeadDim));
+    a.out = out.data();
+    return a;
+  }
+};
+
+PagedProblem& paged_problem(int64_t lk, bool f16) {
+  static PagedProblem p;
+  if (p.lk == lk && p.f16 == f16) return p;
+  p = PagedProblem{};
+  p.lk = lk;
+  p.f16 = f16;
+  constexpr int64_t kBlock = 16;
+  const int64_t used = (lk + kBlock - 1) / kBlock, blocks = used + used / 4 + 1;
+  p.pool_rows = blocks * kBlock;
+  std::vector<int32_t> ids(size_t(blocks), 0);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  uint64_t s = 12345;
+  for (size_t i = ids.size(); i-- > 1;) {  // Fisher-Yates with a xorshift
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    std::swap(ids[i], ids[size_t(s % (i + 1))]);
+  }
+  for (int64_t t = 0; t < lk; ++t) p.read.push_back(int32_t(ids[size_t(t / kBlock)] * kBlock + t % kBlock));
+  p.q = Aligned<float>(size_t(kHeads * kHeadDim));
+  p.out = Aligned<float>(p.q.size());
+  p.k = Aligned<float>(size_t(p.pool_rows * kKvHeads * kHeadDim));
+  p.v = Aligned<float>(p.k.size());
+  fill(p.q, 1);
+  fill(p.k, 2);
+  fill(p.v, 3);
+  if (f16) {
+    p.k16 = to_f16(p.k);
+    p.v16 = to_f16(p.v);
+    p.k = {};
+    p.v = {};
+  }
+  return p;
+}
+
+void BM_DecodePaged(benchmark::State& state) {
+  const int64_t lk = state.range(0), threads = state.range(3);
+  const bool f16 = state.range(1) != 0, split = state.range(2) != 0;
+  PagedProblem& p = paged_problem(lk, f16);
+  const AttentionArgs a = p.args();
+  const AttentionSchedule s = split ? split_schedule(lk) : AttentionSchedule{};
+  if (Status st = exec::cpu::attention_check(a, s); !st.ok()) {
+    state.SkipWithError(st.error().to_string().c_str());
+    return;
+  }
+  p.scratch.resize(exec::cpu::attention_scratch_floats(a, s));
+  ThreadPool& pool = pool_of(threads);
+  const Bandwidth mem = memory_bandwidth(threads);
+  const double cpu0 = cpu_seconds_per_thread(threads);
+  for (auto _ : state) exec::cpu::attention(pool, a, s, p.scratch.data());
+  const double cpu_s = cpu_seconds_per_thread(threads) - cpu0;
+  const double bytes = 2.0 * double(kKvHeads * lk * kHeadDim) * (f16 ? 2 : 4);
+  const double gb = bytes * double(state.iterations()) / 1e9;
+  state.counters["kv_GB/s"] = benchmark::Counter(gb, benchmark::Counter::kIsRate);
+  state.counters["mem_GB/s"] = mem.wall;
+  state.counters["of_mem"] = benchmark::Counter(gb / mem.wall, benchmark::Counter::kIsRate);
+  state.counters["kv_GB/s_cpu"] = gb / cpu_s;
+  state.counters["of_mem_cpu"] = gb / cpu_s / mem.cpu;
+  state.SetLabel(exec::cpu::attention_isa_name(exec::cpu::AttentionIsa::kAuto));
+}
+BENCHMARK(BM_DecodePaged)
+    ->ArgNames({"lk", "f16", "split", "threads"})
+    ->ArgsProduct({{4096, 16384}, {0, 1}, {0, 1}, {1, 2}})
     ->UseRealTime()
     ->ComputeStatistics("min", smallest)
     ->ComputeStatistics("max", largest);

@@ -1,7 +1,9 @@
 // The attention rewrite pass (DESIGN.md §3, docs/attention.md): every ops::attention_prefill,
-// attention_masked and attention_live chain becomes one Attention eqn, whose meaning is
-// eval/kernels_fused.cpp's eval_attention. Reassociating: the fused op rounds once, the chain
-// at every step. A chain it cannot prove keeps its decomposition; schedules live in plan/.
+// attention_masked, attention_live and attention_paged chain becomes one Attention eqn, whose
+// meaning is eval/kernels_fused.cpp's eval_attention; a paged chain whose read map is proven
+// to name pool rows becomes the paged-key form, which reads the pools through the map.
+// Reassociating: the fused op rounds once, the chain at every step. A chain it cannot prove
+// keeps its decomposition; schedules live in plan/.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -50,6 +52,7 @@ class Matcher {
     m.params = p_;
     m.operands = operands_;
     m.absorbed = chain_;
+    m.kept_view = kept_view_;
     r.match = std::move(m);
     return r;
   }
@@ -104,6 +107,7 @@ class Matcher {
   bool exclusive();
   void split_key();
   void read_stored_kv();
+  void paged_key();
   bool typed(const Eqn& pv);
 
   const ir::Graph& g_;
@@ -114,7 +118,8 @@ class Matcher {
   size_t root_ = 0;
   ValueId score_pred_ = -1;               // live form: the score select's predicate
   ValueId k_exp_ = -1, v_exp_ = -1;       // k and v as the matmuls read them
-  ValueId q_ = -1, k_ = -1, v_ = -1, shared_ = -1, mask_ = -1, len_ = -1;
+  ValueId q_ = -1, k_ = -1, v_ = -1, shared_ = -1, mask_ = -1, len_ = -1, read_ = -1;
+  std::string kept_view_;                 // a paged view left gathered, and why
   Shape k_as_, v_as_;                     // set: k/v are read through a reshape to this
   ir::AttnParams p_;
   std::vector<AttnOperand> operands_;
@@ -131,6 +136,7 @@ bool Matcher::attend(size_t root) {
   if (!keys(qk_eqn, pv.in[1]) || !check_types(qk_eqn) || !exclusive()) return false;
   split_key();
   read_stored_kv();
+  paged_key();
   return typed(pv);
 }
 
@@ -434,6 +440,50 @@ void Matcher::read_stored_kv() {
   if (p_.has_shared) shared_ = s;
 }
 
+// Paged keys (ops::attention_paged): k and v (after the widening casts) are each
+// transpose(gather(pool, read), (0,2,1,3)) of a rank-3 pool [S, Hkv, D], through the SAME
+// read value, and that value is a read-map slot declared over S rows: every binder refuses
+// a word outside [0, S) before a step runs (ir::check_slot), which proves that the op may
+// address the pools in place as pool row read[b, t]. The op then takes the pools and read,
+// and nothing gathers or transposes; the gathers and transposes stay for any other reader,
+// and dce drops them when the chain was the only one. Anything else keeps the gathered
+// views as k and v (still correct, only not paged), and kept_view_ says why.
+void Matcher::paged_key() {
+  struct View {
+    ValueId pool = -1, read = -1;
+  };
+  auto view = [&](ValueId x) -> View {
+    const Eqn* tr = def(x, OpKind::kTranspose);
+    const Eqn* ga = tr ? def(tr->in[0], OpKind::kGather) : nullptr;
+    if (!ga) return {};
+    return {ga->in[0], ga->in[1]};
+  };
+  const View k = view(k_), v = view(v_);
+  if (k.pool < 0 && v.pool < 0) return;
+  auto keep = [&](std::string why) { kept_view_ = std::move(why); };
+  if (k.pool < 0 || v.pool < 0) return keep("only one of k and v is a gathered view");
+  const std::vector<int64_t> perm{0, 2, 1, 3};
+  if (def(k_, OpKind::kTranspose)->params.axes != perm || def(v_, OpKind::kTranspose)->params.axes != perm) {
+    return keep("a gathered view is not transposed (0,2,1,3): the map does not index the key axis");
+  }
+  if (shape(k.pool).size() != 3 || shape(v.pool).size() != 3) return keep("a gathered table is not a pool [S, Hkv, D]");
+  if (k.read != v.read) {
+    return keep(str_cat("k and v are read through different maps ", ref(k.read), " and ", ref(v.read)));
+  }
+  if (p_.has_shared || !k_as_.empty() || !v_as_.empty()) return keep("the key is split or read through a reshape");
+  const ir::Value& read = g_.value(k.read);
+  const int64_t rows = shape(k.pool)[0];
+  if (read.kind != ir::ValueKind::kSlot || read.slot != ir::Slot::kSlotMap || read.slot_bound != rows ||
+      shape(v.pool)[0] != rows) {
+    return keep(str_cat("the read map ", ref(k.read), " is not a read-map slot declared over the pool's ", rows,
+                        " rows: nothing proves its words are pool rows"));
+  }
+  k_ = k.pool;
+  v_ = v.pool;
+  read_ = k.read;
+  p_.has_read = true;
+}
+
 // The operands in AttnParams' order, f32 (k, v, k_shared: f32 or all f16), none computed inside the chain, and the typing
 // rule's verdict equal to the type of the matmul being replaced.
 bool Matcher::typed(const Eqn& pv) {
@@ -448,6 +498,7 @@ bool Matcher::typed(const Eqn& pv) {
     }
   }
   if (p_.has_len) operands_.push_back({len_, {}});
+  if (p_.has_read) operands_.push_back({read_, {}});
   std::vector<TensorType> types;
   for (const AttnOperand& o : operands_) {
     const int producer = g_.value(o.value).producer;

@@ -26,8 +26,12 @@ struct AttnOperand {
 struct AttnMatch {
   size_t root = 0;  // the final MatMul(p, v_exp)
   ir::AttnParams params;
-  std::vector<AttnOperand> operands;  // q, k, v [, k_shared] [, mask] [, len], the order AttnParams gives
+  std::vector<AttnOperand> operands;  // q, k, v [, k_shared] [, mask] [, len] [, read], the order AttnParams gives
   std::vector<size_t> absorbed;       // indices of the eqns it replaces, root included, ascending
+  // k and v are gathered views of pools (transpose(gather(pool, read), (0,2,1,3))) that the
+  // op still reads as views, not through the map: why the paged-key form was not proven.
+  // Empty when the keys are no such views or the op reads the pools (params.has_read).
+  std::string kept_view;
 };
 
 struct MatchResult {

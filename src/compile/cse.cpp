@@ -39,7 +39,7 @@ std::string eqn_key(const ir::Eqn& e, const std::vector<ValueId>& in) {
   put(os, p.steps);
   os << p.axis << '|' << p.keepdim << '|' << static_cast<int>(p.cmp) << '|' << static_cast<int>(p.dtype) << '|'
      << bits(p.attn.scale) << ',' << bits(p.attn.softcap) << ',' << p.attn.n_rep << ',' << p.attn.has_shared << ','
-     << p.attn.has_mask << ',' << p.attn.has_len << '|' << static_cast<int>(p.rope.layout) << ',' << p.rope.rotary_dim
+     << p.attn.has_mask << ',' << p.attn.has_len << ',' << p.attn.has_read << '|' << static_cast<int>(p.rope.layout) << ',' << p.rope.rotary_dim
      << '|' << bits(p.eps) << ',' << p.unit_offset << ',' << static_cast<int>(p.glu) << ',' << p.has_bias;
   return os.str();
 }

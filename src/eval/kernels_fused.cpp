@@ -23,7 +23,7 @@ double gelu_tanh(double x) {
 double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2)); }
 
 struct AttnView {
-  const Buffer *q, *k, *v, *shared = nullptr, *mask = nullptr, *len = nullptr;
+  const Buffer *q, *k, *v, *shared = nullptr, *mask = nullptr, *len = nullptr, *read = nullptr;
 };
 
 AttnView attention_operands(const KernelArgs& a) {
@@ -33,7 +33,32 @@ AttnView attention_operands(const KernelArgs& a) {
   if (p.has_shared) view.shared = a.in[next++];
   if (p.has_mask) view.mask = a.in[next++];
   if (p.has_len) view.len = a.in[next++];
+  if (p.has_read) view.read = a.in[next++];
   return view;
+}
+
+// Where key t of batch row b, key head g starts in k (or v): the dense layout
+// [B, Hkv, Lk, D], or the paged pools [S, Hkv, D] through the read map [B, Lk].
+struct KeyRows {
+  const AttnView& in;
+  int64_t hkv, lk;
+  int64_t row(int64_t b, int64_t g, int64_t t) const {
+    if (!in.read) return (b * hkv + g) * lk + t;
+    return static_cast<int64_t>(in.read->data[static_cast<size_t>(b * lk + t)]) * hkv + g;
+  }
+};
+
+// Every word of the read map names a pool row. The binders check the map slot the rewrite
+// reads (ir::check_slot) before a step runs, so this refuses only a hand-built eqn.
+Status check_read(const Buffer& read, int64_t pool_rows) {
+  for (size_t i = 0; i < read.data.size(); ++i) {
+    const double w = read.data[i];
+    if (!(w >= 0 && w < static_cast<double>(pool_rows))) {
+      return invalid_input("attention: read map word ", i, " names pool row ", w, ", outside the pool of ", pool_rows,
+                           " rows");
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -41,13 +66,21 @@ AttnView attention_operands(const KernelArgs& a) {
 Result<Buffer> eval_attention(const KernelArgs& a) {
   const ir::AttnParams& p = a.eqn.params.attn;
   const AttnView in = attention_operands(a);
+  const bool paged = in.read != nullptr;
+  if (paged) {
+    Status ok = check_read(*in.read, in.k->shape[0]);
+    if (!ok) return ok.take_error();
+  }
   Result<Buffer> out = Buffer::zeros(a.out_type.dtype, a.out_type.shape);
   if (!out) return out;
   const Shape& qs = in.q->shape;
   const int64_t batch = qs[0], hq = qs[1], lq = qs[2], dq = qs[3];
-  const int64_t hkv = in.k->shape[1], lk = in.k->shape[2], dk = in.k->shape[3], dv = in.v->shape[3];
+  const int64_t hkv = in.k->shape[1];
+  const int64_t lk = paged ? in.read->shape[1] : in.k->shape[2];
+  const int64_t dk = in.k->shape.back(), dv = in.v->shape.back();
   const int64_t ds = in.shared ? in.shared->shape[3] : 0;
   const Shape ms = in.mask ? in.mask->shape : Shape{1, 1, lq, lk};
+  const KeyRows rows{in, hkv, lk};
   std::vector<double> scores(static_cast<size_t>(lk));
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t live = in.len ? std::clamp<int64_t>(static_cast<int64_t>(in.len->data[b]), 0, lk) : lk;
@@ -57,7 +90,7 @@ Result<Buffer> eval_attention(const KernelArgs& a) {
         const double* qrow = in.q->data.data() + ((b * hq + h) * lq + i) * dq;
         double m = -kInf;
         for (int64_t t = 0; t < live; ++t) {
-          const double* krow = in.k->data.data() + ((b * hkv + g) * lk + t) * dk;
+          const double* krow = in.k->data.data() + rows.row(b, g, t) * dk;
           double dot = 0;
           for (int64_t c = 0; c < dk; ++c) dot += qrow[c] * krow[c];
           if (in.shared) {
@@ -82,7 +115,7 @@ Result<Buffer> eval_attention(const KernelArgs& a) {
         double* orow = out->data.data() + ((b * hq + h) * lq + i) * dv;
         for (int64_t t = 0; t < live; ++t) {
           const double w = scores[static_cast<size_t>(t)] / sum;
-          const double* vrow = in.v->data.data() + ((b * hkv + g) * lk + t) * dv;
+          const double* vrow = in.v->data.data() + rows.row(b, g, t) * dv;
           for (int64_t c = 0; c < dv; ++c) orow[c] += w * vrow[c];
         }
         if (live == 0) std::fill(orow, orow + dv, std::numeric_limits<double>::quiet_NaN());

@@ -10,34 +10,60 @@ Error bad(OpKind op, const auto&... parts) { return invalid_input(op_name(op), "
 
 bool rank_is(const TensorType& t, size_t r) { return t.shape.size() == r; }
 
-Status check_kv(const AttnParams& p, const TensorType& q, const TensorType& k, const TensorType& v) {
+// The key/value geometry both forms share: heads, keys and widths.
+struct KvShape {
+  int64_t hkv = 0, lk = 0, dk = 0, dv = 0;
+};
+
+// q, k, v (and, paged, the read map): dtypes, ranks and the agreement of their shapes.
+Result<KvShape> check_kv(const AttnParams& p, const TensorType& q, const TensorType& k, const TensorType& v,
+                         const TensorType* read) {
   const OpKind op = OpKind::kAttention;
   if (q.dtype != DType::kF32) return bad(op, "q must be f32, got ", type_str(q));
-  if (!rank_is(q, 4) || !rank_is(k, 4) || !rank_is(v, 4)) {
-    return bad(op, "q, k, v must be rank 4, got ", type_str(q), ", ", type_str(k), ", ", type_str(v));
-  }
+  if (!rank_is(q, 4)) return bad(op, "q must be rank 4, got ", type_str(q));
   for (const TensorType* t : {&k, &v}) {
     if (t->dtype != DType::kF32 && t->dtype != DType::kF16) return bad(op, "k/v must be f32 or f16, got ", type_str(*t));
   }
   if (k.dtype != v.dtype) return bad(op, "k and v dtypes differ: ", type_str(k), " vs ", type_str(v));
-  const int64_t batch = q.shape[0], hkv = k.shape[1], lk = k.shape[2];
-  if (k.shape[0] != batch || v.shape[0] != batch) return bad(op, "batch differs among q, k, v");
-  if (v.shape[1] != hkv || v.shape[2] != lk) return bad(op, "k ", type_str(k), " and v ", type_str(v), " disagree");
-  if (p.n_rep < 1 || hkv * p.n_rep != q.shape[1]) {
-    return bad(op, q.shape[1], " query heads are not ", hkv, " key heads x n_rep ", p.n_rep);
+  const int64_t batch = q.shape[0];
+  KvShape kv;
+  if (read == nullptr) {
+    if (!rank_is(k, 4) || !rank_is(v, 4)) {
+      return bad(op, "q, k, v must be rank 4, got ", type_str(q), ", ", type_str(k), ", ", type_str(v));
+    }
+    if (k.shape[0] != batch || v.shape[0] != batch) return bad(op, "batch differs among q, k, v");
+    if (v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2]) {
+      return bad(op, "k ", type_str(k), " and v ", type_str(v), " disagree");
+    }
+    kv = {k.shape[1], k.shape[2], k.shape[3], v.shape[3]};
+  } else {
+    if (p.has_shared) return bad(op, "a paged key (read) cannot also be split (k_shared)");
+    if (!rank_is(k, 3) || !rank_is(v, 3)) {
+      return bad(op, "paged k and v must be pools [S, Hkv, D], got ", type_str(k), " and ", type_str(v));
+    }
+    if (v.shape[0] != k.shape[0] || v.shape[1] != k.shape[1]) {
+      return bad(op, "the pools k ", type_str(k), " and v ", type_str(v), " disagree on [S, Hkv]");
+    }
+    if (read->dtype != DType::kI32 || !rank_is(*read, 2) || read->shape[0] != batch) {
+      return bad(op, "read must be i32[", batch, ", Lk], got ", type_str(*read));
+    }
+    kv = {k.shape[1], read->shape[1], k.shape[2], v.shape[2]};
   }
-  return {};
+  if (p.n_rep < 1 || kv.hkv * p.n_rep != q.shape[1]) {
+    return bad(op, q.shape[1], " query heads are not ", kv.hkv, " key heads x n_rep ", p.n_rep);
+  }
+  return kv;
 }
 
 Result<TensorType> infer_attention(const AttnParams& p, std::span<const TensorType> in) {
   const OpKind op = OpKind::kAttention;
-  const size_t want = 3 + p.has_shared + p.has_mask + p.has_len;
+  const size_t want = 3 + p.has_shared + p.has_mask + p.has_len + p.has_read;
   if (in.size() != want) return bad(op, "expects ", want, " operands, got ", in.size());
   const TensorType &q = in[0], &k = in[1], &v = in[2];
-  Status s = check_kv(p, q, k, v);
-  if (!s) return s.take_error();
-  const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], lk = k.shape[2];
-  int64_t key_width = k.shape[3];
+  Result<KvShape> kv = check_kv(p, q, k, v, p.has_read ? &in.back() : nullptr);
+  if (!kv) return kv.take_error();
+  const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], lk = kv->lk;
+  int64_t key_width = kv->dk;
   size_t next = 3;
   if (p.has_shared) {
     const TensorType& ks = in[next++];
@@ -59,7 +85,7 @@ Result<TensorType> infer_attention(const AttnParams& p, std::span<const TensorTy
       return bad(op, "len must be i32[", batch, "], got ", type_str(len));
     }
   }
-  return TensorType{DType::kF32, {batch, hq, lq, v.shape[3]}};
+  return TensorType{DType::kF32, {batch, hq, lq, kv->dv}};
 }
 
 Result<TensorType> infer_rope(const RopeParams& p, std::span<const TensorType> in) {

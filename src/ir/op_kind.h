@@ -36,7 +36,7 @@ enum class OpKind : uint8_t {
 
   // Fused ops: formed by compile/ from the chains ops:: emits, never by tracers. Each has
   // the meaning of the chain it replaces (docs/ir.md, docs/attention.md).
-  kAttention,  // q, k, v [, k_shared] [, mask] [, len]: params.attn
+  kAttention,  // q, k, v [, k_shared] [, mask] [, len] [, read]: params.attn
   kRope,       // x [..., T, D], cos, sin [T, rot/2] (or [T, rot/2, 1]): params.rope
   kRmsNorm,    // x [..., D], weight [D]: x * rsqrt(mean(x²) + eps) * (weight or 1 + weight)
   kSoftmax,    // x: over the last axis, max-subtracted
@@ -56,7 +56,12 @@ bool is_binary(OpKind op);  // includes compare/and/or, excludes select
 bool is_reduce(OpKind op);
 
 // The fused Attention's parameters. Operands in order: q, k, v, then k_shared if
-// has_shared, mask if has_mask, len if has_len.
+// has_shared, mask if has_mask, len if has_len, read if has_read (always last).
+// Dense form: k [B, Hkv, Lk, Dk], v [B, Hkv, Lk, Dv]. Paged-key form (has_read): k and v
+// are the pools themselves, k [S, Hkv, Dk] and v [S, Hkv, Dv], and read i32 [B, Lk] names
+// the pool row of every key: key t of row b, head g is k[read[b, t], g, :] (and the same row
+// of v). Every word of read must be in [0, S); the rewrite forms this only from a read-map
+// slot declared over S rows, which every binder checks (ir::check_slot).
 struct AttnParams {
   double scale = 1.0;
   double softcap = 0.0;  // 0: none; else cap * tanh(score / cap), before the mask
@@ -64,6 +69,7 @@ struct AttnParams {
   bool has_shared = false;  // split key (MLA): k_shared [B, 1, Lk, s] completes every head's key
   bool has_mask = false;    // additive mask [1|B, 1|Hq, Lq, Lk]
   bool has_len = false;     // live length len i32 [B]: keys t >= len[b] are not visited
+  bool has_read = false;    // paged keys: k, v are pools [S, Hkv, D] read through read i32 [B, Lk]
   bool operator==(const AttnParams&) const = default;
 };
 

@@ -79,6 +79,9 @@ CachedAttention attention_cached(V q, V k_new, V v_new, V k_cache, V v_cache, V 
 // state), then each row b attends over its logical positions 0..len[b]-1 read through
 // `read` [B, cap] (position -> pool slot), len[b] = pos[b, T-1] + 1. pos is [B, T]: a row
 // shorter than T repeats its last token and position (and writes nothing for the copies).
+// Each row's keys are the gathered view transpose(gather(pool, read), (0,2,1,3)); when read
+// is a read-map slot declared over the pools' rows, compile/ fuses the chain into the
+// paged-key form, which reads the pools in place through read (docs/attention.md).
 struct PagedAttention { V out, k_pool, v_pool; };
 PagedAttention attention_paged(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V read, V pos, V mask,
                                const AttnOpts& opts);

@@ -23,7 +23,8 @@ std::string tuple(const std::vector<int64_t>& xs) {
 
 std::string attention_params(const AttnParams& a) {
   return str_cat("[scale=", number(a.scale), ", n_rep=", a.n_rep, a.softcap > 0 ? ", softcap=" + number(a.softcap) : "",
-                 a.has_shared ? ", split_key" : "", a.has_mask ? ", mask" : "", a.has_len ? ", live_len" : "", "]");
+                 a.has_shared ? ", split_key" : "", a.has_mask ? ", mask" : "", a.has_len ? ", live_len" : "",
+                 a.has_read ? ", paged_key" : "", "]");
 }
 
 const char* glu_name(GluAct act) {

@@ -56,6 +56,7 @@ std::string describe(const AttentionRequest& a) {
   if (a.softcap > 0) s += str_cat(" softcap ", a.softcap);
   s += a.mask == MaskKind::kNone ? " no-mask" : a.mask == MaskKind::kShared ? " mask" : " mask/head";
   s += a.live_len ? " keys<len" : " keys<Lk";
+  if (a.pool_rows > 0) s += str_cat(" paged pool=", a.pool_rows);
   if (a.schedule == AttentionSchedule::kStreaming) return s + str_cat(" streaming lanes=", a.lanes);
   return s + str_cat(" split-kv splits=", a.splits, " chunk=", a.chunk, " scratch=", a.scratch_floats * 4, "B");
 }

@@ -12,14 +12,23 @@ Result<AttentionRequest> attention_request(const ir::Graph& g, const ir::Eqn& e,
   const ir::AttnParams& p = e.params.attn;
   const Shape& q = g.type(e.in[0]).shape;
   const ir::TensorType& k = g.type(e.in[1]);
+  const Shape& v = g.type(e.in[2]).shape;
   AttentionRequest r;
   r.batch = q[0];
   r.hq = q[1];
   r.lq = q[2];
-  r.hkv = k.shape[1];
-  r.lk = k.shape[2];
-  r.dk = k.shape[3];
-  r.dv = g.type(e.in[2]).shape[3];
+  if (p.has_read) {  // pools [S, Hkv, D] and the read map [B, Lk], the last operand
+    r.pool_rows = k.shape[0];
+    r.hkv = k.shape[1];
+    r.lk = g.type(e.in.back()).shape[1];
+    r.dk = k.shape[2];
+    r.dv = v[2];
+  } else {
+    r.hkv = k.shape[1];
+    r.lk = k.shape[2];
+    r.dk = k.shape[3];
+    r.dv = v[3];
+  }
   r.kv_dtype = k.dtype;
   r.scale = p.scale;
   r.softcap = p.softcap;

@@ -26,6 +26,9 @@ struct AttentionRequest {
   MaskKind mask = MaskKind::kNone;
   int64_t mask_batch = 1;
   bool live_len = false;  // key bound: the live length len[b] (else the capacity Lk)
+  // Paged keys: K and V are pools of pool_rows rows [pool_rows, hkv, d], key t of row b read
+  // at pool row read[b, t] (0 when the keys are dense [batch, hkv, lk, d]).
+  int64_t pool_rows = 0;
   AttentionSchedule schedule = AttentionSchedule::kStreaming;
   int lanes = 1;          // streaming: lanes per task, the widest power of two <= 64 that fits
   int splits = 1;         // split-KV: key chunks per row

@@ -3,9 +3,11 @@
 // tokens, positions and caches; a kExact pass must give every output and every published
 // cache bit for bit, a kReassociating one within 1e-5 relative. The whole pipeline is held
 // to the same against the graph as traced. Models: synthetic llama-260k and the HF
-// fixtures of tests/fixtures/, each as a full forward and as a cached step.
+// fixtures of tests/fixtures/, each as a full forward, as a cached step and as a paged
+// batch step (several rows in shared pools of shuffled 16-token blocks).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cmath>
@@ -13,9 +15,11 @@
 #include <map>
 
 #include "compile/passes.h"
+#include "graph_counts.h"
 #include "ir/printer.h"
 #include "compile/pipeline.h"
 #include "models/model.h"
+#include "plan/plan.h"
 #include "testing.h"
 
 namespace kvf {
@@ -44,10 +48,69 @@ struct StepInputs {
   eval::SlotBindings slots;
   eval::StateStore state;
   int64_t start = 0, n = 0;
+  // Paged steps: the read map [rows, cap] and, per row, the end of what the step leaves
+  // written (its start + its real tokens).
+  std::vector<int32_t> read;
+  std::vector<int64_t> row_end;
+  int64_t cap = 0;
 };
+
+constexpr int64_t kPageBlock = 16;
+
+// A paged batch step: row r starts at start + r and owns cap / 16 shuffled blocks of the
+// pools; two blocks belong to nobody. With more than one token, row 1 is one token short and
+// repeats its last token and position, which writes nothing (-1). The pools hold random
+// history where the read map names a position before a row's start, NaN everywhere else.
+StepInputs random_paged_inputs(const ir::Graph& g, const models::Model& m, const models::StepSpec& step,
+                               int64_t start, std::mt19937_64& rng) {
+  StepInputs in;
+  in.start = start;
+  in.n = step.n_tokens;
+  in.cap = step.capacity;
+  const int64_t rows = step.rows, n = step.n_tokens, cap = step.capacity, per_row = cap / kPageBlock;
+  EXPECT_EQ(cap % kPageBlock, 0);
+  EXPECT_GE(step.pool_slots, rows * cap);
+  EXPECT_LE(start + rows - 1 + n, cap);
+  std::vector<int32_t> blocks(static_cast<size_t>(step.pool_slots / kPageBlock));
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  auto slot = [&](int64_t r, int64_t p) {
+    return static_cast<int32_t>(blocks[static_cast<size_t>(r * per_row + p / kPageBlock)] * kPageBlock + p % kPageBlock);
+  };
+  std::vector<int32_t> ids, pos, write;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t first = start + r, real = r == 1 && n > 1 ? n - 1 : n;
+    for (int64_t j = 0; j < n; ++j) {
+      if (j < real) ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(m.config.vocab)));
+      else ids.push_back(ids.back());
+      pos.push_back(static_cast<int32_t>(first + std::min(j, real - 1)));
+      write.push_back(j < real ? slot(r, first + j) : -1);
+    }
+    for (int64_t p = 0; p < cap; ++p) in.read.push_back(slot(r, p));
+    in.row_end.push_back(first + real);
+  }
+  in.slots = {{ir::Slot::kToken, must(eval::Buffer::i32({rows * n}, ids))},
+              {ir::Slot::kPos, must(eval::Buffer::i32({rows * n}, pos))},
+              {ir::Slot::kSlotMap, must(eval::Buffer::i32({rows, cap}, in.read))},
+              {ir::Slot::kWriteMap, must(eval::Buffer::i32({rows * n}, write))}};
+  EXPECT_TRUE(eval::allocate_state(g, in.state).ok());
+  for (auto& [name, buf] : in.state) {
+    const int64_t width = buf.shape[1] * buf.shape[2];  // [S, Hkv, D]
+    const eval::Buffer history = testing::random_buffer(rng, buf.shape);
+    std::fill(buf.data.begin(), buf.data.end(), std::nan(""));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t p = 0; p < start + r; ++p)
+        for (int64_t i = 0; i < width; ++i) {
+          const auto at = static_cast<size_t>(slot(r, p) * width + i);
+          buf.data[at] = round_to_dtype(buf.dtype, history.data[at]);
+        }
+  }
+  return in;
+}
 
 StepInputs random_inputs(const ir::Graph& g, const models::Model& m, const models::StepSpec& step, int64_t start,
                          std::mt19937_64& rng) {
+  if (models::paged(step)) return random_paged_inputs(g, m, step, start, rng);
   StepInputs in;
   in.start = start;
   in.n = step.n_tokens;
@@ -89,6 +152,19 @@ StepRun run(const ir::Graph& g, const StepInputs& in) {
 void expect_fully_written(const StepRun& r, const StepInputs& in, const std::string& what) {
   for (const auto& [name, buf] : r.out) {
     for (size_t i = 0; i < buf.data.size(); ++i) ASSERT_TRUE(std::isfinite(buf.data[i])) << what << " " << name << "[" << i << "]";
+  }
+  if (!in.read.empty()) {  // paged: every pool row a row's positions before its end name
+    for (const auto& [name, buf] : r.state) {
+      const int64_t width = buf.shape[1] * buf.shape[2];
+      for (size_t r = 0; r < in.row_end.size(); ++r)
+        for (int64_t p = 0; p < in.row_end[r]; ++p)
+          for (int64_t i = 0; i < width; ++i) {
+            const int64_t row = in.read[r * static_cast<size_t>(in.cap) + static_cast<size_t>(p)];
+            ASSERT_TRUE(std::isfinite(buf.data[static_cast<size_t>(row * width + i)]))
+                << what << " " << name << " row " << r << " position " << p;
+          }
+    }
+    return;
   }
   for (const auto& [name, buf] : r.state) {
     const int64_t cap = buf.shape[2], d = buf.shape[3];
@@ -151,7 +227,34 @@ constexpr StepCase kSteps[] = {
      kF16CacheTol},
     {"decode_f16kv", {.n_tokens = 1, .capacity = 12, .cached = true, .last_logits = false, .kv_dtype = DType::kF16}, 9,
      kF16CacheTol},
+    // Three rows in pools of 8 blocks (6 owned, 2 spare): the attention reads the pools
+    // through the read map (the paged-key form).
+    {"paged_decode",
+     {.n_tokens = 1, .capacity = 32, .cached = true, .last_logits = false, .kv_dtype = DType::kF32, .pool_slots = 128,
+      .rows = 3},
+     9},
+    {"paged_chunk",
+     {.n_tokens = 3, .capacity = 32, .cached = true, .last_logits = false, .kv_dtype = DType::kF32, .pool_slots = 128,
+      .rows = 3},
+     4},
+    {"paged_decode_f16kv",
+     {.n_tokens = 1, .capacity = 32, .cached = true, .last_logits = false, .kv_dtype = DType::kF16, .pool_slots = 128,
+      .rows = 3},
+     9, kF16CacheTol},
 };
+
+// Gathers whose table is a pool: a layer's K/V state, or the scatter_update that writes it.
+int pool_gathers(const ir::Graph& g) {
+  int n = 0;
+  for (const ir::Eqn& e : g.eqns) {
+    if (e.op != OpKind::kGather) continue;
+    const ir::Value& table = g.value(e.in[0]);
+    const bool written = table.kind == ir::ValueKind::kIntermediate &&
+                         g.eqns[static_cast<size_t>(table.producer)].op == OpKind::kScatterUpdate;
+    n += table.kind == ir::ValueKind::kState || written;
+  }
+  return n;
+}
 
 class PassExactness : public ::testing::TestWithParam<const char*> {};
 
@@ -190,6 +293,10 @@ TEST_P(PassExactness, EveryPassKeepsItsDeclaration) {
     expect_agree(reference, compiled, all_exact ? Exactness::kExact : Exactness::kReassociating, sc,
                  str_cat(step, ": pipeline"));
     EXPECT_LT(c.graph.eqns.size(), traced.eqns.size()) << step;
+    if (models::paged(sc.spec)) {  // the paged-key form: the pools are read through the map
+      EXPECT_EQ(pool_gathers(c.graph), 0) << step;
+      EXPECT_EQ(testing::count(c.graph, OpKind::kAttention), m.config.n_layers) << step;
+    }
   }
 }
 
@@ -227,6 +334,51 @@ TEST(PipelineSummary, Llama260kIsFused) {
     // No leftover chain: rsqrt and the sums are rmsnorm's, max/exp softmax's.
     for (OpKind op : {OpKind::kRsqrt, OpKind::kReduceSum, OpKind::kReduceMax, OpKind::kExp}) {
       EXPECT_EQ(h[op], 0) << sc.name << ": " << ir::op_name(op) << " left";
+    }
+  }
+}
+
+// Paged batch steps: every layer's attention reads the written pools in place through the
+// read map (has_read), and no gather of a pool, nor its transpose, is left to run.
+TEST(PipelineSummary, PagedStepsReadThePoolsThroughTheMap) {
+  const models::Model m = open("synthetic:llama-260k");
+  const int64_t layers = m.config.n_layers;
+  for (DType kv : {DType::kF32, DType::kF16}) {
+    for (int64_t n : {1, 4}) {
+      for (int64_t rows : {2, 3}) {
+        const models::StepSpec spec{.n_tokens = n, .capacity = 32, .cached = true, .last_logits = false, .kv_dtype = kv,
+                                    .pool_slots = (rows * 2 + 1) * kPageBlock, .rows = rows};
+        const std::string what = str_cat(dtype_name(kv), " n ", n, " rows ", rows);
+        const ir::Graph traced = must(m.trace_step(spec));
+        ASSERT_EQ(pool_gathers(traced), 2 * layers) << what;  // as traced: k and v of every layer
+        const compile::Compiled c = must(compile::run_passes(traced, compile::default_passes()));
+        const ir::Graph& g = c.graph;
+        EXPECT_EQ(testing::count(g, OpKind::kAttention), layers) << what;
+        EXPECT_EQ(pool_gathers(g), 0) << what << "\n" << ir::print(g);
+        EXPECT_EQ(testing::count(g, OpKind::kGather), 1) << what;  // the token embedding only
+        EXPECT_EQ(testing::count(g, OpKind::kScatterUpdate), 2 * layers) << what;
+        for (const ir::Eqn& e : g.eqns) {
+          if (e.op != OpKind::kAttention) continue;
+          const ir::AttnParams& p = e.params.attn;
+          EXPECT_TRUE(p.has_read && p.has_len && p.has_mask) << what << ": " << ir::value_ref(g, e.out);
+          ASSERT_EQ(e.in.size(), 6u);
+          for (size_t i : {1u, 2u}) {  // the written pools, in their stored dtype
+            const ir::Value& pool = g.value(e.in[i]);
+            ASSERT_EQ(pool.kind, ir::ValueKind::kIntermediate);
+            EXPECT_EQ(g.eqns[static_cast<size_t>(pool.producer)].op, OpKind::kScatterUpdate);
+            EXPECT_EQ(pool.type.dtype, kv);
+            EXPECT_EQ(pool.type.shape[0], spec.pool_slots);
+          }
+          const ir::Value& read = g.value(e.in.back());
+          EXPECT_EQ(read.kind, ir::ValueKind::kSlot);
+          EXPECT_EQ(read.slot, ir::Slot::kSlotMap);
+          EXPECT_EQ(read.slot_bound, spec.pool_slots);
+        }
+        const plan::Plan p = must(plan::make_plan(g, plan::cpu_caps(2)));
+        const std::string line = plan::describe(p);
+        EXPECT_NE(line.find(str_cat("paged pool=", spec.pool_slots)), std::string::npos) << line;
+        if (kv == DType::kF32 && n == 1 && rows == 3) std::printf("[ plan ] %s", line.c_str());
+      }
     }
   }
 }

@@ -1,6 +1,9 @@
 // The fused CPU attention kernel (exec/cpu/attention.h) against a naive attention in double
 // (materialized scores, max-subtract softmax), on fresh random inputs: every body this CPU
 // runs, streaming and split-KV, outputs poisoned before each run and the split scratch NaN.
+// Paged cases read the same keys from pools of shuffled 16-token blocks through a read map:
+// a pool larger than the rows need, every row it should not read (spare blocks, keys past
+// a row's live length) NaN.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,7 +37,10 @@ struct Case {
   float softcap = 0.0f;
   LenKind len = LenKind::kNone;
   int splits = 0;  // 0: enough 128-key chunks to cover Lk, clamped into 2..16
+  bool paged = false;  // keys from pools [S, Hkv, d] through a read map [B, Lk]
 };
+
+constexpr int64_t kPageBlock = 16;  // tokens per block, as the engine's block table
 
 // Inputs of one case; k, ks, v hold the f16-rounded values when the cache is f16, so the
 // reference sees exactly what the kernel reads.
@@ -42,6 +48,11 @@ struct Inputs {
   std::vector<float> q, k, ks, v, mask;
   std::vector<uint16_t> k16, ks16, v16;
   std::vector<int32_t> len;
+  // Paged: the pools [pool_rows, Hkv, d] (f32, or f16 bits) and the read map [B, Lk].
+  std::vector<float> k_pool, v_pool;
+  std::vector<uint16_t> k_pool16, v_pool16;
+  std::vector<int32_t> read;
+  int64_t pool_rows = 0;
   int64_t mask_batch = 1, mask_heads = 1;
   float scale = 1.0f;
 };
@@ -118,6 +129,37 @@ std::vector<int32_t> make_len(const Case& c, std::mt19937_64& rng) {
   return len;
 }
 
+// The dense k and v laid into pools through shuffled blocks: row b owns ceil(Lk / 16)
+// blocks, a few more blocks belong to nobody, and key t of row b is pool row
+// block * 16 + t % 16. Spare rows, and the rows of keys past a row's live length, are NaN:
+// the kernel must never read them.
+void make_pools(const Case& c, std::mt19937_64& rng, Inputs& in) {
+  const int64_t per_row = (c.lk + kPageBlock - 1) / kPageBlock, spare = 3;
+  std::vector<int32_t> ids(size_t(c.batch * per_row + spare));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  in.pool_rows = int64_t(ids.size()) * kPageBlock;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  in.k_pool.assign(size_t(in.pool_rows * c.hkv * c.dk), nan);
+  in.v_pool.assign(size_t(in.pool_rows * c.hkv * c.dv), nan);
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t live = in.len.empty() ? c.lk : std::clamp<int64_t>(in.len[size_t(b)], 0, c.lk);
+    for (int64_t t = 0; t < c.lk; ++t) {
+      const int64_t row = int64_t(ids[size_t(b * per_row + t / kPageBlock)]) * kPageBlock + t % kPageBlock;
+      in.read.push_back(int32_t(row));
+      if (t >= live) continue;
+      for (int64_t g = 0; g < c.hkv; ++g) {
+        std::copy_n(&in.k[size_t(((b * c.hkv + g) * c.lk + t) * c.dk)], c.dk, &in.k_pool[size_t((row * c.hkv + g) * c.dk)]);
+        std::copy_n(&in.v[size_t(((b * c.hkv + g) * c.lk + t) * c.dv)], c.dv, &in.v_pool[size_t((row * c.hkv + g) * c.dv)]);
+      }
+    }
+  }
+  if (c.kv == DType::kF16) {  // the values are f16 already: exact
+    in.k_pool16 = to_f16(in.k_pool);
+    in.v_pool16 = to_f16(in.v_pool);
+  }
+}
+
 Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
   Inputs in;
   in.q = uniform(rng, size_t(c.batch * c.hq * c.lq * (c.dk + c.ds)), -1.0f, 1.0f);
@@ -133,6 +175,7 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
   in.len = make_len(c, rng);
   // Peakier than 1/sqrt(d) so that the max-subtraction and rescales matter.
   in.scale = 3.0f / std::sqrt(float(c.dk + c.ds));
+  if (c.paged) make_pools(c, rng, in);
   return in;
 }
 
@@ -190,6 +233,12 @@ AttentionArgs make_args(const Case& c, const Inputs& in, float* out) {
   const bool f16 = c.kv == DType::kF16;
   a.k = f16 ? static_cast<const void*>(in.k16.data()) : in.k.data();
   a.v = f16 ? static_cast<const void*>(in.v16.data()) : in.v.data();
+  if (c.paged) {
+    a.k = f16 ? static_cast<const void*>(in.k_pool16.data()) : in.k_pool.data();
+    a.v = f16 ? static_cast<const void*>(in.v_pool16.data()) : in.v_pool.data();
+    a.read = in.read.data();
+    a.pool_rows = in.pool_rows;
+  }
   if (c.ds > 0) a.k_shared = f16 ? static_cast<const void*>(in.ks16.data()) : in.ks.data();
   a.mask = in.mask.empty() ? nullptr : in.mask.data();
   a.mask_batch = in.mask_batch;
@@ -386,6 +435,39 @@ std::vector<Case> cases() {
   batch1.batch = 1;
   batch1.splits = 16;  // most splits start past Lk and publish the neutral state
   v.push_back(batch1);
+  // Paged keys: both cache dtypes, n_rep 1 and 4, decode and 5 query rows, with and without
+  // a causal mask, live lengths shorter than the map (keys past them are NaN in the pool).
+  for (DType kv : {DType::kF32, DType::kF16})
+    for (int64_t n_rep : {1, 4})
+      for (int64_t lq : {1, 5})
+        for (MaskKind mask : {MaskKind::kNone, MaskKind::kCausal}) {
+          Case c = make(str_cat("paged_rep", n_rep, "_lq", lq, mask == MaskKind::kCausal ? "_causal" : ""), 2 * n_rep, 2,
+                        lq, 300, 64, 64);
+          c.paged = true;
+          c.len = LenKind::kMixed;
+          c.mask = mask;
+          v.push_back(with(c, kv));
+        }
+  Case paged_full = make("paged_no_len", 4, 2, 1, 129, 128, 128);  // every key, Lk not a block multiple
+  paged_full.paged = true;
+  v.push_back(with(paged_full, DType::kF32));
+  Case paged_packed = make("paged_rep19_packed", 19, 1, 1, 300, 64, 64);  // > 16 rows: packed key blocks
+  paged_packed.paged = true;
+  paged_packed.len = LenKind::kMixed;
+  v.push_back(with(paged_packed, DType::kF16));
+  Case paged_prefill = make("paged_prefill_rep4", 8, 2, 16, 200, 80, 48);  // odd widths, 64 rows per task
+  paged_prefill.paged = true;
+  paged_prefill.mask = MaskKind::kAlibi;
+  paged_prefill.len = LenKind::kFull;
+  v.push_back(with(paged_prefill, DType::kF32));
+  for (DType kv : {DType::kF32, DType::kF16}) {
+    Case big = make("paged_big_decode", 16, 4, 1, 4097, 128, 128);  // 16 splits, late ones empty
+    big.paged = true;
+    big.len = LenKind::kMixed;
+    big.splits = 16;
+    big.softcap = 4.0f;
+    v.push_back(with(big, kv));
+  }
   return v;
 }
 
@@ -446,6 +528,15 @@ TEST(AttentionKernelCheck, RefusesWhatItCannotRun) {
   EXPECT_EQ(code(attention_check(b, stream)), invalid);
   b.mask_heads = 4;
   EXPECT_TRUE(attention_check(b, stream).ok());
+  const std::vector<int32_t> read(16, 0);
+  b = a;
+  b.read = read.data();  // paged keys without a pool size
+  EXPECT_EQ(code(attention_check(b, stream)), invalid);
+  b.pool_rows = 8;
+  EXPECT_TRUE(attention_check(b, stream).ok());
+  b.ds = 8;  // a paged key is never split
+  b.k_shared = buf.data();
+  EXPECT_EQ(code(attention_check(b, stream)), invalid);
 
   AttentionSchedule split;
   split.kind = AttentionScheduleKind::kSplitKV;

@@ -3,6 +3,7 @@
 // updates in place; and the refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "compile/passes.h"
@@ -211,6 +212,140 @@ TEST(Executor, CompiledAttentionFormsMatchTheOracle) {
           << "n_rep " << n_rep << " cached " << cached;
     }
   }
+}
+
+// ---- paged keys: the fused op reads the pools in place through the read map
+
+struct PagedStep {
+  int64_t rows, hq, hkv, tokens, cap, pool, d;
+  DType kv;
+};
+
+// One ops::attention_paged step over pools of `pool` rows, causal within each row.
+ir::Graph paged_graph(const PagedStep& s, std::mt19937_64& rng) {
+  ir::Builder b(str_cat("paged", s.tokens));
+  const int64_t n = s.rows * s.tokens;
+  V pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  V read = b.map_slot(ir::Slot::kSlotMap, {s.rows, s.cap}, s.pool);
+  V write = b.map_slot(ir::Slot::kWriteMap, {n}, s.pool);
+  V q = testing::input(b, "q", testing::random_buffer(rng, {s.rows, s.hq, s.tokens, s.d}));
+  V k = testing::input(b, "k", testing::random_buffer(rng, {s.rows, s.hkv, s.tokens, s.d}));
+  V v = testing::input(b, "v", testing::random_buffer(rng, {s.rows, s.hkv, s.tokens, s.d}));
+  V kp = b.state("k_pool", s.kv, {s.pool, s.hkv, s.d}, ir::StateRole::kKeyCache, 0);
+  V vp = b.state("v_pool", s.kv, {s.pool, s.hkv, s.d}, ir::StateRole::kValueCache, 0);
+  V mask = b.reshape(ir::ops::causal_mask(pos, s.cap), {s.rows, 1, s.tokens, s.cap});
+  b.output("out", ir::ops::attention_paged(q, k, v, kp, vp, write, read, b.reshape(pos, {s.rows, s.tokens}), mask,
+                                           {.scale = 0.2, .softcap = 0})
+                      .out);
+  return testing::must(b.finish());
+}
+
+// A prefill of `first` tokens per row and then the step: the CPU executor runs the compiled
+// graphs (the paged-key form) against the oracle on the traced ones, sharing the pools
+// across the two steps, rows in shuffled 16-token blocks of a pool with spare blocks.
+TEST(Executor, PagedAttentionMatchesTheOracle) {
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  const PagedStep steps[] = {
+      {3, 8, 2, 1, 64, 256, 32, DType::kF32},   // decode, streaming
+      {3, 8, 2, 3, 64, 256, 32, DType::kF16},   // a chunk of 3 tokens, f16 pools
+      {1, 8, 2, 1, 512, 544, 32, DType::kF32},  // decode whose rows leave cores idle: split-KV
+      {1, 4, 1, 1, 512, 544, 64, DType::kF16},
+  };
+  for (const PagedStep& s : steps) {
+    const std::string what = str_cat(s.rows, " rows x ", s.tokens, ", cap ", s.cap, " ", dtype_name(s.kv));
+    const int64_t first = s.cap - 2 * s.tokens - 7;  // positions the prefill fills
+    std::vector<int32_t> blocks(static_cast<size_t>(s.pool / 16));
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    auto slot = [&](int64_t r, int64_t p) {
+      return static_cast<int32_t>(blocks[static_cast<size_t>(r * (s.cap / 16) + p / 16)] * 16 + p % 16);
+    };
+    std::vector<int32_t> read;
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t p = 0; p < s.cap; ++p) read.push_back(slot(r, p));
+    auto slots_for = [&](int64_t start, int64_t tokens) {
+      std::vector<int32_t> pos, write;
+      for (int64_t r = 0; r < s.rows; ++r)
+        for (int64_t j = 0; j < tokens; ++j) {
+          pos.push_back(static_cast<int32_t>(start + j));
+          write.push_back(slot(r, start + j));
+        }
+      return exec::SlotValues{{ir::Slot::kPos, pos}, {ir::Slot::kWriteMap, write}, {ir::Slot::kSlotMap, read}};
+    };
+    PagedStep pre = s;
+    pre.tokens = first;
+    const ir::Graph graphs[] = {paged_graph(pre, rng), paged_graph(s, rng)};
+    const exec::SlotValues slots[] = {slots_for(0, first), slots_for(first, s.tokens)};
+    eval::StateStore oracle_state;
+    exec::StateStore state;
+    ThreadPool pool(2);
+    for (int step = 0; step < 2; ++step) {
+      const ir::Graph& g = graphs[step];
+      eval::SlotBindings bind;
+      for (const auto& [sl, vals] : slots[step]) {
+        const Shape shape = sl == ir::Slot::kSlotMap ? Shape{s.rows, s.cap} : Shape{static_cast<int64_t>(vals.size())};
+        bind.emplace(sl, testing::must(eval::Buffer::i32(shape, vals)));
+      }
+      ASSERT_TRUE(eval::allocate_state(g, oracle_state).ok());
+      eval::Oracle oracle({.precision = eval::Precision::kNative, .threads = 1});
+      const eval::Outputs ref = testing::must(oracle.run(g, bind, oracle_state));
+
+      const ir::Graph c = testing::must(compile::run_passes(g, compile::default_passes())).graph;
+      int paged = 0, gathers = 0;
+      for (const ir::Eqn& e : c.eqns) {
+        paged += e.op == ir::OpKind::kAttention && e.params.attn.has_read;
+        gathers += e.op == ir::OpKind::kGather;
+      }
+      EXPECT_EQ(paged, 1) << what;
+      EXPECT_EQ(gathers, 0) << what;
+      plan::Plan p = testing::must(plan::make_plan(c, plan::cpu_caps(2)));
+      if (step == 1) {
+        const bool split = s.rows * s.hkv < 4 && s.tokens == 1;
+        bool saw = false;
+        for (const plan::KernelRequest& r : p.requests) {
+          if (r.op != ir::OpKind::kAttention) continue;
+          saw = true;
+          EXPECT_EQ(r.kernel, split ? "attention.split_kv" : "attention.streaming") << what;
+          EXPECT_EQ(r.attention.pool_rows, s.pool);
+          EXPECT_EQ(r.attention.lk, s.cap);
+        }
+        EXPECT_TRUE(saw);
+      }
+      auto ex = testing::must(exec::cpu::CpuExecutor::create(std::move(p), state, pool));
+      Status st = ex->run(slots[step]);
+      ASSERT_TRUE(st.ok()) << what << ": " << st.error().to_string();
+      std::span<const float> got = ex->output("out");
+      ASSERT_EQ(static_cast<int64_t>(got.size()), ref.at("out").numel());
+      const double tol = s.kv == DType::kF16 ? 1e-3 : 1e-5;
+      EXPECT_LE(testing::rel_error(std::vector<double>(got.begin(), got.end()), ref.at("out").data), tol)
+          << what << " step " << step;
+    }
+  }
+}
+
+// The kernel reads the pools at the map's words unchecked, so the executor takes a paged eqn
+// only over a read-map slot declared over the pool; a hand-built one over a constant map is
+// refused when the plan is bound.
+TEST(Executor, PagedAttentionNeedsADeclaredReadMap) {
+  std::mt19937_64 rng(testing::test_seed());
+  ir::Builder b("hand_paged");
+  V q = testing::input(b, "q", testing::random_buffer(rng, {1, 2, 1, 8}));
+  V k = testing::input(b, "k", testing::random_buffer(rng, {4, 2, 8}));
+  V v = testing::input(b, "v", testing::random_buffer(rng, {4, 2, 8}));
+  V read = testing::input(b, "read", testing::must(eval::Buffer::i32({1, 3}, {0, 3, 2})));
+  ir::Params p;
+  p.attn.n_rep = 1;
+  p.attn.has_read = true;
+  b.output("out", b.emit(ir::OpKind::kAttention, {q, k, v, read}, p));
+  ThreadPool pool(1);
+  exec::StateStore state;
+  auto ex = exec::cpu::CpuExecutor::create(testing::must(plan::make_plan(testing::must(b.finish()), plan::cpu_caps(1))),
+                                           state, pool);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_EQ(ex.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(ex.error().message().find("not a read-map slot"), std::string::npos) << ex.error().to_string();
 }
 
 }  // namespace

@@ -438,6 +438,50 @@ TEST(BroadcastShapes, NumpyRules) {
   }
 }
 
+// ---------------------------------------------------------------- fused attention, paged keys
+
+Params attn_p(int64_t n_rep, bool mask, bool len, bool read, bool shared = false) {
+  Params p;
+  p.attn.scale = 0.5;
+  p.attn.n_rep = n_rep;
+  p.attn.has_mask = mask;
+  p.attn.has_len = len;
+  p.attn.has_read = read;
+  p.attn.has_shared = shared;
+  return p;
+}
+
+// q [B, Hq, Lq, Dk], the pools k [S, Hkv, Dk] and v [S, Hkv, Dv], then mask, len and the
+// read map [B, Lk] last: Lk comes from the map, the widths from the pools.
+TEST(Infer, AttentionPagedKeys) {
+  const TensorType q = f32({3, 8, 2, 16}), kp = f32({64, 2, 16}), vp = f32({64, 2, 12});
+  const TensorType mask = f32({3, 1, 2, 40}), len = i32({3}), read = i32({3, 40});
+  EXPECT_TRUE(Infers(OpKind::kAttention, attn_p(4, true, true, true), {q, kp, vp, mask, len, read}, f32({3, 8, 2, 12})));
+  EXPECT_TRUE(Infers(OpKind::kAttention, attn_p(4, false, false, true), {q, kp, vp, read}, f32({3, 8, 2, 12})));
+  EXPECT_TRUE(Infers(OpKind::kAttention, attn_p(4, false, false, true), {q, f16({64, 2, 16}), f16({64, 2, 12}), read},
+                     f32({3, 8, 2, 12})));
+  // The dense form of the same keys, for contrast.
+  EXPECT_TRUE(Infers(OpKind::kAttention, attn_p(4, true, true, false),
+                     {q, f32({3, 2, 40, 16}), f32({3, 2, 40, 12}), mask, len}, f32({3, 8, 2, 12})));
+
+  const Params paged = attn_p(4, true, true, true);
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, vp, mask, len}));                       // no read map
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, vp, mask, read, len}));                 // read not last
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, f32({3, 2, 40, 16}), f32({3, 2, 40, 12}), mask, len, read}));  // dense k, v
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, f32({48, 2, 12}), mask, len, read}));   // pools of other sizes
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, f32({64, 1, 12}), mask, len, read}));   // other heads
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, f16({64, 2, 12}), mask, len, read}));   // mixed dtypes
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, vp, mask, len, f32({3, 40})}));          // read not i32
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, vp, mask, len, i32({2, 40})}));          // read of 2 rows
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, vp, mask, len, i32({120})}));           // read not [B, Lk]
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, vp, f32({3, 1, 2, 41}), len, read}));  // mask of another Lk
+  EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, f32({64, 2, 8}), vp, mask, len, read}));    // key width
+  EXPECT_TRUE(Refuses(OpKind::kAttention, attn_p(2, true, true, true), {q, kp, vp, mask, len, read}));  // n_rep
+  // A paged key is never split: k_shared has no pool form.
+  EXPECT_TRUE(Refuses(OpKind::kAttention, attn_p(4, false, false, true, true), {q, f32({64, 2, 12}), vp,
+                                                                               f32({3, 1, 40, 4}), read}));
+}
+
 // ---------------------------------------------------------------- op metadata
 
 TEST(OpKind, NamesAndClasses) {

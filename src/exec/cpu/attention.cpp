@@ -126,9 +126,19 @@ void run_task(const AttentionArgs& a, const Geometry& geo, RowsFn body, int64_t 
   t.q = ws.q;
   t.q_stride = geo.q_stride;
   t.ks_offset = geo.ks_offset;
-  t.k = k + (b * a.hkv + g) * a.lk * a.dk * kv_bytes;
-  t.ks = ks ? ks + b * a.lk * a.ds * kv_bytes : nullptr;
-  t.v = v + (b * a.hkv + g) * a.lk * a.dv * kv_bytes;
+  if (a.read) {  // head g of pool row 0; key t at pool row read[b, t]
+    t.k = k + g * a.dk * kv_bytes;
+    t.v = v + g * a.dv * kv_bytes;
+    t.read = a.read + b * a.lk;
+    t.k_stride = a.hkv * a.dk;
+    t.v_stride = a.hkv * a.dv;
+  } else {
+    t.k = k + (b * a.hkv + g) * a.lk * a.dk * kv_bytes;
+    t.ks = ks ? ks + b * a.lk * a.ds * kv_bytes : nullptr;
+    t.v = v + (b * a.hkv + g) * a.lk * a.dv * kv_bytes;
+    t.k_stride = a.dk;
+    t.v_stride = a.dv;
+  }
   t.mask = a.mask ? ws.mask : nullptr;
   t.softcap = a.softcap;
   t.t_begin = t_begin;
@@ -189,15 +199,25 @@ float softmax_step(float* s, int64_t n, float& m, float& l) {
   return alpha;
 }
 
+// Key t's K and V rows: row t of the dense layout, or pool row read[t].
+template <class T>
+const T* key_row(const RowTask& t, int64_t key) {
+  return static_cast<const T*>(t.k) + (t.read ? int64_t(t.read[key]) : key) * t.k_stride;
+}
+template <class T>
+const T* value_row(const RowTask& t, int64_t key) {
+  return static_cast<const T*>(t.v) + (t.read ? int64_t(t.read[key]) : key) * t.v_stride;
+}
+
 // The block's keys as f32 rows laid out like the q rows: [n, q_stride] in t.kt.
 template <class T>
 void unpack_keys(const RowTask& t, int64_t key, int64_t n) {
-  const T* k = static_cast<const T*>(t.k);
   const T* ks = static_cast<const T*>(t.ks);
   for (int64_t j = 0; j < n; ++j) {
     float* row = t.kt + j * t.q_stride;
     std::fill(row, row + t.q_stride, 0.0f);
-    for (int64_t c = 0; c < t.dk; ++c) row[c] = to_f32(k[(key + j) * t.dk + c]);
+    const T* k = key_row<T>(t, key + j);
+    for (int64_t c = 0; c < t.dk; ++c) row[c] = to_f32(k[c]);
     for (int64_t c = 0; c < t.ds; ++c) row[t.ks_offset + c] = to_f32(ks[(key + j) * t.ds + c]);
   }
 }
@@ -218,7 +238,6 @@ void block_scores(const RowTask& t, int64_t key, int64_t n) {
 
 template <class T>
 void run_rows_portable_t(const RowTask& t) {
-  const T* v = static_cast<const T*>(t.v);
   for (int64_t r = 0; r < t.rows; ++r) {
     t.m[r] = kNegInf;
     t.l[r] = 0.0f;
@@ -233,8 +252,10 @@ void run_rows_portable_t(const RowTask& t) {
       const float alpha = softmax_step(p, n, t.m[r], t.l[r]);
       float* o = t.o + r * t.o_stride;
       for (int64_t c = 0; c < t.dv; ++c) o[c] *= alpha;
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t c = 0; c < t.dv; ++c) o[c] += p[j] * to_f32(v[(key + j) * t.dv + c]);
+      for (int64_t j = 0; j < n; ++j) {
+        const T* v = value_row<T>(t, key + j);
+        for (int64_t c = 0; c < t.dv; ++c) o[c] += p[j] * to_f32(v[c]);
+      }
     }
   }
 }
@@ -276,6 +297,9 @@ Status check_shapes(const AttentionArgs& a) {
   if (!a.q || !a.k || !a.v || !a.out) return invalid_input("attention: q, k, v and out are required");
   if ((a.ds > 0) != (a.k_shared != nullptr))
     return invalid_input("attention: k_shared must be given exactly when ds > 0");
+  if (a.read && (a.pool_rows < 1 || a.ds > 0))
+    return invalid_input("attention: paged keys need a pool of >= 1 rows and no split key, got ", a.pool_rows,
+                         " rows and ds ", a.ds);
   if (a.mask && (a.mask_batch != 1 && a.mask_batch != a.batch))
     return invalid_input("attention: mask_batch ", a.mask_batch, ", expected 1 or ", a.batch);
   if (a.mask && (a.mask_heads != 1 && a.mask_heads != a.hq))

@@ -1,11 +1,15 @@
 // The fused Attention kernel on the CPU (seed 000: "The streaming schedule", "Split-KV
-// decode", "Split keys", "Live length"). One call computes, for every batch row b, query
-// head h and query row i:
+// decode", "Split keys, paged keys and the live length"). One call computes, for every
+// batch row b, query head h and query row i:
 //   s[t] = transform(q[b,h,i,:] · key(b, h / n_rep, t) * scale) + mask[b,h,i,t]
-//   out[b,h,i,:] = sum_t softmax(s)[t] * v[b, h / n_rep, t, :]
+//   out[b,h,i,:] = sum_t softmax(s)[t] * value(b, h / n_rep, t)
 // over keys t < min(len[b], Lk) (all Lk without a live length). transform is identity or
 // softcap * tanh(x / softcap). A key whose score is -inf adds exactly zero; a row with no
 // visible key gives 0/0 (NaN), as the oracle's softmax does.
+// Dense keys: key(b, g, t) = k[b, g, t, :] (then k_shared[b, 0, t, :]) and value(b, g, t) =
+// v[b, g, t, :]. Paged keys: k and v are pools [S, Hkv, d], and key t of row b is pool row
+// read[b, t]: key(b, g, t) = k[read[b, t], g, :], value(b, g, t) = v[read[b, t], g, :].
+// Nothing is gathered or transposed; schedules, masks and lengths are the dense ones.
 #pragma once
 
 #include <cstddef>
@@ -24,9 +28,13 @@ struct AttentionArgs {
   int64_t dv = 0;
   const float* q = nullptr;     // f32 [B, Hq, Lq, dk + ds]
   DType kv_dtype = DType::kF32; // F32 or F16: the dtype of k, k_shared and v
-  const void* k = nullptr;      // [B, Hkv, Lk, dk]
-  const void* k_shared = nullptr;  // [B, 1, Lk, ds] or null
-  const void* v = nullptr;      // [B, Hkv, Lk, dv]
+  const void* k = nullptr;      // [B, Hkv, Lk, dk], or paged the pool [pool_rows, Hkv, dk]
+  const void* k_shared = nullptr;  // [B, 1, Lk, ds] or null (dense keys only)
+  const void* v = nullptr;      // [B, Hkv, Lk, dv], or paged the pool [pool_rows, Hkv, dv]
+  // Paged keys: i32 [B, Lk], the pool row of every key, each in [0, pool_rows) (the kernel
+  // does not check the words: the binders have, ir::check_slot). Null: dense keys.
+  const int32_t* read = nullptr;
+  int64_t pool_rows = 0;
   const float* mask = nullptr;  // additive f32 [mask_batch, mask_heads, Lq, Lk] or null
   int64_t mask_batch = 1;       // 1 or B
   int64_t mask_heads = 1;       // 1 or Hq (ALiBi)

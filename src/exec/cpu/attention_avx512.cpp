@@ -125,6 +125,44 @@ inline void transpose16(__m512* r) {
   }
 }
 
+// ---- where a block's keys are
+
+// The K and V rows of the keys [key, key + n) of one block, as row j = 0..n-1. Dense keys
+// are consecutive rows of the task's [Lk, d] slices, plain arithmetic as ever. Paged keys
+// are pool rows read[key + j], looked up once per block: every row is read again by each
+// register tile of the scores and of weights · V.
+template <class T, bool Paged>
+struct BlockRows;
+
+template <class T>
+struct BlockRows<T, false> {
+  const T* k;
+  const T* v;
+  int64_t k_stride, v_stride;
+  BlockRows(const RowTask& t, int64_t key, int64_t)
+      : k(static_cast<const T*>(t.k) + key * t.k_stride),
+        v(static_cast<const T*>(t.v) + key * t.v_stride),
+        k_stride(t.k_stride),
+        v_stride(t.v_stride) {}
+  const T* krow(int64_t j) const { return k + j * k_stride; }
+  const T* vrow(int64_t j) const { return v + j * v_stride; }
+};
+
+template <class T>
+struct BlockRows<T, true> {
+  const T* k[kKeyBlock];
+  const T* v[kKeyBlock];
+  BlockRows(const RowTask& t, int64_t key, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t row = t.read[key + j];
+      k[j] = static_cast<const T*>(t.k) + row * t.k_stride;
+      v[j] = static_cast<const T*>(t.v) + row * t.v_stride;
+    }
+  }
+  const T* krow(int64_t j) const { return k[j]; }
+  const T* vrow(int64_t j) const { return v[j]; }
+};
+
 // ---- prefetch
 
 // How far ahead of use the K and V rows are requested, into L2, while the scores run.
@@ -146,15 +184,17 @@ template <class T>
   for (int64_t off = 0; off < elems * int64_t(sizeof(T)); off += 64) _mm_prefetch(bytes + off, _MM_HINT_T1);
 }
 
-// Requests the K, shared K and V rows of a later key. The hardware prefetchers stop at every
-// 4 KiB page (eight f32 key rows of 128), so without this a decode step waits on memory
+// Requests the K, shared K and V rows of a later key; a paged key's rows are found through
+// the read map. The hardware prefetchers stop at every 4 KiB page (eight f32 key rows of
+// 128) and cannot follow a map at all, so without this a decode step waits on memory
 // instead of overlapping it with the arithmetic.
-template <class T>
+template <class T, bool Paged>
 [[gnu::always_inline]] inline void prefetch_key(const RowTask& t, int64_t key) {
   if (key >= t.t_end) return;
-  prefetch_row(static_cast<const T*>(t.k) + key * t.dk, t.dk);
+  const int64_t row = Paged ? int64_t(t.read[key]) : key;
+  prefetch_row(static_cast<const T*>(t.k) + row * t.k_stride, t.dk);
   if (t.ks) prefetch_row(static_cast<const T*>(t.ks) + key * t.ds, t.ds);
-  prefetch_row(static_cast<const T*>(t.v) + key * t.dv, t.dv);
+  prefetch_row(static_cast<const T*>(t.v) + row * t.v_stride, t.dv);
 }
 
 // ---- scores, few rows: dot products straight from the key rows
@@ -176,9 +216,8 @@ inline void dot_accumulate(const T* k, int64_t d, const float* const* q, int64_t
 }
 
 // Raw scores q · key of rows [r0, r0 + G) for the block's keys [key, key + n).
-template <class T, int G>
-void dot_scores(const RowTask& t, int64_t r0, int64_t key, int64_t n) {
-  const T* k = static_cast<const T*>(t.k) + key * t.dk;
+template <class T, int G, bool Paged>
+void dot_scores(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t r0, int64_t key, int64_t n) {
   const T* ks = t.ks ? static_cast<const T*>(t.ks) + key * t.ds : nullptr;
   const float* q[G];
   for (int g = 0; g < G; ++g) q[g] = t.q + (r0 + g) * t.q_stride;
@@ -191,8 +230,8 @@ void dot_scores(const RowTask& t, int64_t r0, int64_t key, int64_t n) {
       #pragma GCC unroll 16
       for (int g = 0; g < G; ++g) a[g] = _mm512_setzero_ps();
       if (j0 + jj < n) {
-        if (ahead) prefetch_key<T>(t, key + j0 + jj + ahead);
-        dot_accumulate<T, G>(k + (j0 + jj) * t.dk, t.dk, q, 0, a);
+        if (ahead) prefetch_key<T, Paged>(t, key + j0 + jj + ahead);
+        dot_accumulate<T, G>(rows.krow(j0 + jj), t.dk, q, 0, a);
         if (ks) dot_accumulate<T, G>(ks + (j0 + jj) * t.ds, t.ds, q, t.ks_offset, a);
       }
       #pragma GCC unroll 16
@@ -205,16 +244,16 @@ void dot_scores(const RowTask& t, int64_t r0, int64_t key, int64_t n) {
 
 // ---- scores, many rows: transpose the block once, then broadcast FMAs
 
-// kt[c, j] = k[j, c] for j < n and c < d; zero past n and in the padding up to 16 | d.
-template <class T>
-void pack_part(const T* k, int64_t d, int64_t n, float* kt) {
+// kt[c, j] = row(j)[c] for j < n and c < d; zero past n and in the padding up to 16 | d.
+template <class T, class Row>
+void pack_part(const Row& row, int64_t d, int64_t n, float* kt) {
   for (int64_t j0 = 0; j0 < kKeyBlock; j0 += kLanes) {
     for (int64_t c = 0; c < d; c += kLanes) {
       const __mmask16 m = lanes_below(d - c);
       __m512 r[kLanes];
       #pragma GCC unroll 16
       for (int64_t jj = 0; jj < kLanes; ++jj)
-        r[jj] = j0 + jj < n ? load16(k + (j0 + jj) * d + c, m) : _mm512_setzero_ps();
+        r[jj] = j0 + jj < n ? load16(static_cast<const T*>(row(j0 + jj)) + c, m) : _mm512_setzero_ps();
       transpose16(r);
       #pragma GCC unroll 16
       for (int64_t i = 0; i < kLanes; ++i) _mm512_store_ps(kt + (c + i) * kKeyBlock + j0, r[i]);
@@ -222,10 +261,12 @@ void pack_part(const T* k, int64_t d, int64_t n, float* kt) {
   }
 }
 
-template <class T>
-void pack_keys(const RowTask& t, int64_t key, int64_t n) {
-  pack_part(static_cast<const T*>(t.k) + key * t.dk, t.dk, n, t.kt);
-  if (t.ks) pack_part(static_cast<const T*>(t.ks) + key * t.ds, t.ds, n, t.kt + t.ks_offset * kKeyBlock);
+template <class T, bool Paged>
+void pack_keys(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t key, int64_t n) {
+  pack_part<T>([&](int64_t j) { return rows.krow(j); }, t.dk, n, t.kt);
+  if (!t.ks) return;
+  const T* ks = static_cast<const T*>(t.ks) + key * t.ds;
+  pack_part<T>([&](int64_t j) { return ks + j * t.ds; }, t.ds, n, t.kt + t.ks_offset * kKeyBlock);
 }
 
 // Raw scores of rows [r0, r0 + RT) against the packed block: RT x 32 in registers.
@@ -252,13 +293,13 @@ void outer_scores(const RowTask& t, int64_t r0) {
   }
 }
 
-template <class T>
-void block_scores(const RowTask& t, int64_t key, int64_t n) {
+template <class T, bool Paged>
+void block_scores(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t key, int64_t n) {
   int64_t r = 0;
   if (t.rows > kDotMaxRows) {
-    pack_keys<T>(t, key, n);
+    pack_keys<T, Paged>(t, rows, key, n);
     const int64_t ahead = prefetch_keys_ahead(t);
-    for (int64_t j = 0; j < n; ++j) prefetch_key<T>(t, key + j + ahead);
+    for (int64_t j = 0; j < n; ++j) prefetch_key<T, Paged>(t, key + j + ahead);
     for (; r + 12 <= t.rows; r += 12) outer_scores<12>(t, r);
     if (t.rows - r >= 8) outer_scores<8>(t, r), r += 8;
     if (t.rows - r >= 4) outer_scores<4>(t, r), r += 4;
@@ -266,9 +307,9 @@ void block_scores(const RowTask& t, int64_t key, int64_t n) {
     if (r < t.rows) outer_scores<1>(t, r);
     return;
   }
-  for (; r + 4 <= t.rows; r += 4) dot_scores<T, 4>(t, r, key, n);
-  if (t.rows - r >= 2) dot_scores<T, 2>(t, r, key, n), r += 2;
-  if (r < t.rows) dot_scores<T, 1>(t, r, key, n);
+  for (; r + 4 <= t.rows; r += 4) dot_scores<T, 4>(t, rows, r, key, n);
+  if (t.rows - r >= 2) dot_scores<T, 2>(t, rows, r, key, n), r += 2;
+  if (r < t.rows) dot_scores<T, 1>(t, rows, r, key, n);
 }
 
 // ---- online softmax
@@ -319,8 +360,8 @@ float softmax_row(const RowTask& t, int64_t r, int64_t key, int64_t n) {
 
 // o[r0 + r, c0 + 16 c] = alpha[r] * o + sum_j p[r, j] v[j, c0 + 16 c] on an RT x CT
 // register tile; v is read once per tile for all its rows.
-template <class T, int RT, int CT>
-void pv_tile(const RowTask& t, const T* v, int64_t n, int64_t r0, int64_t c0, const float* alpha) {
+template <class T, int RT, int CT, bool Paged>
+void pv_tile(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t n, int64_t r0, int64_t c0, const float* alpha) {
   __mmask16 cm[CT];
   #pragma GCC unroll 16
   for (int c = 0; c < CT; ++c) cm[c] = lanes_below(t.dv - c0 - c * kLanes);
@@ -335,7 +376,7 @@ void pv_tile(const RowTask& t, const T* v, int64_t n, int64_t r0, int64_t c0, co
   for (int64_t j = 0; j < n; ++j) {
     __m512 vv[CT];
     #pragma GCC unroll 16
-    for (int c = 0; c < CT; ++c) vv[c] = load16(v + j * t.dv + c0 + c * kLanes, cm[c]);
+    for (int c = 0; c < CT; ++c) vv[c] = load16(rows.vrow(j) + c0 + c * kLanes, cm[c]);
     #pragma GCC unroll 16
     for (int r = 0; r < RT; ++r) {
       const __m512 p = _mm512_set1_ps(t.s[(r0 + r) * kKeyBlock + j]);
@@ -349,25 +390,24 @@ void pv_tile(const RowTask& t, const T* v, int64_t n, int64_t r0, int64_t c0, co
     for (int c = 0; c < CT; ++c) _mm512_store_ps(t.o + (r0 + r) * t.o_stride + c0 + c * kLanes, acc[r][c]);
 }
 
-template <class T, int RT>
-void pv_rows(const RowTask& t, const T* v, int64_t n, int64_t r0, const float* alpha) {
+template <class T, int RT, bool Paged>
+void pv_rows(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t n, int64_t r0, const float* alpha) {
   const int64_t vecs = pad_lanes(t.dv) / kLanes;
   int64_t c = 0;
-  for (; c + 4 <= vecs; c += 4) pv_tile<T, RT, 4>(t, v, n, r0, c * kLanes, alpha);
-  if (vecs - c >= 2) pv_tile<T, RT, 2>(t, v, n, r0, c * kLanes, alpha), c += 2;
-  if (c < vecs) pv_tile<T, RT, 1>(t, v, n, r0, c * kLanes, alpha);
+  for (; c + 4 <= vecs; c += 4) pv_tile<T, RT, 4>(t, rows, n, r0, c * kLanes, alpha);
+  if (vecs - c >= 2) pv_tile<T, RT, 2>(t, rows, n, r0, c * kLanes, alpha), c += 2;
+  if (c < vecs) pv_tile<T, RT, 1>(t, rows, n, r0, c * kLanes, alpha);
 }
 
-template <class T>
-void pv_block(const RowTask& t, int64_t key, int64_t n, const float* alpha) {
-  const T* v = static_cast<const T*>(t.v) + key * t.dv;
+template <class T, bool Paged>
+void pv_block(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t n, const float* alpha) {
   int64_t r = 0;
-  for (; r + 4 <= t.rows; r += 4) pv_rows<T, 4>(t, v, n, r, alpha);
-  if (t.rows - r >= 2) pv_rows<T, 2>(t, v, n, r, alpha), r += 2;
-  if (r < t.rows) pv_rows<T, 1>(t, v, n, r, alpha);
+  for (; r + 4 <= t.rows; r += 4) pv_rows<T, 4>(t, rows, n, r, alpha);
+  if (t.rows - r >= 2) pv_rows<T, 2>(t, rows, n, r, alpha), r += 2;
+  if (r < t.rows) pv_rows<T, 1>(t, rows, n, r, alpha);
 }
 
-template <class T>
+template <class T, bool Paged>
 void run_rows(const RowTask& t) {
   for (int64_t r = 0; r < t.rows; ++r) {
     t.m[r] = kNegInf;
@@ -378,19 +418,26 @@ void run_rows(const RowTask& t) {
   for (int64_t key = t.t_begin; key < t.t_end; key += kKeyBlock) {
     const int64_t n = std::min(kKeyBlock, t.t_end - key);
     if (block_hidden(t, key, n)) continue;
-    block_scores<T>(t, key, n);
+    const BlockRows<T, Paged> rows(t, key, n);
+    block_scores<T, Paged>(t, rows, key, n);
     for (int64_t r = 0; r < t.rows; ++r) alpha[r] = softmax_row(t, r, key, n);
-    pv_block<T>(t, key, n, alpha);
+    pv_block<T, Paged>(t, rows, n, alpha);
   }
 }
 
 }  // namespace
 
 void run_rows_avx512(const RowTask& t) {
-  if (t.f16)
-    run_rows<uint16_t>(t);
-  else
-    run_rows<float>(t);
+  if (t.read) {
+    if (t.f16)
+      run_rows<uint16_t, true>(t);
+    else
+      run_rows<float, true>(t);
+  } else if (t.f16) {
+    run_rows<uint16_t, false>(t);
+  } else {
+    run_rows<float, false>(t);
+  }
 }
 
 }  // namespace kvf::exec::cpu::attn

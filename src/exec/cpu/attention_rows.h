@@ -28,9 +28,16 @@ struct RowTask {
   const float* q = nullptr;        // [rows, q_stride]: q * scale / (softcap or 1), zero padded;
   int64_t q_stride = 0;            //   the key part at 0, the shared part at ks_offset
   int64_t ks_offset = 0;
-  const void* k = nullptr;         // [Lk, dk] of kv head (b, g)
-  const void* ks = nullptr;        // [Lk, ds] of batch row b, or null
-  const void* v = nullptr;         // [Lk, dv] of kv head (b, g)
+  // Key t's K row is k + row(t) * k_stride and its V row v + row(t) * v_stride, with
+  // row(t) = t for dense keys (k [Lk, dk] and v [Lk, dv] of kv head (b, g); the strides are
+  // dk and dv) and row(t) = read[t] for paged keys (k and v point at head g of pool row 0;
+  // the strides are Hkv * dk and Hkv * dv, so one 16-token block's keys are a stride apart
+  // and the blocks lie anywhere in the pool).
+  const void* k = nullptr;
+  const void* ks = nullptr;        // [Lk, ds] of batch row b, or null (dense keys only)
+  const void* v = nullptr;
+  const int32_t* read = nullptr;   // paged: [Lk] batch row b's pool rows; null: dense
+  int64_t k_stride = 0, v_stride = 0;
   const float* const* mask = nullptr;  // [rows]: each row's additive mask at key 0; null: none
   float softcap = 0.0f;            // 0: none
   int64_t t_begin = 0, t_end = 0;

@@ -6,6 +6,7 @@
 #include "exec/cpu/kernels_generic.h"
 #include "exec/cpu/kernels_rows.h"
 #include "exec/cpu/linear.h"
+#include "ir/printer.h"
 #include "ir/slot_check.h"
 
 namespace kvf::exec::cpu {
@@ -68,6 +69,10 @@ AttentionArgs attention_args(const ir::Eqn& e, const plan::AttentionRequest& r, 
     a.mask_heads = m.dim(1);
   }
   if (e.params.attn.has_len) a.len = in[next++].i32();
+  if (e.params.attn.has_read) {  // paged keys: the pools and the read map
+    a.read = in[next++].i32();
+    a.pool_rows = r.pool_rows;
+  }
   a.scale = static_cast<float>(r.scale);
   a.softcap = static_cast<float>(r.softcap);
   a.out = out.f32();
@@ -94,6 +99,17 @@ Status check_fused(const ir::Graph& g, const ir::Eqn& e) {
     }
   }
   if (g.type(e.out).dtype != DType::kF32) return unsupported("exec/cpu: ", ir::op_name(e.op), " to ", ir::type_str(g.type(e.out)));
+  if (e.op == OpKind::kAttention && e.params.attn.has_read) {
+    // The kernel reads the pools at the map's words unchecked: only a read-map slot declared
+    // over the pool's rows, which run() checks (ir::check_slot) before anything runs, may
+    // name them.
+    const ir::Value& read = g.value(e.in.back());
+    const int64_t rows = g.type(e.in[1]).shape[0];
+    if (read.kind != ValueKind::kSlot || read.slot != ir::Slot::kSlotMap || read.slot_bound != rows) {
+      return unsupported("exec/cpu: paged attention reads its pools through ", ir::value_ref(g, e.in.back()),
+                         ", not a read-map slot declared over the pool's ", rows, " rows");
+    }
+  }
   return {};
 }
 
