@@ -75,6 +75,8 @@ Result<std::vector<llm::Completion>> run_contiguous(const models::Model& m, cons
   for (const llm::Request& r : reqs) {
     llm::GeneratorOptions g = generator_options(o.model);
     g.last_logits = true;
+    g.window = o.window;
+    g.sinks = o.sinks;
     llm::Generator gen(m, static_cast<int64_t>(r.prompt.size()) + std::max<int64_t>(r.max_tokens, 1), g);
     llm::Sampler sampler(r.sampler);
     llm::Completion c;
@@ -118,6 +120,15 @@ llm::kv::WeightsIdentity identity_of(const std::string& spec) {
   return llm::kv::weights_identity(id);
 }
 
+// The blocks one sequence holds at most: all of its positions, or under windows the sinks'
+// blocks plus a window and a step's chunk (blocks behind every window go back).
+int64_t blocks_per_sequence(const models::ModelConfig& cfg, const BatchOptions& o, int64_t max_len) {
+  auto blocks = [](int64_t tokens) { return (tokens + llm::kv::kBlockTokens - 1) / llm::kv::kBlockTokens; };
+  const int64_t reach = llm::attention_reach(cfg, o.window);
+  if (reach == 0) return blocks(max_len);
+  return std::min(blocks(max_len), blocks(o.sinks) + blocks(reach + o.max_batch_tokens) + 1);
+}
+
 int64_t longest(const std::vector<llm::Request>& reqs) {
   int64_t n = 0;
   for (const llm::Request& r : reqs) n = std::max<int64_t>(n, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
@@ -125,7 +136,7 @@ int64_t longest(const std::vector<llm::Request>& reqs) {
 }
 
 Status run(const BatchOptions& o) {
-  if (o.window > 0 || o.sinks > 0) return unsupported("--window/--sinks: the StreamingLLM policy is not built yet");
+  if (o.sinks > 0 && o.window == 0) return invalid_input("--sinks needs --window (the sinks are kept besides a window)");
   if (o.kv == "contiguous" && (o.pool_blocks > 0)) return invalid_input("--pool-blocks applies to --kv paged");
   // The tokenizer when there is one: "prompt" lines need it, "ids" lines do not.
   Result<models::Model> m = models::open_model(o.model.model, {.tokenizer_path = o.model.tokenizer, .check_finite = true,
@@ -134,8 +145,12 @@ Status run(const BatchOptions& o) {
   Result<std::vector<llm::Request>> reqs = read_requests(o.requests, *m);
   if (!reqs) return reqs.take_error();
   const int64_t max_len = o.model.ctx > 0 ? o.model.ctx : longest(*reqs);
-  if (longest(*reqs) > m->config.context) {
-    return invalid_input("a request needs ", longest(*reqs), " positions, the model's context is ", m->config.context);
+  // Under a window a rotary or ALiBi model may run past its context (StreamingLLM); a
+  // learned position table has no row there.
+  const bool past_context_ok = o.window > 0 && !m->config.learned_positions();
+  if (longest(*reqs) > m->config.context && !past_context_ok) {
+    return invalid_input("a request needs ", longest(*reqs), " positions, the model's context is ", m->config.context,
+                         m->config.learned_positions() ? "" : " (with --window it may run past it)");
   }
   const auto t0 = Clock::now();
   std::vector<llm::Completion> done;
@@ -148,7 +163,9 @@ Status run(const BatchOptions& o) {
     const llm::GeneratorOptions g = generator_options(o.model);
     llm::DriverOptions d;
     d.max_seq_len = max_len;
-    const int64_t per_seq = (max_len + llm::kv::kBlockTokens - 1) / llm::kv::kBlockTokens;
+    d.window = o.window;
+    d.sinks = o.sinks;
+    const int64_t per_seq = blocks_per_sequence(m->config, o, max_len);
     d.pool_blocks = o.pool_blocks > 0 ? o.pool_blocks
                                       : static_cast<int32_t>(per_seq * std::min<int64_t>(o.max_rows, static_cast<int64_t>(reqs->size())));
     d.kv_dtype = g.kv_dtype;
@@ -169,6 +186,7 @@ Status run(const BatchOptions& o) {
     summary["prefix_miss_tokens"] = driver.prefix_cache().miss_tokens();
     summary["evictions"] = driver.prefix_cache().evictions();
     summary["kv_bytes"] = driver.state_bytes();
+    summary["peak_blocks"] = driver.peak_used_blocks();
   }
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   std::map<std::string, const llm::Completion*> by_id;
@@ -216,8 +234,11 @@ Command add_batch_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-rows", o->max_rows, "sequences per step")->capture_default_str()->check(CLI::Range(1, 1024));
-  cmd->add_option("--window", o->window, "StreamingLLM: keep the last W tokens (not built yet)");
-  cmd->add_option("--sinks", o->sinks, "StreamingLLM: keep the first S tokens (not built yet)");
+  cmd->add_option("--window", o->window,
+                  "StreamingLLM: every layer sees the last W positions (and the sinks); blocks behind go back to the pool")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--sinks", o->sinks, "StreamingLLM: every layer also sees the first S positions (needs --window)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", o->json, "one JSON line per request, then a summary line");
   return {cmd, [o] { return run(*o); }};
 }

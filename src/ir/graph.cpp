@@ -16,6 +16,7 @@ std::string_view slot_name(Slot s) {
     case Slot::kSeqLen: return "seq_len";
     case Slot::kSlotMap: return "slot_map";
     case Slot::kWriteMap: return "write_map";
+    case Slot::kKeyPos: return "key_pos";
   }
   return "?";
 }

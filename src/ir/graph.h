@@ -36,6 +36,7 @@ enum class Slot : uint8_t {
   kSeqLen,    // i32 [B]: live length of each row
   kSlotMap,   // i32 [B, cap]: logical position -> pool slot (paged read map)
   kWriteMap,  // i32 [B*T]: new token -> pool slot, -1 writes nothing (paged write map)
+  kKeyPos,    // i32 [B, cap]: logical position of each read-map column (paged masks, live length)
 };
 std::string_view slot_name(Slot s);
 

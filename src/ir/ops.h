@@ -48,12 +48,25 @@ struct RopeTables {
 RopeTables rope_tables(V pos, const RopeSpec& spec, const std::string& name = "rope_inv_freq");
 V apply_rope(V x, const RopeTables& t);  // x [B, H, T, D]
 
-// ---- masks (mask.cpp): additive f32 [1, 1, T, Lk], 0 where visible and -inf elsewhere
-V causal_mask(V pos, int64_t lk);                         // key k visible to query t iff k <= pos[t]
-V sliding_window_mask(V pos, int64_t lk, int64_t window); // iff pos[t] - window < k <= pos[t]
+// ---- masks (mask.cpp): additive f32 [R, 1, n, Lk], 0 where visible and -inf elsewhere.
+// keys i32 [R, Lk] holds the position of every key column: key_positions() (0..Lk-1, one
+// row shared by every query), or a paged step's per-row Slot::kKeyPos. pos is [R * n].
+V key_positions(Builder& b, int64_t lk);  // iota [1, Lk]
+// What a query sees besides causality: the last `window` positions (0: all of them), plus
+// the first `sinks` positions whatever the window (StreamingLLM's attention sinks).
+struct KeySpan {
+  int64_t window = 0;
+  int64_t sinks = 0;
+};
+// Key k visible to query t iff k <= pos[t] and k lies in every span.
+V span_mask(V pos, V keys, const std::vector<KeySpan>& spans);
+V causal_mask(V pos, int64_t lk);                         // k <= pos[t], over key_positions
+V sliding_window_mask(V pos, int64_t lk, int64_t window); // pos[t] - window < k <= pos[t]
 std::vector<float> alibi_slopes(int64_t n_heads);         // the ALiBi paper's geometric slopes
+V alibi_bias(Builder& b, const std::vector<float>& slopes, V keys,
+             const std::string& name = "alibi_slopes");   // [R, H, 1, Lk]: slope_h * keys
 V alibi_bias(Builder& b, const std::vector<float>& slopes, int64_t lk,
-             const std::string& name = "alibi_slopes");   // [1, H, 1, Lk]: slope_h * k
+             const std::string& name = "alibi_slopes");   // over key_positions
 
 // ---- attention (attention.cpp)
 struct AttnOpts {
@@ -77,14 +90,17 @@ CachedAttention attention_cached(V q, V k_new, V v_new, V k_cache, V v_cache, V 
 // The paged form: k_new/v_new [B, Hkv, T, D] are written through `write` [B*T] (token ->
 // pool slot, -1 writes nothing) into the pools [S, Hkv, D] by ScatterUpdate (donating the
 // state), then each row b attends over its logical positions 0..len[b]-1 read through
-// `read` [B, cap] (position -> pool slot), len[b] = pos[b, T-1] + 1. pos is [B, T]: a row
+// `read` [B, cap] (column -> pool slot), len[b] = pos[b, T-1] + 1. pos is [B, T]: a row
 // shorter than T repeats its last token and position (and writes nothing for the copies).
 // Each row's keys are the gathered view transpose(gather(pool, read), (0,2,1,3)); when read
 // is a read-map slot declared over the pools' rows, compile/ fuses the chain into the
 // paged-key form, which reads the pools in place through read (docs/attention.md).
 struct PagedAttention { V out, k_pool, v_pool; };
+// With key_pos [B, cap] (the position each read column holds, increasing, larger than any
+// query past the row's last column) the read map is compact: it may skip positions (blocks
+// freed behind a window), and len[b] counts the columns at or before pos[b, T-1].
 PagedAttention attention_paged(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V read, V pos, V mask,
-                               const AttnOpts& opts);
+                               const AttnOpts& opts, V key_pos = {});
 // Clamps x into [lo, hi] and declares the witness lo <= x <= hi as a validation output.
 V index_guard(V x, int64_t lo, int64_t hi, const std::string& what);
 // Attends over the first len[b] keys of each row (len i32 [B], 1 <= len <= L, guarded):

@@ -20,6 +20,17 @@ RunnerOptions runner_options(const DriverOptions& o) {
 
 }  // namespace
 
+int64_t attention_reach(const models::ModelConfig& cfg, int64_t window) {
+  int64_t reach = 0;
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    int64_t w = window;
+    if (cfg.sliding_window > 0 && cfg.sliding(l)) w = w > 0 ? std::min(w, cfg.sliding_window) : cfg.sliding_window;
+    if (w <= 0) return 0;
+    reach = std::max(reach, w);
+  }
+  return reach;
+}
+
 int32_t Driver::Sequence::token_at(int64_t i) const {
   const auto np = static_cast<int64_t>(prompt.size());
   return i < np ? prompt[static_cast<size_t>(i)] : generated[static_cast<size_t>(i - np)];
@@ -29,6 +40,7 @@ Driver::Driver(const models::Model& model, DriverOptions opts)
     : model_(model),
       opts_(opts),
       max_seq_len_(opts.max_seq_len > 0 ? opts.max_seq_len : std::min<int64_t>(model.config.context, 4096)),
+      reach_(attention_reach(model.config, opts.window)),
       pool_(opts.pool_blocks),
       cache_(pool_),
       runner_(model, runner_options(opts)) {}
@@ -61,20 +73,24 @@ Result<Opened> Driver::admit(std::vector<int32_t> prompt, std::vector<int32_t> g
   // The last known token is always computed: its logits choose the next one.
   kv::BlockTable table = opts_.prefix_cache ? cache_.open(all, opts_.identity) : kv::BlockTable(pool_, opts_.identity);
   const int64_t hit = table.num_tokens();
-  const int32_t needed = table.blocks_needed(known - hit);
+  // A sequence under a window holds a window's worth of blocks at a time: its prompt is
+  // appended as it is computed (reserve), not all at once.
+  const int64_t admitted = reach_ > 0 ? std::min(known, hit + reach_) : known;
+  const int32_t needed = table.blocks_needed(admitted - hit);
   if (needed > pool_.free_count()) {
     const NoRoom no{needed, pool_.free_count()};
     Status s = table.release();
     if (!s) return s.take_error();
     return Opened{std::nullopt, no, 0};
   }
-  Status s = table.append(std::span<const int32_t>(all).subspan(static_cast<size_t>(hit)));
+  Status s = table.append(std::span<const int32_t>(all).subspan(static_cast<size_t>(hit), static_cast<size_t>(admitted - hit)));
   if (!s) return s.take_error();
   auto seq = std::make_unique<Sequence>(Sequence{std::move(prompt), std::move(generated), max_new, std::move(sampler),
-                                                 std::move(table), hit, false});
+                                                 std::move(table), hit, false, 0});
   seq->finished = static_cast<int64_t>(seq->generated.size()) >= max_new;
   const SeqId id = next_id_++;
   seqs_.emplace(id, std::move(seq));
+  note_usage();
   return Opened{id, {}, hit};
 }
 
@@ -104,17 +120,24 @@ Result<std::optional<NoRoom>> Driver::reserve(SeqId id, int64_t n) {
   if (needed > pool_.free_count()) return std::optional<NoRoom>{NoRoom{needed, pool_.free_count()}};
   Status st = q.table.append(add);
   if (!st) return st.take_error();
+  note_usage();
   return std::optional<NoRoom>{};
 }
 
 Result<std::vector<float>> Driver::run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows) {
-  const int64_t cap = max_seq_len_;
+  // The read map is compact (a row lists the positions its table still holds), so its
+  // width follows the live positions, in powers of two so that few step shapes are traced.
+  int64_t live = kv::kBlockTokens;
+  for (const RowRequest& r : rows) live = std::max(live, seqs_.at(r.seq)->table.live_positions());
+  const int64_t cap = std::max(pow2_at_least(live), t);
   std::vector<int32_t> ids, pos, write, read(static_cast<size_t>(padded_rows * cap), 0);
+  std::vector<int32_t> key_pos(read.size(), kv::kNoKey);
   for (size_t r = 0; r < static_cast<size_t>(padded_rows); ++r) {
-    if (r >= rows.size()) {  // a bucket's spare row: reads slot 0, writes nothing
+    if (r >= rows.size()) {  // a bucket's spare row: reads slot 0 as position 0, writes nothing
       ids.insert(ids.end(), static_cast<size_t>(t), 0);
       pos.insert(pos.end(), static_cast<size_t>(t), 0);
       write.insert(write.end(), static_cast<size_t>(t), -1);
+      key_pos[r * static_cast<size_t>(cap)] = 0;
       continue;
     }
     const Sequence& q = *seqs_.at(rows[r].seq);
@@ -125,7 +148,10 @@ Result<std::vector<float>> Driver::run_rows(const std::vector<RowRequest>& rows,
       pos.push_back(static_cast<int32_t>(p));
       write.push_back(j < n ? q.table.slot(p) : -1);
     }
-    Status s = q.table.fill_read_row(std::span<int32_t>(read).subspan(r * static_cast<size_t>(cap), static_cast<size_t>(cap)));
+    const auto row = [&](std::vector<int32_t>& m) {
+      return std::span<int32_t>(m).subspan(r * static_cast<size_t>(cap), static_cast<size_t>(cap));
+    };
+    Status s = q.table.fill_read_row(row(read), row(key_pos));
     if (!s) return s.take_error();
   }
   models::StepSpec spec;
@@ -136,8 +162,29 @@ Result<std::vector<float>> Driver::run_rows(const std::vector<RowRequest>& rows,
   spec.kv_dtype = opts_.kv_dtype;
   spec.pool_slots = pool_.pool_slots();
   spec.rows = padded_rows;
-  return runner_.run(spec, {{ir::Slot::kToken, ids}, {ir::Slot::kPos, pos}, {ir::Slot::kWriteMap, write},
-                            {ir::Slot::kSlotMap, read}});
+  spec.window = opts_.window;
+  spec.sinks = opts_.sinks;
+  return runner_.run(spec, {{ir::Slot::kToken, ids},
+                            {ir::Slot::kPos, pos},
+                            {ir::Slot::kWriteMap, write},
+                            {ir::Slot::kSlotMap, read},
+                            {ir::Slot::kKeyPos, key_pos}});
+}
+
+// The next query of q is at position q.computed: it sees keys after computed - reach, and
+// the sinks. Blocks wholly before that go back to the pool (once offered to the prefix
+// cache, which may still serve them to a later prompt).
+Status Driver::drop_behind_window(Sequence& q) {
+  if (reach_ == 0) return {};
+  int32_t end = static_cast<int32_t>(std::max<int64_t>(q.computed - reach_ + 1, 0) / kv::kBlockTokens);
+  if (opts_.prefix_cache) end = std::min(end, q.table.committed_blocks());
+  const auto sink_blocks = static_cast<int32_t>((opts_.sinks + kv::kBlockTokens - 1) / kv::kBlockTokens);
+  for (int32_t b = std::max(q.dropped_to, sink_blocks); b < end; ++b) {
+    Status s = q.table.drop_block(b);
+    if (!s) return s;
+  }
+  q.dropped_to = std::max(q.dropped_to, end);
+  return {};
 }
 
 Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows) {
@@ -167,19 +214,20 @@ Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows)
   for (size_t r = 0; r < rows.size(); ++r) {
     Sequence& q = *seqs_.at(rows[r].seq);
     q.computed += rows[r].tokens;
-    RowResult res{rows[r].seq, std::nullopt};
+    RowResult res{rows[r].seq, std::nullopt, {}};
+    const std::span<const float> row_logits(logits->data() + static_cast<int64_t>(r) * vocab, static_cast<size_t>(vocab));
+    if (opts_.return_logits) res.logits.assign(row_logits.begin(), row_logits.end());
     if (q.computed == q.known() && !q.finished) {
       std::vector<int32_t> history;
       for (int64_t i = 0; i < q.known(); ++i) history.push_back(q.token_at(i));
-      res.token = q.sampler.sample(std::span<const float>(logits->data() + static_cast<int64_t>(r) * vocab,
-                                                          static_cast<size_t>(vocab)),
-                                   history);
+      res.token = q.sampler.sample(row_logits, history);
     }
     // Full blocks whose K/V are now all written become findable by later prompts.
     if (opts_.prefix_cache && q.computed == q.table.num_tokens()) {
       Result<int32_t> c = cache_.commit(q.table);
       if (!c) return c.take_error();
     }
+    if (Status d = drop_behind_window(q); !d) return d.take_error();
     out.push_back(res);
   }
   return out;

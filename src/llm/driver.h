@@ -11,6 +11,7 @@
 //                                     comes back so it can resume by recompute)
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,7 +36,18 @@ struct DriverOptions {
   kv::WeightsIdentity identity;  // the weights the K/V come from: prefix hits never cross it
   bool prefix_cache = true;
   int32_t eos = -1;             // a sampled eos finishes the sequence (-1: none)
+  // > 0: the StreamingLLM policy: every layer sees the first `sinks` and the last `window`
+  // positions. With it, or a model whose every layer slides, blocks behind all windows go
+  // back to the pool as a sequence moves on (cache relief, docs/kv.md).
+  int64_t window = 0;
+  int64_t sinks = 0;
+  bool return_logits = false;  // each RowResult carries its row's last-token logits (tests, logprobs)
 };
+
+// How far back any layer of `cfg` sees under a StreamingLLM window (0: none): 0 when some
+// layer sees the whole sequence, else the widest layer window. Blocks wholly behind it
+// (sinks aside) are never read again.
+int64_t attention_reach(const models::ModelConfig& cfg, int64_t window);
 
 // Not enough free blocks: how many the call needed and how many were free.
 struct NoRoom {
@@ -58,6 +70,7 @@ struct RowRequest {
 struct RowResult {
   SeqId seq = -1;
   std::optional<int32_t> token;  // sampled when the row reached the end of the known tokens
+  std::vector<float> logits;     // with DriverOptions::return_logits: after the row's last token
 };
 
 enum class ReleaseReason { kFinished, kPreempted, kCancelled };
@@ -101,6 +114,7 @@ class Driver {
   int32_t blocks_needed(SeqId seq, int64_t n) const;
   int32_t free_blocks() const { return pool_.free_count(); }
   int32_t total_blocks() const { return pool_.num_blocks(); }
+  int32_t peak_used_blocks() const { return peak_used_; }  // the most blocks held at once
   int64_t max_seq_len() const { return max_seq_len_; }
   const kv::PrefixCache& prefix_cache() const { return cache_; }
   int64_t state_bytes() const { return runner_.state_bytes(); }
@@ -114,6 +128,7 @@ class Driver {
     kv::BlockTable table;
     int64_t computed = 0;  // tokens whose K/V are in the pools
     bool finished = false;
+    int32_t dropped_to = 0;  // blocks below this, sinks aside, are behind every window
     int64_t known() const { return static_cast<int64_t>(prompt.size() + generated.size()); }
     int32_t token_at(int64_t i) const;
   };
@@ -122,15 +137,19 @@ class Driver {
   Result<Sequence*> find(SeqId seq);
   const Sequence* find(SeqId seq) const;
   Result<std::vector<float>> run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows);
+  Status drop_behind_window(Sequence& q);
 
   const models::Model& model_;
   DriverOptions opts_;
   int64_t max_seq_len_;
+  int64_t reach_;  // attention_reach: 0 keeps every block
   kv::BlockPool pool_;
   kv::PrefixCache cache_;
   StepRunner runner_;
   std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
   SeqId next_id_ = 0;
+  int32_t peak_used_ = 0;
+  void note_usage() { peak_used_ = std::max(peak_used_, pool_.num_blocks() - pool_.free_count()); }
 };
 
 }  // namespace kvf::llm

@@ -53,6 +53,8 @@ Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
   spec.cached = true;
   spec.last_logits = opts_.last_logits;
   spec.kv_dtype = opts_.kv_dtype;
+  spec.window = opts_.window;
+  spec.sinks = opts_.sinks;
   Result<std::vector<float>> logits = runner_.run(spec, {{ir::Slot::kToken, tokens}, {ir::Slot::kPos, pos}});
   if (!logits) return logits.take_error();
   pos_ += n;

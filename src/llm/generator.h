@@ -16,6 +16,7 @@ struct GeneratorOptions {
   int threads = 0;  // 0: one per hardware thread
   bool last_logits = false;  // step() returns the last position's logits only (generation)
   DType kv_dtype = DType::kF32;  // the KV cache's element type: f32, or f16 (half the bytes)
+  int64_t window = 0, sinks = 0;  // a StreamingLLM mask over every layer (models::StepSpec)
   std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
 };
 

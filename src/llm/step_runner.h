@@ -48,7 +48,7 @@ class StepRunner {
   void reset_state();
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, DType>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, DType, int64_t, int64_t>;
   static Key key_of(const models::StepSpec& s);
   Result<const ir::Graph*> graph_for(const models::StepSpec& spec);
   Result<exec::cpu::CpuExecutor*> executor_for(const models::StepSpec& spec);

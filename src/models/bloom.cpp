@@ -12,13 +12,12 @@ Result<ir::Graph> trace_bloom(const ModelConfig& cfg, const Weights& w, const St
   Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
   const int64_t n = step_tokens(step), dim = cfg.dim;
-  const int64_t lk = keys_seen(step);
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
   const V tokens = t.tokens, pos = t.pos;
   // ALiBi: slope_h * key position; softmax ignores the per-row constant -slope_h * query.
-  V alibi = ops::alibi_bias(b, ops::alibi_slopes(cfg.n_heads), lk);
-  const V mask = ops::causal_mask(pos, lk) + alibi;  // [1, H, n, lk]
+  V alibi = ops::alibi_bias(b, ops::alibi_slopes(cfg.n_heads), t.keys);
+  const V mask = step_masks(cfg, step, t).full + alibi;  // [R, H, n, keys]
   auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };
   auto layernorm = [&](V x, const std::string& name) {
     return ops::layernorm(x, W(name + ".weight", {dim}), W(name + ".bias", {dim}), cfg.norm_eps);

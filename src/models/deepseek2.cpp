@@ -16,7 +16,6 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
   }
   const int64_t n = step_tokens(step), dim = cfg.dim, nh = cfg.n_heads;
   const int64_t nope = cfg.qk_nope_dim, rot = cfg.qk_rope_dim, dk = nope + rot, dv = cfg.v_head_dim, r = cfg.kv_lora_rank;
-  const int64_t lk = keys_seen(step);
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
   const V tokens = t.tokens, pos = t.pos;
@@ -24,7 +23,7 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
   rope_spec.head_dim = rot;  // rope turns only the shared rotary part
   rope_spec.rotary_dim = 0;
   const ops::RopeTables rope = ops::rope_tables(pos, rope_spec);
-  const V mask = ops::causal_mask(pos, lk);
+  const V mask = step_masks(cfg, step, t).full;
   const double scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(dk));
   const ops::AttnOpts attn{.scale = scale, .softcap = 0.0};
   auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };

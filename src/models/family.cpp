@@ -16,6 +16,10 @@ Status check_step(const ModelConfig& cfg, const StepSpec& step) {
   if (step.rows < 1) return invalid_input(cfg.arch, ": a step needs at least one row, got ", step.rows);
   if (step.rows > 1 && !paged(step)) return unsupported(cfg.arch, ": a batch of ", step.rows, " rows needs the paged cache");
   if (paged(step) && !step.cached) return invalid_input(cfg.arch, ": a paged step is a cached step");
+  if (step.window < 0 || step.sinks < 0 || (step.sinks > 0 && step.window == 0)) {
+    return invalid_input(cfg.arch, ": a window of ", step.window, " with ", step.sinks,
+                         " sinks (sinks need a window; neither is negative)");
+  }
   return {};
 }
 
@@ -25,9 +29,27 @@ StepTrace::StepTrace(const ModelConfig& cfg, const StepSpec& step)
   const int64_t n = step.rows * step.n_tokens;
   tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
   pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
-  if (!paged(step)) return;
+  if (!paged(step)) {
+    keys = ir::ops::key_positions(b, keys_seen(step));
+    return;
+  }
   read = b.map_slot(ir::Slot::kSlotMap, {step.rows, step.capacity}, step.pool_slots);
   write = b.map_slot(ir::Slot::kWriteMap, {n}, step.pool_slots);
+  keys = b.slot(ir::Slot::kKeyPos, DType::kI32, {step.rows, step.capacity});
+}
+
+StepMasks step_masks(const ModelConfig& cfg, const StepSpec& step, const StepTrace& t) {
+  std::vector<ir::ops::KeySpan> spans;
+  if (step.window > 0) spans.push_back({.window = step.window, .sinks = step.sinks});
+  StepMasks m;
+  m.full = ir::ops::span_mask(t.pos, t.keys, spans);
+  if (cfg.sliding_window <= 0) {
+    m.sliding = m.full;
+    return m;
+  }
+  spans.push_back({.window = cfg.sliding_window});
+  m.sliding = ir::ops::span_mask(t.pos, t.keys, spans);
+  return m;
 }
 
 ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Shape& shape) {
@@ -88,12 +110,12 @@ ir::V paged_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir:
   };
   const ir::Graph& g = b.graph();
   ir::V read{&b, g.find_slot(ir::Slot::kSlotMap)}, write{&b, g.find_slot(ir::Slot::kWriteMap)};
+  ir::V key_pos{&b, g.find_slot(ir::Slot::kKeyPos)};
   const int64_t rows = step.rows;
-  ir::V m = mask.valid() ? as_rows(mask, rows) : mask;
   ir::V out = ir::ops::attention_paged(as_rows(q, rows), as_rows(k, rows), as_rows(v, rows),
                                        pool("k_pool", k, ir::StateRole::kKeyCache),
                                        pool("v_pool", v, ir::StateRole::kValueCache), write, read,
-                                       b.reshape(pos, {rows, step.n_tokens}), m, opts)
+                                       b.reshape(pos, {rows, step.n_tokens}), mask, opts, key_pos)
                   .out;
   return as_sequence(out);
 }

@@ -26,6 +26,10 @@ struct StepSpec {
   // logical length a row can reach in this step.
   int64_t pool_slots = 0;
   int64_t rows = 1;
+  // > 0: a StreamingLLM policy over every layer: a query sees the last `window` positions
+  // and the first `sinks` (a sliding layer also keeps its own window).
+  int64_t window = 0;
+  int64_t sinks = 0;
 };
 inline bool paged(const StepSpec& step) { return step.pool_slots > 0; }
 // Tokens the step computes, every row's laid end to end: row-wise work (embeddings, norms,
@@ -39,13 +43,24 @@ ir::V classifier_rows(const StepSpec& step, ir::V x);  // x [1, n, dim]
 Status check_step(const ModelConfig& cfg, const StepSpec& step);
 // Keys each query row sees: the cache capacity, or the step's own tokens in a full pass.
 inline int64_t keys_seen(const StepSpec& step) { return step.cached ? step.capacity : step.n_tokens; }
-// A builder named after the arch and step ("llama.step1", "gpt2.full48") and its two slots.
+// A builder named after the arch and step ("llama.step1", "gpt2.full48") and its slots.
 struct StepTrace {
   ir::Builder b;
   ir::V tokens, pos;  // i32 [rows * n] each
+  // The position of every key column, i32 [R, keys_seen]: 0.. shared by every query (R = 1),
+  // or a paged step's Slot::kKeyPos per row (R = rows; its read map may skip freed blocks).
+  ir::V keys;
   ir::V read, write;  // paged steps: the read map i32 [rows, capacity] and the write map [rows * n]
   StepTrace(const ModelConfig& cfg, const StepSpec& step);
 };
+
+// The additive masks a step's layers use, [R, 1, n, keys_seen]: causal (plus the step's
+// StreamingLLM policy) for full layers, and with the model's window for sliding ones.
+struct StepMasks {
+  ir::V full, sliding;
+  ir::V of(const ModelConfig& cfg, int64_t layer) const { return cfg.sliding(layer) ? sliding : full; }
+};
+StepMasks step_masks(const ModelConfig& cfg, const StepSpec& step, const StepTrace& t);
 
 // A weight as an f32 value: the named constant, cast from f16/bf16/q8_0/q4_0 when stored so
 // (executors fuse the cast into the consuming matmul). A missing or misshapen tensor is

@@ -12,13 +12,11 @@ Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const S
   Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
   const int64_t n = step_tokens(step), dim = cfg.dim, hd = cfg.head_dim, nh = cfg.n_heads, nkv = cfg.n_kv_heads;
-  const int64_t lk = keys_seen(step);
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
   const V tokens = t.tokens, pos = t.pos;
   const ops::RopeTables rope = ops::rope_tables(pos, cfg.rope_spec());
-  const V causal = ops::causal_mask(pos, lk);
-  const V window = cfg.sliding_window > 0 ? ops::sliding_window_mask(pos, lk, cfg.sliding_window) : causal;
+  const StepMasks masks = step_masks(cfg, step, t);
   const double scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
   const ops::AttnOpts attn{.scale = scale, .softcap = cfg.attn_softcap};
   auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };
@@ -35,7 +33,7 @@ Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const S
     V q = ops::apply_rope(split_heads(ops::linear(h, W(p + "attn_q.weight", {nh * hd, dim})), nh, hd), rope);
     V k = ops::apply_rope(split_heads(ops::linear(h, W(p + "attn_k.weight", {nkv * hd, dim})), nkv, hd), rope);
     V v = split_heads(ops::linear(h, W(p + "attn_v.weight", {nkv * hd, dim})), nkv, hd);
-    const V mask = cfg.sliding(l) ? window : causal;
+    const V mask = masks.of(cfg, l);
     V att = layer_attention(step, l, q, k, v, pos, mask, attn);
     V o = ops::linear(merge_heads(att), W(p + "attn_output.weight", {dim, nh * hd}));
     x = b.name(x + norm(o, p + "post_attention_norm.weight"), "attn_out", li);

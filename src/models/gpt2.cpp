@@ -12,11 +12,10 @@ Result<ir::Graph> trace_gpt2(const ModelConfig& cfg, const Weights& w, const Ste
   Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
   const int64_t n = step_tokens(step), dim = cfg.dim;
-  const int64_t lk = keys_seen(step);
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
   const V tokens = t.tokens, pos = t.pos;
-  const V mask = ops::causal_mask(pos, lk);
+  const V mask = step_masks(cfg, step, t).full;
   auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };
   auto layernorm = [&](V x, const std::string& name) {
     return ops::layernorm(x, W(name + ".weight", {dim}), W(name + ".bias", {dim}), cfg.norm_eps);

@@ -13,13 +13,11 @@ Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const St
   Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
   const int64_t n = step_tokens(step), dim = cfg.dim, hd = cfg.head_dim, nh = cfg.n_heads, nkv = cfg.n_kv_heads;
-  const int64_t lk = keys_seen(step);
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
   const V tokens = t.tokens, pos = t.pos;
   const ops::RopeTables rope = ops::rope_tables(pos, cfg.rope_spec());
-  const V causal = ops::causal_mask(pos, lk);
-  const V window = cfg.sliding_window > 0 ? ops::sliding_window_mask(pos, lk, cfg.sliding_window) : causal;
+  const StepMasks masks = step_masks(cfg, step, t);
   const ops::AttnOpts attn{.scale = 1.0 / std::sqrt(static_cast<double>(hd)), .softcap = 0.0};
 
   V x = b.reshape(ops::embed(weight(b, w, "token_embd.weight", {cfg.vocab, dim}), tokens), {1, n, dim});
@@ -41,7 +39,7 @@ Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const St
     }
     q = ops::apply_rope(q, rope);
     k = ops::apply_rope(k, rope);
-    const V mask = cfg.sliding(l) ? window : causal;
+    const V mask = masks.of(cfg, l);
     V att = layer_attention(step, l, q, k, v, pos, mask, attn);
     x = b.name(x + ops::linear(merge_heads(att), W("attn_output.weight", {dim, nh * hd})), "attn_out", li);
     // feed-forward: SwiGLU

@@ -56,6 +56,8 @@ struct ModelConfig {
   int32_t bos = -1, eos = -1;
 
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  // A learned table of absolute positions (gpt2): no position at or past `context` exists.
+  bool learned_positions() const { return arch == "gpt2"; }
   bool sliding(int64_t layer) const;
   Status check() const;
   ir::ops::RopeSpec rope_spec() const;

@@ -77,7 +77,7 @@ StepInputs random_paged_inputs(const ir::Graph& g, const models::Model& m, const
   auto slot = [&](int64_t r, int64_t p) {
     return static_cast<int32_t>(blocks[static_cast<size_t>(r * per_row + p / kPageBlock)] * kPageBlock + p % kPageBlock);
   };
-  std::vector<int32_t> ids, pos, write;
+  std::vector<int32_t> ids, pos, write, key_pos;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t first = start + r, real = r == 1 && n > 1 ? n - 1 : n;
     for (int64_t j = 0; j < n; ++j) {
@@ -86,12 +86,16 @@ StepInputs random_paged_inputs(const ir::Graph& g, const models::Model& m, const
       pos.push_back(static_cast<int32_t>(first + std::min(j, real - 1)));
       write.push_back(j < real ? slot(r, first + j) : -1);
     }
-    for (int64_t p = 0; p < cap; ++p) in.read.push_back(slot(r, p));
+    for (int64_t p = 0; p < cap; ++p) {
+      in.read.push_back(slot(r, p));
+      key_pos.push_back(static_cast<int32_t>(p));
+    }
     in.row_end.push_back(first + real);
   }
   in.slots = {{ir::Slot::kToken, must(eval::Buffer::i32({rows * n}, ids))},
               {ir::Slot::kPos, must(eval::Buffer::i32({rows * n}, pos))},
               {ir::Slot::kSlotMap, must(eval::Buffer::i32({rows, cap}, in.read))},
+              {ir::Slot::kKeyPos, must(eval::Buffer::i32({rows, cap}, key_pos))},
               {ir::Slot::kWriteMap, must(eval::Buffer::i32({rows * n}, write))}};
   EXPECT_TRUE(eval::allocate_state(g, in.state).ok());
   for (auto& [name, buf] : in.state) {
@@ -331,9 +335,15 @@ TEST(PipelineSummary, Llama260kIsFused) {
     EXPECT_EQ(h[OpKind::kRmsNorm], 2 * layers + 1) << sc.name;
     EXPECT_EQ(h[OpKind::kGlu], layers) << sc.name;
     EXPECT_EQ(h[OpKind::kLinear], 7 * layers + 1) << sc.name;  // q k v o gate up down, logits
-    // No leftover chain: rsqrt and the sums are rmsnorm's, max/exp softmax's.
-    for (OpKind op : {OpKind::kRsqrt, OpKind::kReduceSum, OpKind::kReduceMax, OpKind::kExp}) {
+    // No leftover chain: rsqrt and the sums are rmsnorm's, max/exp softmax's. A paged step
+    // keeps one integer sum, its rows' live lengths counted from the key positions.
+    for (OpKind op : {OpKind::kRsqrt, OpKind::kReduceMax, OpKind::kExp}) {
       EXPECT_EQ(h[op], 0) << sc.name << ": " << ir::op_name(op) << " left";
+    }
+    for (const ir::Eqn& e : c.graph.eqns) {
+      if (e.op != OpKind::kReduceSum) continue;
+      EXPECT_TRUE(models::paged(sc.spec)) << sc.name << ": a reduce_sum left";
+      EXPECT_EQ(c.graph.values[static_cast<size_t>(e.out)].type.dtype, DType::kI32) << sc.name;
     }
   }
 }

@@ -14,6 +14,7 @@ namespace {
 using llm::kv::BlockPool;
 using llm::kv::BlockTable;
 using llm::kv::WeightsIdentity;
+using llm::kv::kNoKey;
 using testing::must;
 
 std::vector<int32_t> n_tokens(int32_t n) {
@@ -70,15 +71,19 @@ TEST(BlockTable, ReadRowPadsWithAValidSlotAndWriteEntriesNameNewTokens) {
   BlockTable t(pool, WeightsIdentity{1});
   ASSERT_TRUE(t.append(n_tokens(18)).ok());
   ASSERT_EQ(t.blocks(), (std::vector<int32_t>{1, 2}));
-  std::vector<int32_t> row(40, -7);
-  ASSERT_TRUE(t.fill_read_row(row).ok());
+  std::vector<int32_t> row(40, -7), keys(40, -7);
+  ASSERT_TRUE(t.fill_read_row(row, keys).ok());
   for (int32_t p = 0; p < 16; ++p) EXPECT_EQ(row[static_cast<size_t>(p)], 16 + p);
   EXPECT_EQ(row[16], 32);
   EXPECT_EQ(row[17], 33);
-  for (size_t p = 18; p < row.size(); ++p) EXPECT_EQ(row[p], 0) << p;  // in [0, pool_slots)
+  for (int32_t p = 0; p < 18; ++p) EXPECT_EQ(keys[static_cast<size_t>(p)], p);
+  for (size_t p = 18; p < row.size(); ++p) {
+    EXPECT_EQ(row[p], 0) << p;  // in [0, pool_slots)
+    EXPECT_EQ(keys[p], kNoKey) << p;
+  }
 
-  std::vector<int32_t> small(10);
-  Status too_small = t.fill_read_row(small);
+  std::vector<int32_t> small(10), small_keys(10);
+  Status too_small = t.fill_read_row(small, small_keys);
   ASSERT_FALSE(too_small.ok());
   EXPECT_EQ(too_small.error().code(), ErrorCode::kCapacity);
 
@@ -113,5 +118,40 @@ TEST(BlockTable, ReleaseAndDestructionGiveTheBlocksBack) {
   EXPECT_EQ(pool.free_count(), 6);
 }
 
+TEST(BlockTable, DroppedBlocksLeaveHolesThatReadsSkipAndTheirSlotsGoBack) {
+  BlockPool pool(5);
+  BlockTable t(pool, WeightsIdentity{1});
+  ASSERT_TRUE(t.append(n_tokens(50)).ok());  // blocks 0..3 (the last one holds 2 tokens)
+  const std::vector<int32_t> held = t.blocks();
+  EXPECT_EQ(pool.free_count(), 1);
+  ASSERT_TRUE(t.drop_block(1).ok());
+  ASSERT_TRUE(t.drop_block(2).ok());
+  ASSERT_TRUE(t.drop_block(2).ok());  // a hole stays a hole; nothing is unreffed twice
+  EXPECT_EQ(pool.free_count(), 3);
+  EXPECT_EQ(pool.ref_count(held[1]), 0);
+  EXPECT_EQ(t.live_blocks(), 2);
+  EXPECT_EQ(t.live_positions(), 18);
+  EXPECT_EQ(t.slot(20), -1);
+  EXPECT_EQ(t.slot(49), held[3] * 16 + 1);
+  EXPECT_EQ(t.blocks_needed(14), 0);  // positions keep their block index: 50 + 14 fill block 3
+  EXPECT_EQ(t.blocks_needed(15), 1);
+
+  std::vector<int32_t> row(20), keys(20);
+  ASSERT_TRUE(t.fill_read_row(row, keys).ok());
+  for (int32_t c = 0; c < 16; ++c) {
+    EXPECT_EQ(row[static_cast<size_t>(c)], held[0] * 16 + c);
+    EXPECT_EQ(keys[static_cast<size_t>(c)], c);
+  }
+  EXPECT_EQ(row[16], held[3] * 16);
+  EXPECT_EQ(keys[16], 48);
+  EXPECT_EQ(keys[17], 49);
+  EXPECT_EQ(keys[18], kNoKey);
+
+  EXPECT_EQ(t.drop_block(4).error().code(), ErrorCode::kInvalidInput);
+  ASSERT_TRUE(t.release().ok());  // skips the holes
+  EXPECT_EQ(pool.free_count(), 5);
+}
+
 }  // namespace
 }  // namespace kvf
+

@@ -33,6 +33,13 @@ struct Pages {
       for (int64_t p = 0; p < cap; ++p) m.push_back(slot(r, p));
     return m;
   }
+  // Every column holds its own position: the read map is the logical one.
+  std::vector<int32_t> key_positions() const {
+    std::vector<int32_t> m;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t p = 0; p < cap; ++p) m.push_back(static_cast<int32_t>(p));
+    return m;
+  }
 };
 
 Pages make_pages(int64_t rows, int64_t cap, std::mt19937_64& rng) {
@@ -81,7 +88,7 @@ Batch make_batch(const Pages& pages, const std::vector<std::vector<int32_t>>& to
     }
   }
   b.slots = {{ir::Slot::kToken, ids}, {ir::Slot::kPos, pos}, {ir::Slot::kWriteMap, write},
-             {ir::Slot::kSlotMap, pages.read_map()}};
+             {ir::Slot::kSlotMap, pages.read_map()}, {ir::Slot::kKeyPos, pages.key_positions()}};
   return b;
 }
 

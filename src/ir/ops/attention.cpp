@@ -99,7 +99,7 @@ V gathered_view(V pool, V read) {
 }  // namespace
 
 PagedAttention attention_paged(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V read, V pos, V mask,
-                               const AttnOpts& opts) {
+                               const AttnOpts& opts, V key_pos) {
   Builder& b = *q.b;
   const int64_t t = pos.dim(1);
   PagedAttention r;
@@ -107,7 +107,10 @@ PagedAttention attention_paged(V q, V k_new, V v_new, V k_pool, V v_pool, V writ
   r.v_pool = b.scatter_update(v_pool, write, pool_rows(v_new, v_pool));
   b.donate(k_pool, r.k_pool);
   b.donate(v_pool, r.v_pool);
-  V len = b.reshape(b.slice_axis(pos, 1, t - 1, t), {pos.dim(0)}) + b.like(pos, 1.0);
+  V last = b.slice_axis(pos, 1, t - 1, t);  // [B, 1]
+  V len = key_pos.valid()
+              ? b.reduce_sum(b.select(b.compare(key_pos, last, CmpDir::kLe), b.like(pos, 1.0), b.like(pos, 0.0)), {1})
+              : b.reshape(last, {pos.dim(0)}) + b.like(pos, 1.0);
   V k = widened_as(gathered_view(r.k_pool, read), q);
   V v = widened_as(gathered_view(r.v_pool, read), q);
   r.out = attention_live(q, k, v, len, mask, opts);

@@ -1,4 +1,5 @@
-// Additive attention masks built in the graph from Slot::Pos against an Iota, and ALiBi.
+// Additive attention masks built in the graph from Slot::Pos against the keys' positions
+// (an Iota, or a paged step's key-position slot), and ALiBi.
 #include <cmath>
 #include <limits>
 
@@ -7,30 +8,40 @@
 namespace kvf::ir::ops {
 namespace {
 
-// [T, Lk] pred -> additive f32 [1, 1, T, Lk].
+// [n, Lk] (keys shared by every query) or [R, n, Lk] pred -> additive f32 [R, 1, n, Lk].
 V additive(V visible) {
   Builder& b = *visible.b;
   const double inf = std::numeric_limits<double>::infinity();
   V m = b.select(visible, b.literal(0.0), b.literal(-inf));
-  return b.reshape(m, {1, 1, visible.dim(0), visible.dim(1)});
+  const Shape& s = visible.shape();
+  if (s.size() == 2) return b.reshape(m, {1, 1, s[0], s[1]});
+  return b.reshape(m, {s[0], 1, s[1], s[2]});
 }
 
 }  // namespace
 
-V causal_mask(V pos, int64_t lk) {
+V key_positions(Builder& b, int64_t lk) { return b.iota({1, lk}, 1); }
+
+V span_mask(V pos, V keys, const std::vector<KeySpan>& spans) {
   Builder& b = *pos.b;
-  V key = b.iota({1, lk}, 1);
-  V query = b.reshape(pos, {pos.dim(0), 1});
-  return additive(b.compare(key, query, CmpDir::kLe));
+  const int64_t r = keys.dim(0), lk = keys.dim(1), n = pos.dim(0) / r;
+  // One shared key row: [1, Lk] against [n, 1]; per-row keys: [R, 1, Lk] against [R, n, 1].
+  V key = r == 1 ? keys : b.reshape(keys, {r, 1, lk});
+  V query = r == 1 ? b.reshape(pos, {n, 1}) : b.reshape(pos, {r, n, 1});
+  V visible = b.compare(key, query, CmpDir::kLe);
+  for (const KeySpan& s : spans) {
+    if (s.window <= 0) continue;
+    V inside = b.compare(key, query - static_cast<double>(s.window), CmpDir::kGt);
+    if (s.sinks > 0) inside = b.binary(OpKind::kOr, inside, b.compare(key, b.like(key, static_cast<double>(s.sinks)), CmpDir::kLt));
+    visible = b.binary(OpKind::kAnd, visible, inside);
+  }
+  return additive(visible);
 }
 
+V causal_mask(V pos, int64_t lk) { return span_mask(pos, key_positions(*pos.b, lk), {}); }
+
 V sliding_window_mask(V pos, int64_t lk, int64_t window) {
-  Builder& b = *pos.b;
-  V key = b.iota({1, lk}, 1);
-  V query = b.reshape(pos, {pos.dim(0), 1});
-  V causal = b.compare(key, query, CmpDir::kLe);
-  V recent = b.compare(key, query - static_cast<double>(window), CmpDir::kGt);
-  return additive(b.binary(OpKind::kAnd, causal, recent));
+  return span_mask(pos, key_positions(*pos.b, lk), {KeySpan{.window = window}});
 }
 
 std::vector<float> alibi_slopes(int64_t n_heads) {
@@ -47,15 +58,19 @@ std::vector<float> alibi_slopes(int64_t n_heads) {
   return slopes;
 }
 
-V alibi_bias(Builder& b, const std::vector<float>& slopes, int64_t lk, const std::string& name) {
+V alibi_bias(Builder& b, const std::vector<float>& slopes, V keys, const std::string& name) {
   const int64_t h = static_cast<int64_t>(slopes.size());
   Result<HostTensor> t = HostTensor::from_f32({1, h, 1, 1}, slopes);
   if (!t) {
     b.fail(t.take_error());
     return b.literal(0.0);
   }
-  V key = b.cast(b.iota({1, 1, 1, lk}, 3), DType::kF32);
+  V key = b.cast(b.reshape(keys, {keys.dim(0), 1, 1, keys.dim(1)}), DType::kF32);
   return b.constant(name, std::move(*t)) * key;
+}
+
+V alibi_bias(Builder& b, const std::vector<float>& slopes, int64_t lk, const std::string& name) {
+  return alibi_bias(b, slopes, key_positions(b, lk), name);
 }
 
 }  // namespace kvf::ir::ops

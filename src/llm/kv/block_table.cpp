@@ -58,6 +58,7 @@ Status BlockTable::adopt_prefix(std::vector<int32_t> blocks, std::span<const int
 Status BlockTable::release() {
   Status first;
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+    if (*it == kNoBlock) continue;
     Status s = pool_->unref(*it);
     if (!s && first.ok()) first = Status(s.take_error());  // unchecked again: the caller must look
   }
@@ -68,19 +69,54 @@ Status BlockTable::release() {
   return first;
 }
 
+Status BlockTable::drop_block(int32_t index) {
+  if (index < 0 || index >= static_cast<int32_t>(blocks_.size())) {
+    return invalid_input("block table: no block ", index, " among ", blocks_.size());
+  }
+  int32_t& block = blocks_[static_cast<size_t>(index)];
+  if (block == kNoBlock) return {};
+  Status s = pool_->unref(block);
+  block = kNoBlock;
+  return s;
+}
+
+int32_t BlockTable::live_blocks() const {
+  return static_cast<int32_t>(std::count_if(blocks_.begin(), blocks_.end(), [](int32_t b) { return b != kNoBlock; }));
+}
+
 int32_t BlockTable::slot(int64_t pos) const {
   if (pos < 0 || pos >= static_cast<int64_t>(blocks_.size()) * kBlockTokens) return -1;
   const int32_t block = blocks_[static_cast<size_t>(pos / kBlockTokens)];
+  if (block == kNoBlock) return -1;
   return block * kBlockTokens + static_cast<int32_t>(pos % kBlockTokens);
 }
 
-Status BlockTable::fill_read_row(std::span<int32_t> row) const {
-  if (num_tokens() > static_cast<int64_t>(row.size())) {
-    return capacity("block table: ", num_tokens(), " tokens do not fit a read row of ", row.size());
+int64_t BlockTable::live_positions() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (blocks_[i] == kNoBlock) continue;
+    const int64_t first = static_cast<int64_t>(i) * kBlockTokens;
+    n += std::clamp<int64_t>(num_tokens() - first, 0, kBlockTokens);
   }
-  for (size_t p = 0; p < row.size(); ++p) {
-    row[p] = static_cast<int64_t>(p) < num_tokens() ? slot(static_cast<int64_t>(p)) : 0;
+  return n;
+}
+
+Status BlockTable::fill_read_row(std::span<int32_t> row, std::span<int32_t> key_pos) const {
+  if (row.size() != key_pos.size()) return internal_error("block table: a read row and its key positions differ in width");
+  if (live_positions() > static_cast<int64_t>(row.size())) {
+    return capacity("block table: ", live_positions(), " live positions do not fit a read row of ", row.size());
   }
+  size_t c = 0;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (blocks_[i] == kNoBlock) continue;
+    const int64_t first = static_cast<int64_t>(i) * kBlockTokens;
+    for (int64_t p = first; p < std::min<int64_t>(first + kBlockTokens, num_tokens()); ++p, ++c) {
+      row[c] = blocks_[i] * kBlockTokens + static_cast<int32_t>(p - first);
+      key_pos[c] = static_cast<int32_t>(p);
+    }
+  }
+  std::fill(row.begin() + static_cast<std::ptrdiff_t>(c), row.end(), 0);
+  std::fill(key_pos.begin() + static_cast<std::ptrdiff_t>(c), key_pos.end(), kNoKey);
   return {};
 }
 

@@ -14,9 +14,14 @@
 
 namespace kvf::llm::kv {
 
-// Position p lives at slot blocks[p / 16] * 16 + p % 16. Blocks are only ever appended, and
-// a block shared with other tables (a prefix hit) is always full, so no table writes into a
-// block another table reads. Move-only; destroying a table releases its blocks.
+// Position p lives at slot blocks[p / 16] * 16 + p % 16. Blocks are appended at the end and
+// may be dropped anywhere behind it (a window moved past them): a dropped block leaves a
+// hole (kNoBlock) so positions keep their block index. A block shared with other tables (a
+// prefix hit) is always full, so no table writes into a block another table reads.
+// Move-only; destroying a table releases its blocks.
+// The key position of a read column past a row's live positions: later than any query.
+inline constexpr int32_t kNoKey = 1 << 30;
+
 class BlockTable {
  public:
   BlockTable(BlockPool& pool, WeightsIdentity identity) : pool_(&pool), identity_(identity) {}
@@ -38,18 +43,25 @@ class BlockTable {
   // Unrefs every block, the last one first so the free queue gives up a chain from its tail
   // (the shared head of a prompt stays cached longest), and empties the table.
   Status release();
+  // Gives block `index` (positions index*16 ..) back to the pool; later reads skip it and
+  // it can no longer be written. A hole stays a hole.
+  Status drop_block(int32_t index);
 
   // The pool slot of position `pos`, or -1 when the table has no block there.
   int32_t slot(int64_t pos) const;
-  // Fills one read-map row [cap]: the slot of every position below num_tokens(), and slot 0
-  // past it (a valid word of the map's declared range [0, pool_slots); the mask hides it).
-  // kCapacity when the table holds more tokens than the row has room for.
-  Status fill_read_row(std::span<int32_t> row) const;
+  // Positions below num_tokens() in blocks the table still holds: the read row's width.
+  int64_t live_positions() const;
+  // Fills one compact read-map row [cap] and its key positions: the slot and the position of
+  // every live position in order, then slot 0 (a valid word of the map's declared range;
+  // nothing reads it) at position kNoKey, past any query. kCapacity when the live
+  // positions do not fit the row.
+  Status fill_read_row(std::span<int32_t> row, std::span<int32_t> key_pos) const;
   // Write-map entries of positions first_pos.. (out.size() of them), all below num_tokens():
   // the slots a step's new tokens are written to. Padding entries (-1) are the caller's.
   Status fill_write(int64_t first_pos, std::span<int32_t> out) const;
 
-  const std::vector<int32_t>& blocks() const { return blocks_; }
+  const std::vector<int32_t>& blocks() const { return blocks_; }  // kNoBlock where dropped
+  int32_t live_blocks() const;
   std::span<const int32_t> tokens() const { return tokens_; }
   int64_t num_tokens() const { return static_cast<int64_t>(tokens_.size()); }
   int32_t num_full_blocks() const { return static_cast<int32_t>(num_tokens() / kBlockTokens); }

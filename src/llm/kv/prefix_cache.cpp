@@ -63,6 +63,8 @@ Result<bool> PrefixCache::insert(int32_t block, const BlockKey& key, int32_t par
 Result<int32_t> PrefixCache::commit(BlockTable& table) {
   int32_t added = 0;
   for (int32_t b = table.committed_blocks(); b < table.num_full_blocks(); ++b) {
+    // A block dropped before it was offered ends the chain: no later block is reachable.
+    if (table.blocks()[static_cast<size_t>(b)] == kNoBlock) break;
     const auto tokens = table.tokens().subspan(static_cast<size_t>(b) * kBlockTokens).first<kBlockTokens>();
     const BlockKey key = make_block_key(table.committed_hash(), tokens, table.identity());
     const int32_t parent_block = b == 0 ? kNoBlock : table.blocks()[static_cast<size_t>(b - 1)];
