@@ -73,7 +73,7 @@ Result<Table> memory_scenario(const MemoryBenchOptions& o) {
                     fixed(mib(peak_blocks * llm::kv::kBlockTokens * per_token), 2), "", ""});
   // The bill of every pool slot beside what the pools hold: the formula is the allocator's.
   const int64_t pool_tokens = int64_t{d.pool_blocks} * llm::kv::kBlockTokens;
-  t.rows.push_back({"whole_pool", "", std::to_string(pool_tokens), fixed(mib(pool_tokens * per_token), 2), "", "",
+  t.rows.push_back({"pool", "", std::to_string(pool_tokens), fixed(mib(pool_tokens * per_token), 2), "", "",
                     fixed(mib(driver.state_bytes()), 2), ""});
   return t;
 }

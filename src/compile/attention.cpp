@@ -412,15 +412,18 @@ bool Matcher::exclusive() {
 }
 
 // MLA: k = concat(k_part, k_one, axis 3) whose pieces only the chain reads, k_one the part
-// every head shares: broadcast(k_src [B,1,L,s] -> [B,Hkv,L,s]), or with one key head
-// (MLA's latent cache, ops::attention_latent) k_src [B,1,L,s] itself. Otherwise k stays the
-// whole key (still correct, only not split).
+// every head shares: broadcast(k_src [B,1,L,s] -> [B,Hkv,L,s]), or, in a live chain with one
+// key head (MLA's latent cache, ops::attention_latent: two caches), k_src [B,1,L,s] itself.
+// Any one-head key that is a concat could be split, but only there are the pieces stored
+// apart; elsewhere (a rope's halves before the rope pass) the key stays whole. Otherwise k
+// stays the whole key (still correct, only not split).
 void Matcher::split_key() {
   const Eqn* cat = def(k_, OpKind::kConcat);
   if (!cat || !k_as_.empty() || cat->in.size() != 2 || cat->params.axis != 3 || k_ == v_ || k_ == q_ || k_ == mask_) return;
   if (!only_read_by(k_, chain_)) return;
   const Eqn* bc = def(cat->in[1], OpKind::kBroadcast);
   if (bc && !only_read_by(bc->out, {index(cat)})) return;
+  if (!bc && !p_.has_len) return;
   const ValueId src = bc ? bc->in[0] : cat->in[1];
   const Shape& from = shape(src);
   const Shape& full = shape(cat->in[1]);
