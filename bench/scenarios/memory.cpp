@@ -43,9 +43,15 @@ Result<Table> memory_scenario(const MemoryBenchOptions& o) {
   const int64_t elem = o.kv_dtype == DType::kF16 ? 2 : 4;
   const int64_t per_token = models::kv_bill_bytes(m->config, 1, elem);
   Table t;
+  const models::ModelConfig& c = m->config;
+  const std::string bill = models::latent_kv(c)
+                               ? str_cat("bill latent ", c.n_layers, "*(", c.kv_lora_rank, "+", c.qk_rope_dim, ")*", elem,
+                                         " = ", per_token, " B/token")
+                               : str_cat("bill 2*", c.n_layers, "*", c.n_kv_heads, "*", c.head_dim, "*", elem, " = ",
+                                         per_token, " B/token");
   t.title = str_cat("KV memory, ", o.model, ", ", o.requests, " requests (prompts 1..", o.max_prompt, ", 1..",
                     o.max_tokens, " new), ", o.max_rows, " rows, pool ", d.pool_blocks, " blocks, KV ",
-                    dtype_name(o.kv_dtype), "; MiB");
+                    dtype_name(o.kv_dtype), ", ", bill, "; MiB");
   t.columns = {"step", "sequences", "live_tokens", "bill", "blocks_in_use", "blocks_MiB", "pool_MiB", "contiguous_MiB"};
   int64_t step = 0, peak_blocks = 0;
   while (!sched.idle()) {
@@ -65,6 +71,10 @@ Result<Table> memory_scenario(const MemoryBenchOptions& o) {
   }
   t.rows.push_back({"peak", "", "", "", std::to_string(peak_blocks),
                     fixed(mib(peak_blocks * llm::kv::kBlockTokens * per_token), 2), "", ""});
+  // The bill of every pool slot beside what the pools hold: the formula is the allocator's.
+  const int64_t pool_tokens = int64_t{d.pool_blocks} * llm::kv::kBlockTokens;
+  t.rows.push_back({"pool", "", std::to_string(pool_tokens), fixed(mib(pool_tokens * per_token), 2), "", "",
+                    fixed(mib(driver.state_bytes()), 2), ""});
   return t;
 }
 

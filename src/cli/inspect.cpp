@@ -14,6 +14,27 @@ struct InspectOptions {
   bool json = false;
 };
 
+// What per-head K/V of an MLA model would hold: layers · H · (nope + rope + v) · tokens · bytes,
+// printed beside the latent bill so the relief shows.
+int64_t expanded_mla_bytes(const models::ModelConfig& c, int64_t tokens, int64_t bytes) {
+  return c.n_layers * c.n_heads * (c.qk_nope_dim + c.qk_rope_dim + c.v_head_dim) * tokens * bytes;
+}
+
+void print_bill(const models::ModelConfig& c) {
+  const auto per_token = static_cast<long long>(models::kv_bill_bytes(c, 1, 2));
+  const double context_mib = static_cast<double>(models::kv_bill_bytes(c, c.context, 2)) / (1 << 20);
+  if (models::latent_kv(c)) {
+    std::printf("KV bill (MLA latent) = %lld layers * (%lld kv_lora_rank + %lld rope dims) * tokens * bytes = %lld B/token "
+                "in f16 (per-head K/V would be %lld); %.2f MiB for the full context in f16\n",
+                (long long)c.n_layers, (long long)c.kv_lora_rank, (long long)c.qk_rope_dim, per_token,
+                (long long)expanded_mla_bytes(c, 1, 2), context_mib);
+    return;
+  }
+  std::printf("KV bill = 2 * %lld layers * %lld kv heads * %lld head dim * tokens * bytes = %lld B/token in f16; "
+              "%.2f MiB for the full context in f16\n",
+              (long long)c.n_layers, (long long)c.n_kv_heads, (long long)c.head_dim, per_token, context_mib);
+}
+
 Status run(const InspectOptions& o) {
   Result<models::Model> m = open(o.model, false);
   if (!m) return m.take_error();
@@ -28,7 +49,13 @@ Status run(const InspectOptions& o) {
       {"sliding_window", c.sliding_window}, {"tie_embeddings", c.tie_embeddings},
       {"parameters", m->weights.parameter_count()}, {"weight_bytes", weight_bytes},
       {"kv_bytes_per_token_f32", models::kv_bill_bytes(c, 1, 4)}, {"kv_bytes_per_token_f16", models::kv_bill_bytes(c, 1, 2)},
-      {"kv_bytes_context_f16", models::kv_bill_bytes(c, c.context, 2)}};
+      {"kv_bytes_context_f16", models::kv_bill_bytes(c, c.context, 2)},
+      {"kv_form", models::latent_kv(c) ? "latent" : "k/v"}};
+  if (models::latent_kv(c)) {
+    j["kv_lora_rank"] = c.kv_lora_rank;
+    j["qk_rope_dim"] = c.qk_rope_dim;
+    j["kv_bytes_per_token_f16_expanded"] = expanded_mla_bytes(c, 1, 2);
+  }
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
     return {};
@@ -38,10 +65,7 @@ Status run(const InspectOptions& o) {
               (long long)c.n_kv_heads, (long long)c.head_dim, (long long)c.hidden_dim, (long long)c.vocab);
   std::printf("parameters %lld (%.2f MiB as stored); context %lld\n", (long long)m->weights.parameter_count(),
               static_cast<double>(weight_bytes) / (1 << 20), (long long)c.context);
-  std::printf("KV bill = 2 * %lld layers * %lld kv heads * %lld head dim * tokens * bytes = %lld B/token in f16; "
-              "%.2f MiB for the full context in f16\n",
-              (long long)c.n_layers, (long long)c.n_kv_heads, (long long)c.head_dim, (long long)models::kv_bill_bytes(c, 1, 2),
-              static_cast<double>(models::kv_bill_bytes(c, c.context, 2)) / (1 << 20));
+  print_bill(c);
   return {};
 }
 

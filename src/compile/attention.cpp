@@ -108,6 +108,11 @@ class Matcher {
   void split_key();
   void read_stored_kv();
   void paged_key();
+  struct PoolView {
+    ValueId pool = -1, read = -1;
+    bool transposed = false;
+  };
+  PoolView pool_view(ValueId x) const;
   bool typed(const Eqn& pv);
 
   const ir::Graph& g_;
@@ -406,21 +411,28 @@ bool Matcher::exclusive() {
   return true;
 }
 
-// MLA: k = concat(k_part, broadcast(k_src [B,1,L,s] -> [B,Hkv,L,s]), axis 3) whose pieces only
-// the chain reads. Otherwise k stays the whole key (still correct, only not split).
+// MLA: k = concat(k_part, k_one, axis 3) whose pieces only the chain reads, k_one the part
+// every head shares: broadcast(k_src [B,1,L,s] -> [B,Hkv,L,s]), or, in a live chain with one
+// key head (MLA's latent cache, ops::attention_latent: two caches), k_src [B,1,L,s] itself.
+// Any one-head key that is a concat could be split, but only there are the pieces stored
+// apart; elsewhere (a rope's halves before the rope pass) the key stays whole. Otherwise k
+// stays the whole key (still correct, only not split).
 void Matcher::split_key() {
   const Eqn* cat = def(k_, OpKind::kConcat);
   if (!cat || !k_as_.empty() || cat->in.size() != 2 || cat->params.axis != 3 || k_ == v_ || k_ == q_ || k_ == mask_) return;
+  if (!only_read_by(k_, chain_)) return;
   const Eqn* bc = def(cat->in[1], OpKind::kBroadcast);
-  if (!bc || !only_read_by(k_, chain_) || !only_read_by(bc->out, {index(cat)})) return;
-  const Shape& src = shape(bc->in[0]);
-  const Shape& full = shape(bc->out);
-  if (src.size() != 4 || src[1] != 1 || src[0] != full[0] || src[2] != full[2] || src[3] != full[3]) return;
+  if (bc && !only_read_by(bc->out, {index(cat)})) return;
+  if (!bc && !p_.has_len) return;
+  const ValueId src = bc ? bc->in[0] : cat->in[1];
+  const Shape& from = shape(src);
+  const Shape& full = shape(cat->in[1]);
+  if (from.size() != 4 || from[1] != 1 || from[0] != full[0] || from[2] != full[2] || from[3] != full[3]) return;
   chain_.push_back(index(cat));
-  chain_.push_back(index(bc));
+  if (bc) chain_.push_back(index(bc));
   std::sort(chain_.begin(), chain_.end());
   k_ = cat->in[0];
-  shared_ = bc->in[0];
+  shared_ = src;
   p_.has_shared = true;
 }
 
@@ -440,48 +452,52 @@ void Matcher::read_stored_kv() {
   if (p_.has_shared) shared_ = s;
 }
 
-// Paged keys (ops::attention_paged): k and v (after the widening casts) are each
-// transpose(gather(pool, read), (0,2,1,3)) of a rank-3 pool [S, Hkv, D], through the SAME
-// read value, and that value is a read-map slot declared over S rows: every binder refuses
-// a word outside [0, S) before a step runs (ir::check_slot), which proves that the op may
-// address the pools in place as pool row read[b, t]. The op then takes the pools and read,
-// and nothing gathers or transposes; the gathers and transposes stay for any other reader,
-// and dce drops them when the chain was the only one. Anything else keeps the gathered
-// views as k and v (still correct, only not paged), and kept_view_ says why.
+// Paged keys (ops::attention_paged, attention_latent_paged): k and v (and a split key's
+// k_shared), after the widening casts, are each transpose(gather(pool, read), (0,2,1,3)) of a
+// rank-3 pool [S, H, D], through the SAME read value, and that value is a read-map slot
+// declared over S rows: every binder refuses a word outside [0, S) before a step runs
+// (ir::check_slot), which proves that the op may address the pools in place as pool row
+// read[b, t]. The op then takes the pools and read, and nothing gathers or transposes; the
+// gathers and transposes stay for any other reader, and dce drops them when the chain was
+// the only one. Anything else keeps the gathered views as k and v (still correct, only not
+// paged), and kept_view_ says why.
 void Matcher::paged_key() {
-  struct View {
-    ValueId pool = -1, read = -1;
-  };
-  auto view = [&](ValueId x) -> View {
-    const Eqn* tr = def(x, OpKind::kTranspose);
-    const Eqn* ga = tr ? def(tr->in[0], OpKind::kGather) : nullptr;
-    if (!ga) return {};
-    return {ga->in[0], ga->in[1]};
-  };
-  const View k = view(k_), v = view(v_);
+  const PoolView k = pool_view(k_), v = pool_view(v_);
   if (k.pool < 0 && v.pool < 0) return;
   auto keep = [&](std::string why) { kept_view_ = std::move(why); };
   if (k.pool < 0 || v.pool < 0) return keep("only one of k and v is a gathered view");
-  const std::vector<int64_t> perm{0, 2, 1, 3};
-  if (def(k_, OpKind::kTranspose)->params.axes != perm || def(v_, OpKind::kTranspose)->params.axes != perm) {
+  const PoolView s = p_.has_shared ? pool_view(shared_) : PoolView{};
+  if (p_.has_shared && s.pool < 0) return keep("the split key's shared part is not a gathered view");
+  if (!k.transposed || !v.transposed || (p_.has_shared && !s.transposed)) {
     return keep("a gathered view is not transposed (0,2,1,3): the map does not index the key axis");
   }
-  if (shape(k.pool).size() != 3 || shape(v.pool).size() != 3) return keep("a gathered table is not a pool [S, Hkv, D]");
-  if (k.read != v.read) {
+  if (shape(k.pool).size() != 3 || shape(v.pool).size() != 3 || (p_.has_shared && shape(s.pool).size() != 3)) {
+    return keep("a gathered table is not a pool [S, Hkv, D]");
+  }
+  if (k.read != v.read || (p_.has_shared && s.read != k.read)) {
     return keep(str_cat("k and v are read through different maps ", ref(k.read), " and ", ref(v.read)));
   }
-  if (p_.has_shared || !k_as_.empty() || !v_as_.empty()) return keep("the key is split or read through a reshape");
+  if (!k_as_.empty() || !v_as_.empty()) return keep("the key is read through a reshape");
   const ir::Value& read = g_.value(k.read);
   const int64_t rows = shape(k.pool)[0];
   if (read.kind != ir::ValueKind::kSlot || read.slot != ir::Slot::kSlotMap || read.slot_bound != rows ||
-      shape(v.pool)[0] != rows) {
+      shape(v.pool)[0] != rows || (p_.has_shared && shape(s.pool)[0] != rows)) {
     return keep(str_cat("the read map ", ref(k.read), " is not a read-map slot declared over the pool's ", rows,
                         " rows: nothing proves its words are pool rows"));
   }
   k_ = k.pool;
   v_ = v.pool;
+  if (p_.has_shared) shared_ = s.pool;
   read_ = k.read;
   p_.has_read = true;
+}
+
+// x = transpose(gather(pool, read), perm): the pool, the map and whether perm is (0,2,1,3).
+Matcher::PoolView Matcher::pool_view(ValueId x) const {
+  const Eqn* tr = def(x, OpKind::kTranspose);
+  const Eqn* ga = tr ? def(tr->in[0], OpKind::kGather) : nullptr;
+  if (!ga) return {};
+  return {ga->in[0], ga->in[1], tr->params.axes == std::vector<int64_t>{0, 2, 1, 3}};
 }
 
 // The operands in AttnParams' order, f32 (k, v, k_shared: f32 or all f16), none computed inside the chain, and the typing

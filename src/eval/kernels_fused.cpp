@@ -46,6 +46,11 @@ struct KeyRows {
     if (!in.read) return (b * hkv + g) * lk + t;
     return static_cast<int64_t>(in.read->data[static_cast<size_t>(b * lk + t)]) * hkv + g;
   }
+  // The split key's shared part has one head: [B, 1, Lk, s], or the pool [S, 1, s].
+  int64_t shared_row(int64_t b, int64_t t) const {
+    if (!in.read) return b * lk + t;
+    return static_cast<int64_t>(in.read->data[static_cast<size_t>(b * lk + t)]);
+  }
 };
 
 // Every word of the read map names a pool row. The binders check the map slot the rewrite
@@ -78,7 +83,7 @@ Result<Buffer> eval_attention(const KernelArgs& a) {
   const int64_t hkv = in.k->shape[1];
   const int64_t lk = paged ? in.read->shape[1] : in.k->shape[2];
   const int64_t dk = in.k->shape.back(), dv = in.v->shape.back();
-  const int64_t ds = in.shared ? in.shared->shape[3] : 0;
+  const int64_t ds = in.shared ? in.shared->shape.back() : 0;
   const Shape ms = in.mask ? in.mask->shape : Shape{1, 1, lq, lk};
   const KeyRows rows{in, hkv, lk};
   std::vector<double> scores(static_cast<size_t>(lk));
@@ -94,7 +99,7 @@ Result<Buffer> eval_attention(const KernelArgs& a) {
           double dot = 0;
           for (int64_t c = 0; c < dk; ++c) dot += qrow[c] * krow[c];
           if (in.shared) {
-            const double* srow = in.shared->data.data() + (b * lk + t) * ds;
+            const double* srow = in.shared->data.data() + rows.shared_row(b, t) * ds;
             for (int64_t c = 0; c < ds; ++c) dot += qrow[dk + c] * srow[c];
           }
           double s = dot * p.scale;

@@ -37,7 +37,6 @@ Result<KvShape> check_kv(const AttnParams& p, const TensorType& q, const TensorT
     }
     kv = {k.shape[1], k.shape[2], k.shape[3], v.shape[3]};
   } else {
-    if (p.has_shared) return bad(op, "a paged key (read) cannot also be split (k_shared)");
     if (!rank_is(k, 3) || !rank_is(v, 3)) {
       return bad(op, "paged k and v must be pools [S, Hkv, D], got ", type_str(k), " and ", type_str(v));
     }
@@ -55,6 +54,24 @@ Result<KvShape> check_kv(const AttnParams& p, const TensorType& q, const TensorT
   return kv;
 }
 
+// The split key's shared part: dense [B, 1, Lk, s], or paged the pool [S, 1, s] read through
+// the same map as k. Returns s.
+Result<int64_t> shared_width(const AttnParams& p, const TensorType& k, const TensorType& ks, int64_t batch,
+                             int64_t lk) {
+  const OpKind op = OpKind::kAttention;
+  if (p.has_read) {
+    if (!rank_is(ks, 3) || ks.dtype != k.dtype || ks.shape[0] != k.shape[0] || ks.shape[1] != 1) {
+      return bad(op, "paged k_shared must be the pool ", dtype_name(k.dtype), "[", k.shape[0], ",1,s], got ",
+                 type_str(ks));
+    }
+    return ks.shape[2];
+  }
+  if (!rank_is(ks, 4) || ks.dtype != k.dtype || ks.shape[0] != batch || ks.shape[1] != 1 || ks.shape[2] != lk) {
+    return bad(op, "k_shared must be ", dtype_name(k.dtype), "[", batch, ",1,", lk, ",s], got ", type_str(ks));
+  }
+  return ks.shape[3];
+}
+
 Result<TensorType> infer_attention(const AttnParams& p, std::span<const TensorType> in) {
   const OpKind op = OpKind::kAttention;
   const size_t want = 3 + p.has_shared + p.has_mask + p.has_len + p.has_read;
@@ -66,11 +83,9 @@ Result<TensorType> infer_attention(const AttnParams& p, std::span<const TensorTy
   int64_t key_width = kv->dk;
   size_t next = 3;
   if (p.has_shared) {
-    const TensorType& ks = in[next++];
-    if (!rank_is(ks, 4) || ks.dtype != k.dtype || ks.shape[0] != batch || ks.shape[1] != 1 || ks.shape[2] != lk) {
-      return bad(op, "k_shared must be ", dtype_name(k.dtype), "[", batch, ",1,", lk, ",s], got ", type_str(ks));
-    }
-    key_width += ks.shape[3];
+    Result<int64_t> s = shared_width(p, k, in[next++], batch, lk);
+    if (!s) return s.take_error();
+    key_width += *s;
   }
   if (q.shape[3] != key_width) return bad(op, "query width ", q.shape[3], " is not the key width ", key_width);
   if (p.has_mask) {

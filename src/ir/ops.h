@@ -101,6 +101,18 @@ struct PagedAttention { V out, k_pool, v_pool; };
 // freed behind a window), and len[b] counts the columns at or before pos[b, T-1].
 PagedAttention attention_paged(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V read, V pos, V mask,
                                const AttnOpts& opts, V key_pos = {});
+// MLA's latent cache (docs/kv.md, "MLA latent cache"): one key head whose key is [c | k_rot]
+// and whose value is c itself, so a cache row holds r + rot elements and nothing twice.
+// c_new [B, 1, T, r] and r_new [B, 1, T, rot] are written like attention_cached's k/v into
+// the caches [B, 1, cap, r] and [B, 1, cap, rot]; q [B, H, T, r + rot] then attends with
+// key concat(c, k_rot) and value c (MQA, n_rep = H). The result's k_cache/v_cache are the
+// written c and k_rot caches. compile/ fuses the chain into the split-key form (k = c,
+// k_shared = k_rot, v = c), so the joined key is never built.
+CachedAttention attention_latent(V q, V c_new, V r_new, V c_cache, V r_cache, V pos, V mask, const AttnOpts& opts);
+// The same over pools [S, 1, r] and [S, 1, rot] with attention_paged's maps; the result's
+// k_pool/v_pool are the written c and k_rot pools. Fused into the paged split-key form.
+PagedAttention attention_latent_paged(V q, V c_new, V r_new, V c_pool, V r_pool, V write, V read, V pos, V mask,
+                                      const AttnOpts& opts, V key_pos = {});
 // Clamps x into [lo, hi] and declares the witness lo <= x <= hi as a validation output.
 V index_guard(V x, int64_t lo, int64_t hi, const std::string& what);
 // Attends over the first len[b] keys of each row (len i32 [B], 1 <= len <= L, guarded):

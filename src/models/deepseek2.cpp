@@ -8,6 +8,54 @@ namespace kvf::models {
 using ir::V;
 namespace ops = ir::ops;
 
+namespace {
+
+// One layer's attention inputs: q_nope [1, H, n, nope], roped q_rot [1, H, n, rot], the
+// normed latent c [1, n, r], roped k_rot [1, 1, n, rot] and attn_kv_b [H * (nope + dv), r]
+// (per head: nope rows W_uk, then dv rows W_uv).
+struct MlaHeads {
+  V q_nope, q_rot, latent, k_rot, kv_b;
+};
+
+// The full forward, as transformers computes it: c decompressed into per-head nope keys and
+// values, every head's key [k_nope | k_rot] with k_rot broadcast (compile/ splits it off
+// again). Nothing is cached here.
+V decompressed_attention(const MlaHeads& m, V mask, const ops::AttnOpts& attn) {
+  ir::Builder& b = *m.latent.b;
+  const int64_t nh = m.q_nope.dim(1), n = m.q_nope.dim(2), nope = m.q_nope.dim(3), rot = m.k_rot.dim(3);
+  const int64_t dv = m.kv_b.dim(0) / nh - nope;
+  V kv = split_heads(ops::linear(m.latent, m.kv_b), nh, nope + dv);
+  V k_nope = b.slice_axis(kv, -1, 0, nope);
+  V v = b.slice_axis(kv, -1, nope, nope + dv);
+  V query = b.concat({m.q_nope, m.q_rot}, -1);
+  V key = b.concat({k_nope, b.broadcast(m.k_rot, {1, nh, n, rot})}, -1);
+  return ops::attention_prefill(query, key, v, mask, attn);
+}
+
+// A cached step in the absorbed form (DeepSeek-V2 §2.1.2, docs/kv.md): W_uk moves into the
+// query and W_uv after the attention, so the cache holds only c and k_rot, r + rot elements
+// per token, and attention is MQA over one latent head:
+//   q_lat[h] = q_nope[h] · W_uk[h]              [1, H, n, r]
+//   o_lat[h] = attn([q_lat | q_rot], key [c | k_rot], value c)
+//   out[h]   = o_lat[h] · W_uv[h]ᵀ               [1, H, n, dv]
+// Scores are q_nope·(W_uk c) + q_rot·k_rot as before, only summed in another order; the
+// weight slices depend on constants alone, so executors fold them once.
+V absorbed_attention(const StepSpec& step, int64_t layer, const MlaHeads& m, V pos, V mask, const ops::AttnOpts& attn) {
+  ir::Builder& b = *m.latent.b;
+  const int64_t nh = m.q_nope.dim(1), n = m.q_nope.dim(2), nope = m.q_nope.dim(3), r = m.latent.dim(2);
+  const int64_t dv = m.kv_b.dim(0) / nh - nope;
+  V w = b.reshape(m.kv_b, {1, nh, nope + dv, r});
+  V w_uk = b.slice_axis(w, 2, 0, nope);                                          // [1, H, nope, r]
+  V w_uv_t = b.transpose(b.slice_axis(w, 2, nope, nope + dv), {0, 1, 3, 2});     // [1, H, r, dv]
+  V q_lat = b.matmul(m.q_nope, w_uk);
+  V query = b.concat({q_lat, m.q_rot}, -1);
+  V c = b.reshape(m.latent, {1, 1, n, r});
+  V o_lat = latent_attention(step, layer, query, c, m.k_rot, pos, mask, attn);
+  return b.matmul(o_lat, w_uv_t);
+}
+
+}  // namespace
+
 Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
   Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
@@ -45,16 +93,14 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
     V q = split_heads(q_flat, nh, dk);
     V q_nope = b.slice_axis(q, -1, 0, nope);
     V q_rot = ops::apply_rope(b.slice_axis(q, -1, nope, dk), rope);
-    // keys and values from the latent: [1, n, r | rot] -> per-head nope keys and values
+    // the latent [1, n, r | rot]: RMS-normed c and the shared rotary key
     V kv_a = ops::linear(h, W(p + "attn_kv_a_mqa.weight", {r + rot, dim}));
     V latent = ops::rmsnorm(b.slice_axis(kv_a, -1, 0, r), W(p + "attn_kv_a_norm.weight", {r}), cfg.norm_eps);
     V k_rot = ops::apply_rope(b.reshape(b.slice_axis(kv_a, -1, r, r + rot), {1, 1, n, rot}), rope);
-    V kv = split_heads(ops::linear(latent, W(p + "attn_kv_b.weight", {nh * (nope + dv), r})), nh, nope + dv);
-    V k_nope = b.slice_axis(kv, -1, 0, nope);
-    V v = b.slice_axis(kv, -1, nope, nope + dv);
-    V query = b.concat({q_nope, q_rot}, -1);
-    V key = b.concat({k_nope, b.broadcast(k_rot, {1, nh, n, rot})}, -1);
-    V att = layer_attention(step, l, query, key, v, pos, mask, attn);
+    V kv_b = W(p + "attn_kv_b.weight", {nh * (nope + dv), r});
+    const MlaHeads heads{q_nope, q_rot, latent, k_rot, kv_b};
+    V att = step.cached ? absorbed_attention(step, l, heads, pos, mask, attn)
+                        : decompressed_attention(heads, mask, attn);
     x = b.name(x + ops::linear(merge_heads(att), W(p + "attn_output.weight", {dim, nh * dv})), "attn_out", li);
     V f = b.name(ops::rmsnorm(x, W(p + "ffn_norm.weight", {dim}), cfg.norm_eps), "ffn_norm", li);
     V gate = ops::linear(f, W(p + "ffn_gate.weight", {cfg.hidden_dim, dim}));

@@ -101,21 +101,35 @@ ir::V as_sequence(ir::V x) {
   return b.reshape(b.transpose(x, {1, 0, 2, 3}), {1, h, rows * n, d});
 }
 
-ir::V paged_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir::V v, ir::V pos, ir::V mask,
-                      const ir::ops::AttnOpts& opts) {
-  ir::Builder& b = *q.b;
-  const int li = static_cast<int>(layer);
-  auto pool = [&](const char* name, ir::V x, ir::StateRole role) {
-    return b.state(str_cat(name, ".", layer), step.kv_dtype, {step.pool_slots, x.dim(1), x.dim(3)}, role, li);
-  };
+// A paged step's maps and key positions, and pos as [rows, n]; the mask is already
+// [rows, 1|H, n, cap] (step_masks builds it per row from the key positions).
+struct RowInputs {
+  ir::V read, write, key_pos, pos, mask;
+};
+
+RowInputs row_inputs(const StepSpec& step, ir::V pos, ir::V mask) {
+  ir::Builder& b = *pos.b;
   const ir::Graph& g = b.graph();
   ir::V read{&b, g.find_slot(ir::Slot::kSlotMap)}, write{&b, g.find_slot(ir::Slot::kWriteMap)};
   ir::V key_pos{&b, g.find_slot(ir::Slot::kKeyPos)};
+  return {read, write, key_pos, b.reshape(pos, {step.rows, step.n_tokens}), mask};
+}
+
+// One layer's cache of x [1, H, n, D]: the pool [pool_slots, H, D] of a paged step, else
+// the contiguous [1, H, capacity, D]; in the step's KV dtype.
+ir::V layer_state(const StepSpec& step, int64_t layer, const char* name, ir::V x, ir::StateRole role) {
+  const Shape shape = paged(step) ? Shape{step.pool_slots, x.dim(1), x.dim(3)} : Shape{1, x.dim(1), step.capacity, x.dim(3)};
+  return x.b->state(str_cat(name, ".", layer), step.kv_dtype, shape, role, static_cast<int>(layer));
+}
+
+ir::V paged_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir::V v, ir::V pos, ir::V mask,
+                      const ir::ops::AttnOpts& opts) {
+  const RowInputs in = row_inputs(step, pos, mask);
   const int64_t rows = step.rows;
   ir::V out = ir::ops::attention_paged(as_rows(q, rows), as_rows(k, rows), as_rows(v, rows),
-                                       pool("k_pool", k, ir::StateRole::kKeyCache),
-                                       pool("v_pool", v, ir::StateRole::kValueCache), write, read,
-                                       b.reshape(pos, {rows, step.n_tokens}), mask, opts, key_pos)
+                                       layer_state(step, layer, "k_pool", k, ir::StateRole::kKeyCache),
+                                       layer_state(step, layer, "v_pool", v, ir::StateRole::kValueCache), in.write,
+                                       in.read, in.pos, in.mask, opts, in.key_pos)
                   .out;
   return as_sequence(out);
 }
@@ -126,14 +140,23 @@ ir::V layer_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir:
                       const ir::ops::AttnOpts& opts) {
   if (!step.cached) return ir::ops::attention_prefill(q, k, v, mask, opts);
   if (paged(step)) return paged_attention(step, layer, q, k, v, pos, mask, opts);
-  ir::Builder& b = *q.b;
-  const int li = static_cast<int>(layer);
-  auto cache = [&](const char* name, ir::V x, ir::StateRole role) {
-    return b.state(str_cat(name, ".", layer), step.kv_dtype, {1, x.dim(1), step.capacity, x.dim(3)}, role, li);
-  };
-  ir::V kc = cache("k_cache", k, ir::StateRole::kKeyCache);
-  ir::V vc = cache("v_cache", v, ir::StateRole::kValueCache);
+  ir::V kc = layer_state(step, layer, "k_cache", k, ir::StateRole::kKeyCache);
+  ir::V vc = layer_state(step, layer, "v_cache", v, ir::StateRole::kValueCache);
   return ir::ops::attention_cached(q, k, v, kc, vc, pos, mask, opts).out;
+}
+
+ir::V latent_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V c, ir::V k_rot, ir::V pos, ir::V mask,
+                       const ir::ops::AttnOpts& opts) {
+  // c is the key's first part and the whole value; k_rot only the key's rest.
+  const bool pool = paged(step);
+  const ir::V cc = layer_state(step, layer, pool ? "kv_latent_pool" : "kv_latent", c, ir::StateRole::kValueCache);
+  const ir::V rc = layer_state(step, layer, pool ? "k_rot_pool" : "k_rot", k_rot, ir::StateRole::kKeyCache);
+  if (!pool) return ir::ops::attention_latent(q, c, k_rot, cc, rc, pos, mask, opts).out;
+  const RowInputs in = row_inputs(step, pos, mask);
+  const int64_t rows = step.rows;
+  const ir::V qr = as_rows(q, rows), cr = as_rows(c, rows), rr = as_rows(k_rot, rows);
+  return as_sequence(
+      ir::ops::attention_latent_paged(qr, cr, rr, cc, rc, in.write, in.read, in.pos, in.mask, opts, in.key_pos).out);
 }
 
 ir::V layernorm_block(const ModelConfig& cfg, const Weights& w, const StepSpec& step, int64_t layer, ir::V x,

@@ -73,6 +73,13 @@ ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Sh
 ir::V layer_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V k, ir::V v, ir::V pos, ir::V mask,
                       const ir::ops::AttnOpts& opts);
 
+// MLA's latent form of a cached step (docs/kv.md): c [1, 1, n, r] and k_rot [1, 1, n, rot]
+// are written into the layer's kv_latent.L / k_rot.L [1, 1, capacity, ·] (paged: the pools
+// kv_latent_pool.L / k_rot_pool.L [pool_slots, 1, ·]), and q [1, H, n, r + rot] attends
+// over key [c | k_rot] and value c (ops::attention_latent). Returns [1, H, n, r].
+ir::V latent_attention(const StepSpec& step, int64_t layer, ir::V q, ir::V c, ir::V k_rot, ir::V pos, ir::V mask,
+                       const ir::ops::AttnOpts& opts);
+
 // A pre-LayerNorm block with fused, biased q|k|v and a tanh-GELU MLP (GPT-2, BLOOM):
 // x + attn(ln(x)), then + mlp(ln(.)). Weights blk.L.{attn_norm, attn_qkv, attn_output,
 // ffn_norm, ffn_up, ffn_down}.{weight,bias}.

@@ -39,8 +39,13 @@ ir::ops::RopeSpec ModelConfig::rope_spec() const {
           .inv_freq = rope_inv_freq};
 }
 
+int64_t kv_elems_per_token_layer(const ModelConfig& cfg) {
+  if (latent_kv(cfg)) return cfg.kv_lora_rank + cfg.qk_rope_dim;
+  return 2 * cfg.n_kv_heads * cfg.head_dim;
+}
+
 int64_t kv_bill_bytes(const ModelConfig& cfg, int64_t tokens, int64_t bytes_per_elem) {
-  return 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * tokens * bytes_per_elem;
+  return cfg.n_layers * kv_elems_per_token_layer(cfg) * tokens * bytes_per_elem;
 }
 
 }  // namespace kvf::models

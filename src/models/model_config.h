@@ -63,8 +63,14 @@ struct ModelConfig {
   ir::ops::RopeSpec rope_spec() const;
 };
 
-// The KV memory bill (seed 003): 2 · layers · n_kv · d_head · tokens · bytes per element,
-// what a full K/V cache of `tokens` positions holds.
+// MLA configs (kv_lora_rank > 0) cache the latent, not per-head K/V (docs/kv.md).
+inline bool latent_kv(const ModelConfig& cfg) { return cfg.kv_lora_rank > 0; }
+// Elements one token adds to one layer's cache: 2 · n_kv · d_head for K/V, or the latent
+// kv_lora_rank + qk_rope_dim (c and the shared rotary key, each stored once).
+int64_t kv_elems_per_token_layer(const ModelConfig& cfg);
+// The KV memory bill (seed 003): layers · kv_elems_per_token_layer · tokens · bytes per
+// element, what the caches of `tokens` positions hold: 2 · layers · n_kv · d_head · tokens ·
+// bytes, or for MLA layers · (kv_lora_rank + qk_rope_dim) · tokens · bytes.
 int64_t kv_bill_bytes(const ModelConfig& cfg, int64_t tokens, int64_t bytes_per_elem);
 
 }  // namespace kvf::models

@@ -33,7 +33,7 @@ Result<AttentionRequest> attention_request(const ir::Graph& g, const ir::Eqn& e,
   r.scale = p.scale;
   r.softcap = p.softcap;
   size_t next = 3;
-  if (p.has_shared) r.ds = g.type(e.in[next++]).shape[3];
+  if (p.has_shared) r.ds = g.type(e.in[next++]).shape.back();  // [B, 1, Lk, s], or the pool [S, 1, s]
   if (p.has_mask) {
     const Shape& m = g.type(e.in[next++]).shape;
     r.mask = m[1] == 1 ? MaskKind::kShared : MaskKind::kPerHead;

@@ -54,6 +54,7 @@ struct PagedCase {
   ReadKind read = ReadKind::kSlot;
   bool v_own_map = false;      // v gathered through a second map (an equal constant)
   bool keys_on_heads = false;  // the view is transpose(gather, (0,1,2,3)): the map picks heads
+  bool latent = false;  // ops::attention_latent_paged: pools c [S,1,d] and k_rot [S,1,dv], q d + dv wide
 };
 
 std::ostream& operator<<(std::ostream& os, const PagedCase& c) { return os << c.name; }
@@ -108,7 +109,8 @@ class PagedBuilder {
     if (c_.read != ReadKind::kConstant && c_.read != ReadKind::kWriteMap) built_.slots[ir::Slot::kSlotMap] = read_buf;
     const V read_v = read_value(read_buf);
 
-    const V q = testing::input(b_, "q", testing::random_buffer(rng_, {c_.batch, c_.hq, c_.t, c_.d}));
+    const int64_t dq = c_.latent ? c_.d + c_.dv : c_.d;
+    const V q = testing::input(b_, "q", testing::random_buffer(rng_, {c_.batch, c_.hq, c_.t, dq}));
     const V k_new = testing::input(b_, "k_new", testing::random_buffer(rng_, {c_.batch, c_.hkv, c_.t, c_.d}));
     const V v_new = testing::input(b_, "v_new", testing::random_buffer(rng_, {c_.batch, c_.hkv, c_.t, c_.dv}));
     const V k_pool = b_.state("k_pool", c_.kv, {pool_, c_.hkv, c_.d}, ir::StateRole::kKeyCache, 0);
@@ -122,6 +124,8 @@ class PagedBuilder {
     V out;
     if (hand_built()) {
       out = hand_chain(q, k_new, v_new, k_pool, v_pool, write_v, read_v, read_buf, pos2, mask, opts);
+    } else if (c_.latent) {
+      out = ops::attention_latent_paged(q, k_new, v_new, k_pool, v_pool, write_v, read_v, pos2, mask, opts).out;
     } else {
       out = ops::attention_paged(q, k_new, v_new, k_pool, v_pool, write_v, read_v, pos2, mask, opts).out;
     }
@@ -326,6 +330,46 @@ TEST_P(PagedForms, ReadsThePoolsThroughTheMap) {
 
 INSTANTIATE_TEST_SUITE_P(Forms, PagedForms, ::testing::ValuesIn(kForms),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return std::string(i.param.name); });
+
+// MLA's latent pools (ops::attention_latent_paged, docs/kv.md): c [S, 1, d] is the key's
+// first part and the whole value, k_rot [S, 1, dv] the key's rest. The op reads both pools
+// in place through the map: k and v are the one written c pool, k_shared the k_rot pool.
+TEST(PagedLatent, ReadsBothPoolsThroughTheMap) {
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  const PagedCase cases[] = {
+      {.name = "latent_decode", .batch = 3, .hq = 4, .hkv = 1, .t = 1, .cap = 32, .d = 16, .dv = 4, .latent = true},
+      {.name = "latent_chunk_f16", .batch = 2, .hq = 8, .hkv = 1, .t = 3, .cap = 48, .d = 32, .dv = 8, .kv = DType::kF16,
+       .latent = true},
+  };
+  for (const PagedCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Built built = PagedBuilder(c, rng).build();
+    const ir::Graph fused = attention_only(built.graph);
+    const ir::Eqn* e = only_attention(fused);
+    ASSERT_NE(e, nullptr) << match_last(built.graph).why_not;
+    const ir::AttnParams& p = e->params.attn;
+    EXPECT_TRUE(p.has_read) << match_last(built.graph).match->kept_view;
+    EXPECT_TRUE(p.has_shared);
+    EXPECT_EQ(p.n_rep, c.hq);
+    EXPECT_EQ(e->in[1], e->in[2]);  // the value is the key's latent part: one pool, read once
+    EXPECT_EQ(origin(fused, e->in[1]), "scatter_update");
+    EXPECT_EQ(origin(fused, e->in[3]), "scatter_update");
+    EXPECT_EQ(fused.type(e->in[1]), (ir::TensorType{c.kv, {built.pool, 1, c.d}}));
+    EXPECT_EQ(fused.type(e->in[3]), (ir::TensorType{c.kv, {built.pool, 1, c.dv}}));
+    EXPECT_EQ(origin(fused, e->in.back()), "slot_map");
+    EXPECT_NE(ir::print(fused).find("split_key, mask, live_len, paged_key]"), std::string::npos);
+    expect_same_results(built.graph, fused, built);
+
+    const ir::Graph compiled = all_passes(built.graph);
+    ASSERT_NE(only_attention(compiled), nullptr);
+    for (OpKind op : {OpKind::kGather, OpKind::kConcat, OpKind::kMatMul}) {
+      EXPECT_EQ(testing::count(compiled, op), 0) << ir::op_name(op) << " left:\n" << ir::print(compiled);
+    }
+    expect_same_results(built.graph, compiled, built);
+  }
+}
 
 // ---- near-misses: the gathered views stay the operands, and the results do not change
 

@@ -717,7 +717,7 @@ Steps trace_steps(const models::Model& m, int64_t n_full, int64_t n_prompt, int6
 // What every layer's fused eqn of a family carries.
 struct Expect {
   double softcap = 0;
-  bool split_key_in_full = false;  // MLA: the split key is only visible where the key is not cached
+  bool mla = false;  // MLA: the key is split in every step; cached steps attend one latent head (n_rep = H)
   bool head_mask = false;          // ALiBi: the mask has a head axis
 };
 
@@ -728,11 +728,11 @@ void expect_layers(const models::Model& m, const ir::Graph& g, bool cached, cons
   EXPECT_EQ(count_op(g, OpKind::kReduceMax), 0);  // no softmax chain left: only softmax takes a max
   for (const ir::Eqn* e : att) {
     const ir::AttnParams& p = e->params.attn;
-    EXPECT_EQ(p.n_rep, m.config.n_heads / m.config.n_kv_heads);
+    EXPECT_EQ(p.n_rep, want.mla && cached ? m.config.n_heads : m.config.n_heads / m.config.n_kv_heads);
     EXPECT_EQ(p.softcap, want.softcap);
     EXPECT_TRUE(p.has_mask);
     EXPECT_EQ(p.has_len, cached);
-    EXPECT_EQ(p.has_shared, want.split_key_in_full && !cached);
+    EXPECT_EQ(p.has_shared, want.mla);
     const Shape& mask = g.type(e->in[3 + p.has_shared]).shape;
     EXPECT_EQ(mask[1], want.head_mask ? m.config.n_heads : 1);
   }
@@ -807,8 +807,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(FixtureCase{"llama", {}}, FixtureCase{"llama3_scaled", {}}, FixtureCase{"mistral", {}},
                       FixtureCase{"qwen2", {}}, FixtureCase{"qwen3", {}}, FixtureCase{"gpt2", {}},
                       FixtureCase{"gemma2", {.softcap = 50.0}}, FixtureCase{"bloom", {.head_mask = true}},
-                      FixtureCase{"deepseek_v2", {.split_key_in_full = true}},
-                      FixtureCase{"deepseek_v2_qlora", {.split_key_in_full = true}}),
+                      FixtureCase{"deepseek_v2", {.mla = true}},
+                      FixtureCase{"deepseek_v2_qlora", {.mla = true}}),
     [](const ::testing::TestParamInfo<FixtureCase>& i) { return std::string(i.param.family); });
 
 }  // namespace

@@ -49,8 +49,8 @@ struct Inputs {
   std::vector<uint16_t> k16, ks16, v16;
   std::vector<int32_t> len;
   // Paged: the pools [pool_rows, Hkv, d] (f32, or f16 bits) and the read map [B, Lk].
-  std::vector<float> k_pool, v_pool;
-  std::vector<uint16_t> k_pool16, v_pool16;
+  std::vector<float> k_pool, v_pool, ks_pool;  // ks_pool [pool_rows, 1, ds]: the split key's shared part
+  std::vector<uint16_t> k_pool16, v_pool16, ks_pool16;
   std::vector<int32_t> read;
   int64_t pool_rows = 0;
   int64_t mask_batch = 1, mask_heads = 1;
@@ -142,12 +142,14 @@ void make_pools(const Case& c, std::mt19937_64& rng, Inputs& in) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   in.k_pool.assign(size_t(in.pool_rows * c.hkv * c.dk), nan);
   in.v_pool.assign(size_t(in.pool_rows * c.hkv * c.dv), nan);
+  in.ks_pool.assign(size_t(in.pool_rows * c.ds), nan);
   for (int64_t b = 0; b < c.batch; ++b) {
     const int64_t live = in.len.empty() ? c.lk : std::clamp<int64_t>(in.len[size_t(b)], 0, c.lk);
     for (int64_t t = 0; t < c.lk; ++t) {
       const int64_t row = int64_t(ids[size_t(b * per_row + t / kPageBlock)]) * kPageBlock + t % kPageBlock;
       in.read.push_back(int32_t(row));
       if (t >= live) continue;
+      std::copy_n(&in.ks[size_t((b * c.lk + t) * c.ds)], c.ds, &in.ks_pool[size_t(row * c.ds)]);
       for (int64_t g = 0; g < c.hkv; ++g) {
         std::copy_n(&in.k[size_t(((b * c.hkv + g) * c.lk + t) * c.dk)], c.dk, &in.k_pool[size_t((row * c.hkv + g) * c.dk)]);
         std::copy_n(&in.v[size_t(((b * c.hkv + g) * c.lk + t) * c.dv)], c.dv, &in.v_pool[size_t((row * c.hkv + g) * c.dv)]);
@@ -157,6 +159,7 @@ void make_pools(const Case& c, std::mt19937_64& rng, Inputs& in) {
   if (c.kv == DType::kF16) {  // the values are f16 already: exact
     in.k_pool16 = to_f16(in.k_pool);
     in.v_pool16 = to_f16(in.v_pool);
+    in.ks_pool16 = to_f16(in.ks_pool);
   }
 }
 
@@ -240,6 +243,7 @@ AttentionArgs make_args(const Case& c, const Inputs& in, float* out) {
     a.pool_rows = in.pool_rows;
   }
   if (c.ds > 0) a.k_shared = f16 ? static_cast<const void*>(in.ks16.data()) : in.ks.data();
+  if (c.ds > 0 && c.paged) a.k_shared = f16 ? static_cast<const void*>(in.ks_pool16.data()) : in.ks_pool.data();
   a.mask = in.mask.empty() ? nullptr : in.mask.data();
   a.mask_batch = in.mask_batch;
   a.mask_heads = in.mask_heads;
@@ -460,6 +464,22 @@ std::vector<Case> cases() {
   paged_prefill.mask = MaskKind::kAlibi;
   paged_prefill.len = LenKind::kFull;
   v.push_back(with(paged_prefill, DType::kF32));
+  // Paged split keys: MLA's latent pools (one head, 16 query heads, c 512 read as key and
+  // value, k_rot 64), decode and a 5-token chunk (80 rows: packed key blocks), both dtypes.
+  for (DType kv : {DType::kF32, DType::kF16})
+    for (int64_t lq : {1, 5}) {
+      Case c = make(str_cat("paged_split_key_mla_lq", lq), 16, 1, lq, 300, 512, 512);
+      c.ds = 64;
+      c.paged = true;
+      c.len = LenKind::kMixed;
+      c.mask = lq > 1 ? MaskKind::kCausal : MaskKind::kNone;
+      v.push_back(with(c, kv));
+    }
+  Case paged_split_odd = make("paged_split_key_odd", 4, 2, 3, 129, 40, 24);
+  paged_split_odd.ds = 8;
+  paged_split_odd.paged = true;
+  paged_split_odd.len = LenKind::kMixed;
+  v.push_back(with(paged_split_odd, DType::kF32));
   for (DType kv : {DType::kF32, DType::kF16}) {
     Case big = make("paged_big_decode", 16, 4, 1, 4097, 128, 128);  // 16 splits, late ones empty
     big.paged = true;
@@ -534,9 +554,9 @@ TEST(AttentionKernelCheck, RefusesWhatItCannotRun) {
   EXPECT_EQ(code(attention_check(b, stream)), invalid);
   b.pool_rows = 8;
   EXPECT_TRUE(attention_check(b, stream).ok());
-  b.ds = 8;  // a paged key is never split
+  b.ds = 8;  // a paged split key (MLA's latent pools): the shared pool through the same map
   b.k_shared = buf.data();
-  EXPECT_EQ(code(attention_check(b, stream)), invalid);
+  EXPECT_TRUE(attention_check(b, stream).ok());
 
   AttentionSchedule split;
   split.kind = AttentionScheduleKind::kSplitKV;

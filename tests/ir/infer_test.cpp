@@ -477,9 +477,17 @@ TEST(Infer, AttentionPagedKeys) {
   EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, kp, vp, f32({3, 1, 2, 41}), len, read}));  // mask of another Lk
   EXPECT_TRUE(Refuses(OpKind::kAttention, paged, {q, f32({64, 2, 8}), vp, mask, len, read}));    // key width
   EXPECT_TRUE(Refuses(OpKind::kAttention, attn_p(2, true, true, true), {q, kp, vp, mask, len, read}));  // n_rep
-  // A paged key is never split: k_shared has no pool form.
-  EXPECT_TRUE(Refuses(OpKind::kAttention, attn_p(4, false, false, true, true), {q, f32({64, 2, 12}), vp,
-                                                                               f32({3, 1, 40, 4}), read}));
+  // A paged split key (MLA's latent pools): k_shared is a one-head pool [S, 1, s] read
+  // through the same map; a dense k_shared, another pool size or head count is refused.
+  const Params split = attn_p(4, false, false, true, true);
+  EXPECT_TRUE(Infers(OpKind::kAttention, split, {q, f32({64, 2, 12}), vp, f32({64, 1, 4}), read}, f32({3, 8, 2, 12})));
+  EXPECT_TRUE(Infers(OpKind::kAttention, split, {q, f16({64, 2, 12}), f16({64, 2, 12}), f16({64, 1, 4}), read},
+                     f32({3, 8, 2, 12})));
+  EXPECT_TRUE(Refuses(OpKind::kAttention, split, {q, f32({64, 2, 12}), vp, f32({3, 1, 40, 4}), read}));  // dense
+  EXPECT_TRUE(Refuses(OpKind::kAttention, split, {q, f32({64, 2, 12}), vp, f32({48, 1, 4}), read}));     // pool size
+  EXPECT_TRUE(Refuses(OpKind::kAttention, split, {q, f32({64, 2, 12}), vp, f32({64, 2, 4}), read}));     // two heads
+  EXPECT_TRUE(Refuses(OpKind::kAttention, split, {q, f32({64, 2, 12}), vp, f16({64, 1, 4}), read}));     // dtype
+  EXPECT_TRUE(Refuses(OpKind::kAttention, split, {q, f32({64, 2, 12}), vp, f32({64, 1, 5}), read}));     // width
 }
 
 // ---------------------------------------------------------------- op metadata

@@ -166,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(Families, PagedStep,
                                             ::testing::Values(DType::kF32)),
                          param_name);
 INSTANTIATE_TEST_SUITE_P(F16Cache, PagedStep,
-                         ::testing::Combine(::testing::Values("synthetic:llama-260k", "gemma2"),
+                         ::testing::Combine(::testing::Values("synthetic:llama-260k", "gemma2", "deepseek_v2"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle),
                                             ::testing::Values(DType::kF16)),
                          param_name);

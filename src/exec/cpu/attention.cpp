@@ -128,6 +128,7 @@ void run_task(const AttentionArgs& a, const Geometry& geo, RowsFn body, int64_t 
   t.ks_offset = geo.ks_offset;
   if (a.read) {  // head g of pool row 0; key t at pool row read[b, t]
     t.k = k + g * a.dk * kv_bytes;
+    t.ks = ks;  // the shared pool [pool_rows, 1, ds]: every head reads row read[b, t]
     t.v = v + g * a.dv * kv_bytes;
     t.read = a.read + b * a.lk;
     t.k_stride = a.hkv * a.dk;
@@ -205,6 +206,10 @@ const T* key_row(const RowTask& t, int64_t key) {
   return static_cast<const T*>(t.k) + (t.read ? int64_t(t.read[key]) : key) * t.k_stride;
 }
 template <class T>
+const T* shared_row(const RowTask& t, int64_t key) {  // one head: the pool [S, 1, ds] or [Lk, ds]
+  return static_cast<const T*>(t.ks) + (t.read ? int64_t(t.read[key]) : key) * t.ds;
+}
+template <class T>
 const T* value_row(const RowTask& t, int64_t key) {
   return static_cast<const T*>(t.v) + (t.read ? int64_t(t.read[key]) : key) * t.v_stride;
 }
@@ -212,13 +217,14 @@ const T* value_row(const RowTask& t, int64_t key) {
 // The block's keys as f32 rows laid out like the q rows: [n, q_stride] in t.kt.
 template <class T>
 void unpack_keys(const RowTask& t, int64_t key, int64_t n) {
-  const T* ks = static_cast<const T*>(t.ks);
   for (int64_t j = 0; j < n; ++j) {
     float* row = t.kt + j * t.q_stride;
     std::fill(row, row + t.q_stride, 0.0f);
     const T* k = key_row<T>(t, key + j);
     for (int64_t c = 0; c < t.dk; ++c) row[c] = to_f32(k[c]);
-    for (int64_t c = 0; c < t.ds; ++c) row[t.ks_offset + c] = to_f32(ks[(key + j) * t.ds + c]);
+    if (t.ds == 0) continue;
+    const T* ks = shared_row<T>(t, key + j);
+    for (int64_t c = 0; c < t.ds; ++c) row[t.ks_offset + c] = to_f32(ks[c]);
   }
 }
 
@@ -297,9 +303,8 @@ Status check_shapes(const AttentionArgs& a) {
   if (!a.q || !a.k || !a.v || !a.out) return invalid_input("attention: q, k, v and out are required");
   if ((a.ds > 0) != (a.k_shared != nullptr))
     return invalid_input("attention: k_shared must be given exactly when ds > 0");
-  if (a.read && (a.pool_rows < 1 || a.ds > 0))
-    return invalid_input("attention: paged keys need a pool of >= 1 rows and no split key, got ", a.pool_rows,
-                         " rows and ds ", a.ds);
+  if (a.read && a.pool_rows < 1)
+    return invalid_input("attention: paged keys need a pool of >= 1 rows, got ", a.pool_rows);
   if (a.mask && (a.mask_batch != 1 && a.mask_batch != a.batch))
     return invalid_input("attention: mask_batch ", a.mask_batch, ", expected 1 or ", a.batch);
   if (a.mask && (a.mask_heads != 1 && a.mask_heads != a.hq))

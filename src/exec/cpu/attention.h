@@ -8,7 +8,8 @@
 // visible key gives 0/0 (NaN), as the oracle's softmax does.
 // Dense keys: key(b, g, t) = k[b, g, t, :] (then k_shared[b, 0, t, :]) and value(b, g, t) =
 // v[b, g, t, :]. Paged keys: k and v are pools [S, Hkv, d], and key t of row b is pool row
-// read[b, t]: key(b, g, t) = k[read[b, t], g, :], value(b, g, t) = v[read[b, t], g, :].
+// read[b, t]: key(b, g, t) = k[read[b, t], g, :] (then k_shared[read[b, t], 0, :]),
+// value(b, g, t) = v[read[b, t], g, :].
 // Nothing is gathered or transposed; schedules, masks and lengths are the dense ones.
 #pragma once
 
@@ -29,7 +30,7 @@ struct AttentionArgs {
   const float* q = nullptr;     // f32 [B, Hq, Lq, dk + ds]
   DType kv_dtype = DType::kF32; // F32 or F16: the dtype of k, k_shared and v
   const void* k = nullptr;      // [B, Hkv, Lk, dk], or paged the pool [pool_rows, Hkv, dk]
-  const void* k_shared = nullptr;  // [B, 1, Lk, ds] or null (dense keys only)
+  const void* k_shared = nullptr;  // [B, 1, Lk, ds], or paged the pool [pool_rows, 1, ds]; null: none
   const void* v = nullptr;      // [B, Hkv, Lk, dv], or paged the pool [pool_rows, Hkv, dv]
   // Paged keys: i32 [B, Lk], the pool row of every key, each in [0, pool_rows) (the kernel
   // does not check the words: the binders have, ir::check_slot). Null: dense keys.

@@ -137,29 +137,36 @@ struct BlockRows;
 template <class T>
 struct BlockRows<T, false> {
   const T* k;
+  const T* ks;  // the split key's shared part, or null
   const T* v;
-  int64_t k_stride, v_stride;
+  int64_t k_stride, ds, v_stride;
   BlockRows(const RowTask& t, int64_t key, int64_t)
       : k(static_cast<const T*>(t.k) + key * t.k_stride),
+        ks(t.ks ? static_cast<const T*>(t.ks) + key * t.ds : nullptr),
         v(static_cast<const T*>(t.v) + key * t.v_stride),
         k_stride(t.k_stride),
+        ds(t.ds),
         v_stride(t.v_stride) {}
   const T* krow(int64_t j) const { return k + j * k_stride; }
+  const T* ksrow(int64_t j) const { return ks + j * ds; }
   const T* vrow(int64_t j) const { return v + j * v_stride; }
 };
 
 template <class T>
 struct BlockRows<T, true> {
   const T* k[kKeyBlock];
+  const T* ks[kKeyBlock];  // the shared pool [S, 1, ds] has one row per slot
   const T* v[kKeyBlock];
   BlockRows(const RowTask& t, int64_t key, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
       const int64_t row = t.read[key + j];
       k[j] = static_cast<const T*>(t.k) + row * t.k_stride;
+      ks[j] = t.ks ? static_cast<const T*>(t.ks) + row * t.ds : nullptr;
       v[j] = static_cast<const T*>(t.v) + row * t.v_stride;
     }
   }
   const T* krow(int64_t j) const { return k[j]; }
+  const T* ksrow(int64_t j) const { return ks[j]; }
   const T* vrow(int64_t j) const { return v[j]; }
 };
 
@@ -193,7 +200,7 @@ template <class T, bool Paged>
   if (key >= t.t_end) return;
   const int64_t row = Paged ? int64_t(t.read[key]) : key;
   prefetch_row(static_cast<const T*>(t.k) + row * t.k_stride, t.dk);
-  if (t.ks) prefetch_row(static_cast<const T*>(t.ks) + key * t.ds, t.ds);
+  if (t.ks) prefetch_row(static_cast<const T*>(t.ks) + row * t.ds, t.ds);
   prefetch_row(static_cast<const T*>(t.v) + row * t.v_stride, t.dv);
 }
 
@@ -218,7 +225,6 @@ inline void dot_accumulate(const T* k, int64_t d, const float* const* q, int64_t
 // Raw scores q · key of rows [r0, r0 + G) for the block's keys [key, key + n).
 template <class T, int G, bool Paged>
 void dot_scores(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t r0, int64_t key, int64_t n) {
-  const T* ks = t.ks ? static_cast<const T*>(t.ks) + key * t.ds : nullptr;
   const float* q[G];
   for (int g = 0; g < G; ++g) q[g] = t.q + (r0 + g) * t.q_stride;
   const int64_t ahead = r0 == 0 ? prefetch_keys_ahead(t) : 0;  // the first row group asks
@@ -232,7 +238,7 @@ void dot_scores(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t r0, i
       if (j0 + jj < n) {
         if (ahead) prefetch_key<T, Paged>(t, key + j0 + jj + ahead);
         dot_accumulate<T, G>(rows.krow(j0 + jj), t.dk, q, 0, a);
-        if (ks) dot_accumulate<T, G>(ks + (j0 + jj) * t.ds, t.ds, q, t.ks_offset, a);
+        if (t.ks) dot_accumulate<T, G>(rows.ksrow(j0 + jj), t.ds, q, t.ks_offset, a);
       }
       #pragma GCC unroll 16
       for (int g = 0; g < G; ++g) acc[g][jj] = a[g];
@@ -262,11 +268,10 @@ void pack_part(const Row& row, int64_t d, int64_t n, float* kt) {
 }
 
 template <class T, bool Paged>
-void pack_keys(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t key, int64_t n) {
+void pack_keys(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t n) {
   pack_part<T>([&](int64_t j) { return rows.krow(j); }, t.dk, n, t.kt);
   if (!t.ks) return;
-  const T* ks = static_cast<const T*>(t.ks) + key * t.ds;
-  pack_part<T>([&](int64_t j) { return ks + j * t.ds; }, t.ds, n, t.kt + t.ks_offset * kKeyBlock);
+  pack_part<T>([&](int64_t j) { return rows.ksrow(j); }, t.ds, n, t.kt + t.ks_offset * kKeyBlock);
 }
 
 // Raw scores of rows [r0, r0 + RT) against the packed block: RT x 32 in registers.
@@ -297,7 +302,7 @@ template <class T, bool Paged>
 void block_scores(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t key, int64_t n) {
   int64_t r = 0;
   if (t.rows > kDotMaxRows) {
-    pack_keys<T, Paged>(t, rows, key, n);
+    pack_keys<T, Paged>(t, rows, n);
     const int64_t ahead = prefetch_keys_ahead(t);
     for (int64_t j = 0; j < n; ++j) prefetch_key<T, Paged>(t, key + j + ahead);
     for (; r + 12 <= t.rows; r += 12) outer_scores<12>(t, r);

@@ -34,7 +34,8 @@ struct RowTask {
   // the strides are Hkv * dk and Hkv * dv, so one 16-token block's keys are a stride apart
   // and the blocks lie anywhere in the pool).
   const void* k = nullptr;
-  const void* ks = nullptr;        // [Lk, ds] of batch row b, or null (dense keys only)
+  const void* ks = nullptr;        // [Lk, ds] of batch row b, or paged the pool [S, 1, ds] whose
+                                   //   row(t) is key t's (stride ds either way); null: none
   const void* v = nullptr;
   const int32_t* read = nullptr;   // paged: [Lk] batch row b's pool rows; null: dense
   int64_t k_stride = 0, v_stride = 0;

@@ -31,6 +31,29 @@ V transform_scores(V scores, V mask, const AttnOpts& opts) {
 V stored_as(V x, V cache) { return x.dtype() == cache.dtype() ? x : x.b->cast(x, cache.dtype()); }
 V widened_as(V cache, V q) { return cache.dtype() == q.dtype() ? cache : cache.b->cast(cache, q.dtype()); }
 
+// Writes k_new/v_new [B, H, T, D] into the caches at pos[0] by DynamicUpdateSlice,
+// donating the state; out is left for the caller.
+CachedAttention write_caches(V k_new, V v_new, V k_cache, V v_cache, V pos) {
+  Builder& b = *k_new.b;
+  V start = b.slice_axis(pos, 0, 0, 1);
+  CachedAttention r;
+  r.k_cache = b.dynamic_update_slice(k_cache, stored_as(k_new, k_cache), start, 2);
+  r.v_cache = b.dynamic_update_slice(v_cache, stored_as(v_new, v_cache), start, 2);
+  b.donate(k_cache, r.k_cache);
+  b.donate(v_cache, r.v_cache);
+  return r;
+}
+
+// The step's last token sees keys 0..pos[T-1]; the mask orders the tokens inside the step.
+V cached_len(V pos) {
+  const int64_t t = pos.dim(0);
+  return pos.b->slice_axis(pos, 0, t - 1, t) + pos.b->like(pos, 1.0);
+}
+
+// MLA's one key head: the latent c then the roped k_rot, concatenated on the feature axis.
+// compile/ takes the concat apart again (split key), so the joined key is never built.
+V latent_key(V c, V k_rot) { return c.b->concat({c, k_rot}, 3); }
+
 }  // namespace
 
 V repeat_kv(V x, int64_t n_rep) {
@@ -54,30 +77,24 @@ V attention_prefill(V q, V k, V v, V mask, const AttnOpts& opts) {
 
 CachedAttention attention_masked(V q, V k_new, V v_new, V k_cache, V v_cache, V pos, V mask,
                                  const AttnOpts& opts) {
-  Builder& b = *q.b;
-  V start = b.slice_axis(pos, 0, 0, 1);
-  CachedAttention r;
-  r.k_cache = b.dynamic_update_slice(k_cache, stored_as(k_new, k_cache), start, 2);
-  r.v_cache = b.dynamic_update_slice(v_cache, stored_as(v_new, v_cache), start, 2);
-  b.donate(k_cache, r.k_cache);
-  b.donate(v_cache, r.v_cache);
+  CachedAttention r = write_caches(k_new, v_new, k_cache, v_cache, pos);
   r.out = attention_prefill(q, widened_as(r.k_cache, q), widened_as(r.v_cache, q), mask, opts);
   return r;
 }
 
 CachedAttention attention_cached(V q, V k_new, V v_new, V k_cache, V v_cache, V pos, V mask,
                                  const AttnOpts& opts) {
-  Builder& b = *q.b;
-  const int64_t t = pos.dim(0);
-  V start = b.slice_axis(pos, 0, 0, 1);
-  CachedAttention r;
-  r.k_cache = b.dynamic_update_slice(k_cache, stored_as(k_new, k_cache), start, 2);
-  r.v_cache = b.dynamic_update_slice(v_cache, stored_as(v_new, v_cache), start, 2);
-  b.donate(k_cache, r.k_cache);
-  b.donate(v_cache, r.v_cache);
-  // The step's last token sees keys 0..pos[T-1]; the mask orders the tokens inside the step.
-  V len = b.slice_axis(pos, 0, t - 1, t) + b.like(pos, 1.0);
+  CachedAttention r = write_caches(k_new, v_new, k_cache, v_cache, pos);
+  const V len = cached_len(pos);
   r.out = attention_live(q, widened_as(r.k_cache, q), widened_as(r.v_cache, q), len, mask, opts);
+  return r;
+}
+
+CachedAttention attention_latent(V q, V c_new, V r_new, V c_cache, V r_cache, V pos, V mask, const AttnOpts& opts) {
+  CachedAttention r = write_caches(c_new, r_new, c_cache, r_cache, pos);
+  const V len = cached_len(pos);
+  const V c = widened_as(r.k_cache, q);
+  r.out = attention_live(q, latent_key(c, widened_as(r.v_cache, q)), c, len, mask, opts);
   return r;
 }
 
@@ -96,25 +113,46 @@ V gathered_view(V pool, V read) {
   return b.transpose(b.gather(pool, read), {0, 2, 1, 3});
 }
 
+// What a paged step attends over: the pools with k_new/v_new [B, H, T, D] scattered in
+// through `write` [B*T] (in place on the donated pools; out is left for the caller), row
+// b's live length pos[b, T-1] + 1 (pos [B, T]), and each row's views of the written pools
+// through `read`, widened for q.
+struct PagedViews {
+  PagedAttention written;
+  V len, k, v;
+};
+
+PagedViews paged_views(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V read, V pos, V key_pos) {
+  Builder& b = *q.b;
+  PagedViews w;
+  w.written.k_pool = b.scatter_update(k_pool, write, pool_rows(k_new, k_pool));
+  w.written.v_pool = b.scatter_update(v_pool, write, pool_rows(v_new, v_pool));
+  b.donate(k_pool, w.written.k_pool);
+  b.donate(v_pool, w.written.v_pool);
+  const int64_t t = pos.dim(1);
+  V last = b.slice_axis(pos, 1, t - 1, t);  // [B, 1]
+  w.len = key_pos.valid()
+              ? b.reduce_sum(b.select(b.compare(key_pos, last, CmpDir::kLe), b.like(pos, 1.0), b.like(pos, 0.0)), {1})
+              : b.reshape(last, {pos.dim(0)}) + b.like(pos, 1.0);
+  w.k = widened_as(gathered_view(w.written.k_pool, read), q);
+  w.v = widened_as(gathered_view(w.written.v_pool, read), q);
+  return w;
+}
+
 }  // namespace
 
 PagedAttention attention_paged(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V read, V pos, V mask,
                                const AttnOpts& opts, V key_pos) {
-  Builder& b = *q.b;
-  const int64_t t = pos.dim(1);
-  PagedAttention r;
-  r.k_pool = b.scatter_update(k_pool, write, pool_rows(k_new, k_pool));
-  r.v_pool = b.scatter_update(v_pool, write, pool_rows(v_new, v_pool));
-  b.donate(k_pool, r.k_pool);
-  b.donate(v_pool, r.v_pool);
-  V last = b.slice_axis(pos, 1, t - 1, t);  // [B, 1]
-  V len = key_pos.valid()
-              ? b.reduce_sum(b.select(b.compare(key_pos, last, CmpDir::kLe), b.like(pos, 1.0), b.like(pos, 0.0)), {1})
-              : b.reshape(last, {pos.dim(0)}) + b.like(pos, 1.0);
-  V k = widened_as(gathered_view(r.k_pool, read), q);
-  V v = widened_as(gathered_view(r.v_pool, read), q);
-  r.out = attention_live(q, k, v, len, mask, opts);
-  return r;
+  PagedViews w = paged_views(q, k_new, v_new, k_pool, v_pool, write, read, pos, key_pos);
+  w.written.out = attention_live(q, w.k, w.v, w.len, mask, opts);
+  return w.written;
+}
+
+PagedAttention attention_latent_paged(V q, V c_new, V r_new, V c_pool, V r_pool, V write, V read, V pos, V mask,
+                                      const AttnOpts& opts, V key_pos) {
+  PagedViews w = paged_views(q, c_new, r_new, c_pool, r_pool, write, read, pos, key_pos);
+  w.written.out = attention_live(q, latent_key(w.k, w.v), w.k, w.len, mask, opts);
+  return w.written;
 }
 
 V index_guard(V x, int64_t lo, int64_t hi, const std::string& what) {
