@@ -185,10 +185,10 @@ TEST(PagedMaps, BadMapsAreRefusedBeforeAnythingRuns) {
     const std::vector<float> first = testing::must(clean.run(good.spec, good.slots));
     ASSERT_TRUE(tried.run(good.spec, good.slots).ok());
 
-    auto refused = [&](exec::SlotValues slots, const std::string& what) {
+    auto refused = [&](exec::SlotValues slots, const std::string& what, ErrorCode code = ErrorCode::kInvalidInput) {
       Result<std::vector<float>> r = tried.run(good.spec, slots);
       ASSERT_FALSE(r.ok()) << what;
-      EXPECT_EQ(r.error().code(), ErrorCode::kInvalidInput) << what;
+      EXPECT_EQ(r.error().code(), code) << what;
       EXPECT_NE(r.error().message().find(what), std::string::npos) << r.error().to_string();
     };
     exec::SlotValues bad = good.slots;
@@ -203,6 +203,11 @@ TEST(PagedMaps, BadMapsAreRefusedBeforeAnythingRuns) {
     bad = good.slots;
     bad[ir::Slot::kWriteMap][4] = bad[ir::Slot::kWriteMap][0];  // row 1's first token onto row 0's slot
     refused(bad, "is named twice");
+    // Row 1 at positions 0..1 while its key positions start at 2: its read row does not
+    // hold the position it queries (what a position past a logical map's width was).
+    bad = good.slots;
+    for (int64_t c = 0; c < pages.cap; ++c) bad[ir::Slot::kKeyPos][static_cast<size_t>(pages.cap + c)] += 2;
+    refused(bad, "a read row holds its row's last position", ErrorCode::kValidation);
 
     // Decode one token on both: equal only if the refused steps wrote nothing.
     const Batch dec = make_batch(pages, {{7}, {8}}, {3, 2}, DType::kF32);

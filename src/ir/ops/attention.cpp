@@ -131,9 +131,16 @@ PagedViews paged_views(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V rea
   b.donate(v_pool, w.written.v_pool);
   const int64_t t = pos.dim(1);
   V last = b.slice_axis(pos, 1, t - 1, t);  // [B, 1]
-  w.len = key_pos.valid()
-              ? b.reduce_sum(b.select(b.compare(key_pos, last, CmpDir::kLe), b.like(pos, 1.0), b.like(pos, 0.0)), {1})
-              : b.reshape(last, {pos.dim(0)}) + b.like(pos, 1.0);
+  if (key_pos.valid()) {
+    V seen = b.compare(key_pos, last, CmpDir::kLe);
+    w.len = b.reduce_sum(b.select(seen, b.like(pos, 1.0), b.like(pos, 0.0)), {1});
+    // The read row must hold the row's own last position (its key was just written there):
+    // a compact map's analogue of a position past the read map's width.
+    V newest = b.reduce_max(b.select(seen, key_pos, b.like(key_pos, -1.0)), {1}, true);
+    b.validate(b.compare(newest, last, CmpDir::kEq), "paged attention: a read row holds its row's last position");
+  } else {
+    w.len = b.reshape(last, {pos.dim(0)}) + b.like(pos, 1.0);
+  }
   w.k = widened_as(gathered_view(w.written.k_pool, read), q);
   w.v = widened_as(gathered_view(w.written.v_pool, read), q);
   return w;
