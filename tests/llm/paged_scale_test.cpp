@@ -134,6 +134,13 @@ TEST_P(PagedScale, ThirtyTwoMixedLengthsUpTo2000EqualEachAloneAndTheOracle) {
     prompts.push_back(std::move(p));
   }
   const std::vector<Trace> paged = run_paged(m, prompts, longest);
+  // A batch of one: the longest prompt with nothing beside it.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (static_cast<int64_t>(prompts[i].size()) != longest) continue;
+    const Trace one = run_paged(m, {prompts[i]}, longest)[0];
+    EXPECT_EQ(one.tokens, paged[i].tokens) << GetParam();
+    expect_same(one, paged[i].logits, str_cat(GetParam(), " batch of 1 vs 32"));
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(paged[i].tokens.size(), static_cast<size_t>(kDecode));
     expect_same(paged[i], run_alone(m, prompts[i], paged[i].tokens, llm::ExecutorKind::kCpu),
