@@ -31,13 +31,16 @@ Result<Table> memory_scenario(const MemoryBenchOptions& o) {
     longest = std::max<int64_t>(longest, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
     reqs.push_back(std::move(r));
   }
+  const int64_t chunk = 256;
   llm::DriverOptions d;
   d.max_seq_len = longest;
-  d.pool_blocks = static_cast<int32_t>((longest + llm::kv::kBlockTokens - 1) / llm::kv::kBlockTokens * o.max_rows);
+  d.window = o.window;
+  d.sinks = o.sinks;
+  d.pool_blocks = static_cast<int32_t>(llm::max_blocks_held(m->config, o.window, o.sinks, longest, chunk) * o.max_rows);
   d.kv_dtype = o.kv_dtype;
   d.threads = o.threads;
   llm::Driver driver(*m, d);
-  llm::Scheduler sched(driver, {.max_batch_tokens = 256, .max_rows = o.max_rows});
+  llm::Scheduler sched(driver, {.max_batch_tokens = chunk, .max_rows = o.max_rows});
   for (const llm::Request& r : reqs) sched.submit(r);
 
   const int64_t elem = o.kv_dtype == DType::kF16 ? 2 : 4;
@@ -50,7 +53,9 @@ Result<Table> memory_scenario(const MemoryBenchOptions& o) {
                                : str_cat("bill 2*", c.n_layers, "*", c.n_kv_heads, "*", c.head_dim, "*", elem, " = ",
                                          per_token, " B/token");
   t.title = str_cat("KV memory, ", o.model, ", ", o.requests, " requests (prompts 1..", o.max_prompt, ", 1..",
-                    o.max_tokens, " new), ", o.max_rows, " rows, pool ", d.pool_blocks, " blocks, KV ",
+                    o.max_tokens, " new), ", o.max_rows, " rows, ",
+                    o.window > 0 ? str_cat("window ", o.window, " + ", o.sinks, " sinks, ") : std::string(), "pool ",
+                    d.pool_blocks, " blocks, KV ",
                     dtype_name(o.kv_dtype), ", ", bill, "; MiB");
   t.columns = {"step", "sequences", "live_tokens", "bill", "blocks_in_use", "blocks_MiB", "pool_MiB", "contiguous_MiB"};
   int64_t step = 0, peak_blocks = 0;

@@ -73,6 +73,7 @@ struct MemoryBenchOptions {
   int max_rows = 8;
   DType kv_dtype = DType::kF32;
   uint64_t seed = 1;
+  int64_t window = 0, sinks = 0;  // the StreamingLLM policy (blocks behind it go back)
 };
 Result<Table> memory_scenario(const MemoryBenchOptions& o);
 

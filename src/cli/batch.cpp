@@ -120,15 +120,6 @@ llm::kv::WeightsIdentity identity_of(const std::string& spec) {
   return llm::kv::weights_identity(id);
 }
 
-// The blocks one sequence holds at most: all of its positions, or under windows the sinks'
-// blocks plus a window and a step's chunk (blocks behind every window go back).
-int64_t blocks_per_sequence(const models::ModelConfig& cfg, const BatchOptions& o, int64_t max_len) {
-  auto blocks = [](int64_t tokens) { return (tokens + llm::kv::kBlockTokens - 1) / llm::kv::kBlockTokens; };
-  const int64_t reach = llm::attention_reach(cfg, o.window);
-  if (reach == 0) return blocks(max_len);
-  return std::min(blocks(max_len), blocks(o.sinks) + blocks(reach + o.max_batch_tokens) + 1);
-}
-
 int64_t longest(const std::vector<llm::Request>& reqs) {
   int64_t n = 0;
   for (const llm::Request& r : reqs) n = std::max<int64_t>(n, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);
@@ -165,7 +156,7 @@ Status run(const BatchOptions& o) {
     d.max_seq_len = max_len;
     d.window = o.window;
     d.sinks = o.sinks;
-    const int64_t per_seq = blocks_per_sequence(m->config, o, max_len);
+    const int64_t per_seq = llm::max_blocks_held(m->config, o.window, o.sinks, max_len, o.max_batch_tokens);
     d.pool_blocks = o.pool_blocks > 0 ? o.pool_blocks
                                       : static_cast<int32_t>(per_seq * std::min<int64_t>(o.max_rows, static_cast<int64_t>(reqs->size())));
     d.kv_dtype = g.kv_dtype;

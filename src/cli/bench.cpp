@@ -215,16 +215,21 @@ Command add_bench_command(CLI::App& parent) {
       ->check(CLI::Range(1, 1024));
   mc->add_option("--kv-type", *mem_kv, "KV cache element type")->capture_default_str()->check(CLI::IsMember({"f32", "f16"}));
   mc->add_option("--seed", mem->first.seed, "request lengths and ids")->capture_default_str();
+  mc->add_option("--window", mem->first.window, "StreamingLLM: every layer sees the last W positions (and the sinks)")
+      ->check(CLI::PositiveNumber);
+  mc->add_option("--sinks", mem->first.sinks, "StreamingLLM: and the first S positions (needs --window)")
+      ->check(CLI::NonNegativeNumber);
   add_output_options(*mc, mem->second);
   mc->callback([=] {
     *run_fn = [=]() -> Status {
+      if (mem->first.sinks > 0 && mem->first.window == 0) return invalid_input("--sinks needs --window");
       mem->first.kv_dtype = *mem_kv == "f16" ? DType::kF16 : DType::kF32;
       Result<bench::Table> t = bench::memory_scenario(mem->first);
       if (!t) return t.take_error();
       Status s = emit(*t, mem->second);
       if (!s || mem->second.png.empty()) return s;
       bench::Table steps = *t;
-      steps.rows.pop_back();  // the peak row has no step
+      steps.rows.resize(steps.rows.size() - 2);  // the peak and pool rows have no step
       return plot(steps, mem->second.png, {3, 5, 7});
     };
   });

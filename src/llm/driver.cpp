@@ -31,6 +31,13 @@ int64_t attention_reach(const models::ModelConfig& cfg, int64_t window) {
   return reach;
 }
 
+int64_t max_blocks_held(const models::ModelConfig& cfg, int64_t window, int64_t sinks, int64_t max_len, int64_t chunk) {
+  auto blocks = [](int64_t tokens) { return (tokens + kv::kBlockTokens - 1) / kv::kBlockTokens; };
+  const int64_t reach = attention_reach(cfg, window);
+  if (reach == 0) return blocks(max_len);
+  return std::min(blocks(max_len), blocks(sinks) + blocks(reach + chunk) + 1);
+}
+
 int32_t Driver::Sequence::token_at(int64_t i) const {
   const auto np = static_cast<int64_t>(prompt.size());
   return i < np ? prompt[static_cast<size_t>(i)] : generated[static_cast<size_t>(i - np)];

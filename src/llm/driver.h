@@ -48,6 +48,10 @@ struct DriverOptions {
 // layer sees the whole sequence, else the widest layer window. Blocks wholly behind it
 // (sinks aside) are never read again.
 int64_t attention_reach(const models::ModelConfig& cfg, int64_t window);
+// The most blocks one sequence of up to `max_len` positions holds at once when steps take
+// at most `chunk` of its tokens: all of them, or under windows the sinks' blocks plus a
+// window and a chunk (the blocks behind every window go back).
+int64_t max_blocks_held(const models::ModelConfig& cfg, int64_t window, int64_t sinks, int64_t max_len, int64_t chunk);
 
 // Not enough free blocks: how many the call needed and how many were free.
 struct NoRoom {
