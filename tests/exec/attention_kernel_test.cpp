@@ -149,7 +149,7 @@ void make_pools(const Case& c, std::mt19937_64& rng, Inputs& in) {
       const int64_t row = int64_t(ids[size_t(b * per_row + t / kPageBlock)]) * kPageBlock + t % kPageBlock;
       in.read.push_back(int32_t(row));
       if (t >= live) continue;
-      std::copy_n(&in.ks[size_t((b * c.lk + t) * c.ds)], c.ds, &in.ks_pool[size_t(row * c.ds)]);
+      if (c.ds > 0) std::copy_n(&in.ks[size_t((b * c.lk + t) * c.ds)], c.ds, &in.ks_pool[size_t(row * c.ds)]);
       for (int64_t g = 0; g < c.hkv; ++g) {
         std::copy_n(&in.k[size_t(((b * c.hkv + g) * c.lk + t) * c.dk)], c.dk, &in.k_pool[size_t((row * c.hkv + g) * c.dk)]);
         std::copy_n(&in.v[size_t(((b * c.hkv + g) * c.lk + t) * c.dv)], c.dv, &in.v_pool[size_t((row * c.hkv + g) * c.dv)]);
