@@ -243,30 +243,35 @@ AttentionSchedule split_schedule(int64_t lk) {
 
 // ---- decode: K/V read bandwidth
 
-void BM_Decode(benchmark::State& state) {
-  const int64_t lk = state.range(0), threads = state.range(3);
-  const bool f16 = state.range(1) != 0, split = state.range(2) != 0;
-  Problem& p = problem(1, lk, f16, false, int(state.range(4)));
-  const AttentionArgs a = p.args();
-  const AttentionSchedule s = split ? split_schedule(lk) : AttentionSchedule{};
+// Times one decode over lk keys (kv_bytes of K/V read per call) and reports the read rate
+// next to the machine's memory bandwidth measured in the same run, by wall and CPU time.
+void time_decode(benchmark::State& state, const AttentionArgs& a, std::vector<float>& scratch, double kv_bytes,
+                 bool split, int64_t threads) {
+  const AttentionSchedule s = split ? split_schedule(state.range(0)) : AttentionSchedule{};
   if (Status st = exec::cpu::attention_check(a, s); !st.ok()) {
     state.SkipWithError(st.error().to_string().c_str());
     return;
   }
-  p.scratch.resize(exec::cpu::attention_scratch_floats(a, s));
+  scratch.resize(exec::cpu::attention_scratch_floats(a, s));
   ThreadPool& pool = pool_of(threads);
   const Bandwidth mem = memory_bandwidth(threads);
   const double cpu0 = cpu_seconds_per_thread(threads);
-  for (auto _ : state) exec::cpu::attention(pool, a, s, p.scratch.data());
+  for (auto _ : state) exec::cpu::attention(pool, a, s, scratch.data());
   const double cpu_s = cpu_seconds_per_thread(threads) - cpu0;
-  const double bytes = 2.0 * double(p.shape.hkv * lk * p.shape.d) * (f16 ? 2 : 4);
-  const double gb = bytes * double(state.iterations()) / 1e9;
+  const double gb = kv_bytes * double(state.iterations()) / 1e9;
   state.counters["kv_GB/s"] = benchmark::Counter(gb, benchmark::Counter::kIsRate);
   state.counters["mem_GB/s"] = mem.wall;
   state.counters["of_mem"] = benchmark::Counter(gb / mem.wall, benchmark::Counter::kIsRate);
   state.counters["kv_GB/s_cpu"] = gb / cpu_s;
   state.counters["of_mem_cpu"] = gb / cpu_s / mem.cpu;
   state.SetLabel(exec::cpu::attention_isa_name(exec::cpu::AttentionIsa::kAuto));
+}
+
+void BM_Decode(benchmark::State& state) {
+  const int64_t lk = state.range(0), threads = state.range(3);
+  const bool f16 = state.range(1) != 0, split = state.range(2) != 0;
+  Problem& p = problem(1, lk, f16, false, int(state.range(4)));
+  time_decode(state, p.args(), p.scratch, 2.0 * double(p.shape.hkv * lk * p.shape.d) * (f16 ? 2 : 4), split, threads);
 }
 
 void decode_args(benchmark::internal::Benchmark* b) {
@@ -355,26 +360,7 @@ void BM_DecodePaged(benchmark::State& state) {
   const int64_t lk = state.range(0), threads = state.range(3);
   const bool f16 = state.range(1) != 0, split = state.range(2) != 0;
   PagedProblem& p = paged_problem(lk, f16);
-  const AttentionArgs a = p.args();
-  const AttentionSchedule s = split ? split_schedule(lk) : AttentionSchedule{};
-  if (Status st = exec::cpu::attention_check(a, s); !st.ok()) {
-    state.SkipWithError(st.error().to_string().c_str());
-    return;
-  }
-  p.scratch.resize(exec::cpu::attention_scratch_floats(a, s));
-  ThreadPool& pool = pool_of(threads);
-  const Bandwidth mem = memory_bandwidth(threads);
-  const double cpu0 = cpu_seconds_per_thread(threads);
-  for (auto _ : state) exec::cpu::attention(pool, a, s, p.scratch.data());
-  const double cpu_s = cpu_seconds_per_thread(threads) - cpu0;
-  const double bytes = 2.0 * double(kKvHeads * lk * kHeadDim) * (f16 ? 2 : 4);
-  const double gb = bytes * double(state.iterations()) / 1e9;
-  state.counters["kv_GB/s"] = benchmark::Counter(gb, benchmark::Counter::kIsRate);
-  state.counters["mem_GB/s"] = mem.wall;
-  state.counters["of_mem"] = benchmark::Counter(gb / mem.wall, benchmark::Counter::kIsRate);
-  state.counters["kv_GB/s_cpu"] = gb / cpu_s;
-  state.counters["of_mem_cpu"] = gb / cpu_s / mem.cpu;
-  state.SetLabel(exec::cpu::attention_isa_name(exec::cpu::AttentionIsa::kAuto));
+  time_decode(state, p.args(), p.scratch, 2.0 * double(kKvHeads * lk * kHeadDim) * (f16 ? 2 : 4), split, threads);
 }
 BENCHMARK(BM_DecodePaged)
     ->ArgNames({"lk", "f16", "split", "threads"})
