@@ -172,6 +172,24 @@ Aligned<uint16_t> to_f16(Aligned<float>& x) {
 
 // One decode or prefill problem; the last one built is kept so that the runs of a shape
 // share its buffers (a 32k f32 cache is 256 MiB).
+// Random q, k, v (and the output buffer) of a problem; f16 keys and values replace the f32 ones.
+template <class P>
+void fill_inputs(P& p, size_t q_elems, size_t kv_elems, bool f16) {
+  p.q = Aligned<float>(q_elems);
+  p.out = Aligned<float>(q_elems);
+  p.k = Aligned<float>(kv_elems);
+  p.v = Aligned<float>(kv_elems);
+  fill(p.q, 1);
+  fill(p.k, 2);
+  fill(p.v, 3);
+  if (f16) {
+    p.k16 = to_f16(p.k);
+    p.v16 = to_f16(p.v);
+    p.k = {};
+    p.v = {};
+  }
+}
+
 struct Problem {
   HeadShape shape{};
   int64_t lq = 0, lk = 0;
@@ -211,19 +229,7 @@ Problem& problem(int64_t lq, int64_t lk, bool f16, bool causal, int shape = 0) {
   p.lk = lk;
   p.f16 = f16;
   p.causal = causal;
-  p.q = Aligned<float>(size_t(hs.hq * lq * hs.d));
-  p.out = Aligned<float>(p.q.size());
-  p.k = Aligned<float>(size_t(hs.hkv * lk * hs.d));
-  p.v = Aligned<float>(p.k.size());
-  fill(p.q, 1);
-  fill(p.k, 2);
-  fill(p.v, 3);
-  if (f16) {
-    p.k16 = to_f16(p.k);
-    p.v16 = to_f16(p.v);
-    p.k = {};
-    p.v = {};
-  }
+  fill_inputs(p, size_t(hs.hq * lq * hs.d), size_t(hs.hkv * lk * hs.d), f16);
   if (causal) {
     p.mask = Aligned<float>(size_t(lq * lk));
     for (int64_t i = 0; i < lq; ++i)
@@ -340,19 +346,7 @@ PagedProblem& paged_problem(int64_t lk, bool f16) {
     std::swap(ids[i], ids[size_t(s % (i + 1))]);
   }
   for (int64_t t = 0; t < lk; ++t) p.read.push_back(int32_t(ids[size_t(t / kBlock)] * kBlock + t % kBlock));
-  p.q = Aligned<float>(size_t(kHeads * kHeadDim));
-  p.out = Aligned<float>(p.q.size());
-  p.k = Aligned<float>(size_t(p.pool_rows * kKvHeads * kHeadDim));
-  p.v = Aligned<float>(p.k.size());
-  fill(p.q, 1);
-  fill(p.k, 2);
-  fill(p.v, 3);
-  if (f16) {
-    p.k16 = to_f16(p.k);
-    p.v16 = to_f16(p.v);
-    p.k = {};
-    p.v = {};
-  }
+  fill_inputs(p, size_t(kHeads * kHeadDim), size_t(p.pool_rows * kKvHeads * kHeadDim), f16);
   return p;
 }
 

@@ -1,6 +1,8 @@
 // Shared test helpers (see testing.h).
 #include "testing.h"
 
+#include <cctype>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -85,6 +87,11 @@ std::optional<std::string> model_file(const std::string& relative) {
 uint64_t test_seed() {
   if (const char* s = std::getenv("KVF_TEST_SEED")) return std::strtoull(s, nullptr, 10);
   return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+std::string as_test_name(std::string s) {
+  for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return s;
 }
 
 models::Model open_test_model(const std::string& name) {

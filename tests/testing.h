@@ -49,6 +49,9 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 // KVF_REQUIRE_MODELS=1 (CI), else nullopt so the caller can GTEST_SKIP — never a pass.
 std::optional<std::string> model_file(const std::string& relative);
 
+// A model name made fit for a parameterized test's name: every non-alphanumeric becomes '_'.
+std::string as_test_name(std::string s);
+
 // Seed for a test: fresh per run unless KVF_TEST_SEED is set; printed on failure by callers.
 uint64_t test_seed();
 

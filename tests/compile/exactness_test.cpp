@@ -307,11 +307,7 @@ TEST_P(PassExactness, EveryPassKeepsItsDeclaration) {
 INSTANTIATE_TEST_SUITE_P(Models, PassExactness,
                          ::testing::Values("synthetic:llama-260k", "llama", "llama3_scaled", "mistral", "qwen2", "qwen3",
                                            "gemma2", "gpt2", "bloom", "deepseek_v2", "deepseek_v2_qlora"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return s;
-                         });
+                         [](const auto& info) { return testing::as_test_name(info.param); });
 
 std::map<OpKind, int> histogram(const ir::Graph& g) {
   std::map<OpKind, int> h;

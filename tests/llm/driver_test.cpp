@@ -86,11 +86,7 @@ TEST_P(DriverFamilies, BatchedGenerationEqualsEachRequestAlone) {
 INSTANTIATE_TEST_SUITE_P(Families, DriverFamilies,
                          ::testing::Values("synthetic:llama-260k", "llama", "mistral", "qwen3", "gemma2", "gpt2", "bloom",
                                            "deepseek_v2"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return s;
-                         });
+                         [](const auto& info) { return testing::as_test_name(info.param); });
 
 TEST(Driver, ThirtyTwoSequencesOfMixedLengthsInOneBatch) {
   std::mt19937_64 rng(testing::test_seed());

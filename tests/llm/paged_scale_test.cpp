@@ -179,11 +179,7 @@ TEST(PagedScale, OracleAt2000) {
 INSTANTIATE_TEST_SUITE_P(Families, PagedScale,
                          ::testing::Values("synthetic:llama-260k", "llama", "mistral", "qwen2", "qwen3", "gemma2", "gpt2",
                                            "bloom", "deepseek_v2"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return s;
-                         });
+                         [](const auto& info) { return testing::as_test_name(info.param); });
 
 }  // namespace
 }  // namespace kvf

@@ -108,11 +108,7 @@ TEST_P(StreamingFamilies, PagedFreesBehindTheWindowAndEqualsTheContiguousCache) 
 INSTANTIATE_TEST_SUITE_P(Families, StreamingFamilies,
                          ::testing::Values("synthetic:llama-260k", "llama", "mistral", "qwen2", "gemma2", "gpt2", "bloom",
                                            "deepseek_v2"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return s;
-                         });
+                         [](const auto& info) { return testing::as_test_name(info.param); });
 
 // The sinks matter: with them the output differs from the window alone (else the test
 // above could pass with the sinks ignored on both sides).

@@ -153,8 +153,7 @@ TEST_P(PagedStep, BatchedRowsEqualEachSequenceAlone) {
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  std::string s = std::get<0>(info.param);
-  for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  std::string s = testing::as_test_name(std::get<0>(info.param));
   s += std::get<1>(info.param) == llm::ExecutorKind::kCpu ? "_cpu" : "_oracle";
   return s + (std::get<2>(info.param) == DType::kF16 ? "_f16kv" : "");
 }
