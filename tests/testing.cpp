@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "eval/compare.h"
+
 namespace kvf::testing {
 
 eval::Buffer random_buffer(std::mt19937_64& rng, Shape shape, double lo, double hi) {
@@ -48,17 +50,7 @@ Result<eval::Buffer> eval_expr(const std::function<ir::V(ir::Builder&)>& f, eval
   return std::move(out->at("out"));
 }
 
-double rel_error(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) || std::isnan(b[i])) return std::numeric_limits<double>::infinity();
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  if (den == 0) return num == 0 ? 0 : std::numeric_limits<double>::infinity();
-  return std::sqrt(num / den);
-}
+double rel_error(const std::vector<double>& a, const std::vector<double>& b) { return eval::rel_error(a, b); }
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
