@@ -24,5 +24,6 @@ Command add_convert_command(CLI::App& parent);
 Command add_compile_command(CLI::App& parent);
 Command add_bench_command(CLI::App& parent);
 Command add_batch_command(CLI::App& parent);
+Command add_ahbm_command(CLI::App& parent);
 
 }  // namespace kvf::cli
