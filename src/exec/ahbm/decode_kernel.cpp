@@ -18,7 +18,7 @@ PeKernel::PeKernel(Chip& chip, const AhbmConfig& cfg, const DecodeInputs& in, Gr
   for (int c : job.tree.children[static_cast<size_t>(rank)]) pending_children_.insert(c);
 }
 
-int64_t PeKernel::esize() const { return in_.storage == DType::kF32 ? 4 : 2; }
+int64_t PeKernel::esize() const { return element_bytes(in_.storage); }
 
 // Per prefetch slot: K and V tiles, scores/probabilities, P·V, alpha, mask; plus Q, the
 // running state, the children's merged partial and one received partial.
@@ -43,15 +43,8 @@ Status PeKernel::start() {
     return capacity("ahbm: the decode kernel needs ", pe_.sram_used, " bytes of SRAM per PE (tile ", cfg_.kernel.tile,
                     ", prefetch ", cfg_.kernel.prefetch, "), pe.sram_bytes is ", cfg_.hw.sram_bytes);
   }
-  const int64_t tile = cfg_.kernel.tile, r = rows();
   buf_.resize(static_cast<size_t>(cfg_.kernel.prefetch));
-  for (TileBuffers& b : buf_) {
-    b.k.resize(static_cast<size_t>(tile * d_));
-    b.v.resize(static_cast<size_t>(tile * d_));
-    b.s.resize(static_cast<size_t>(r * tile));
-    b.pv.resize(static_cast<size_t>(r * d_));
-    b.alpha.resize(static_cast<size_t>(r));
-  }
+  for (TileBuffers& b : buf_) b.resize(cfg_.kernel.tile, rows(), d_);
   for (int i = cfg_.kernel.prefetch - 1; i >= 0; --i) free_slots_.push_back(i);
   if (n_tiles_ == 0) {
     chip_.engine().after(0, [this] { on_sweep_done(); });
@@ -79,55 +72,37 @@ Composite PeKernel::build(int64_t k, int slot) {
   const int64_t tile = cfg_.kernel.tile, r = rows();
   const int64_t stream = k / n_tiles_, j = k % n_tiles_;
   TileBuffers& b = buf_[static_cast<size_t>(slot)];
-  b.valid = std::min(tile, len_ - j * tile);
-  FlashState& st = state_[static_cast<size_t>(stream)];
-  const float* q = in_.q.data() + (job_.head * group_ + (cfg_.kernel.gqa_batch ? 0 : stream)) * d_;
-  const float* k_src = kv_.k.data() + j * tile * d_;
-  const float* v_src = kv_.v.data() + j * tile * d_;
-  const int64_t bytes = b.valid * d_ * esize();
-  const DType mm_in = in_.storage;
+  const int64_t valid = std::min(tile, len_ - j * tile);
+  const int64_t bytes = valid * d_ * esize();
   ++stats_.tiles;
   stats_.dma_k_bytes += bytes;
   stats_.dma_v_bytes += bytes;
-
-  Composite c;
-  c.name = str_cat("attn_tile[h", job_.head, ",pe", rank_, ",s", stream, ",t", j, "]");
-  c.stream = static_cast<int>(stream);
-  auto add = [&c](Stage s) {
-    c.stages.push_back(std::move(s));
-    return static_cast<int>(c.stages.size()) - 1;
-  };
-  // Only the valid rows move; the DMA zero-fills the rest of the tile in SRAM.
-  const int dma_k = add({.op = StageOp::kDma, .name = "dma_k", .bytes = bytes,
-                         .compute = [&b, k_src, tile, this] { load_rows(k_src, b.valid, tile, d_, b.k.data()); }});
-  int last = add({.op = StageOp::kMatmul, .name = "mm_qk", .macs = r * tile * d_, .deps = {dma_k},
-                  .compute = [&b, q, r, tile, this] { tile_scores(q, r, b.k.data(), tile, d_, scale_, b.s.data()); }});
   b.mask.clear();
-  if (b.valid < tile) {  // the ragged last tile: the kernel builds the mask, the composite applies it
+  if (valid < tile) {  // the ragged last tile: the kernel builds the mask, the composite applies it
     b.mask.assign(static_cast<size_t>(tile), 0.0f);
-    for (int64_t t = b.valid; t < tile; ++t) b.mask[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+    for (int64_t t = valid; t < tile; ++t) b.mask[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
     ++stats_.mask_tiles;
-    last = add({.op = StageOp::kVec, .name = "vec_mask", .elems = r * tile, .deps = {last},
-                .compute = [&b, r, tile] { tile_mask(b.s.data(), r, tile, b.mask.data()); }});
   }
-  const int softmax = add({.op = StageOp::kVec, .name = "vec_softmax", .elems = 3 * r * tile + 3 * r,
-                           .exps = r * tile + r, .deps = {last}, .carried = true,
-                           .compute = [&b, &st, r, tile, mm_in] {
-                             softmax_update(st, 0, b.s.data(), r, tile, b.alpha.data(), mm_in);
-                           }});
-  // No dependency inside the composite: V streams in while Q·Kᵀ and the softmax run.
-  const int dma_v = add({.op = StageOp::kDma, .name = "dma_v", .bytes = bytes,
-                         .compute = [&b, v_src, tile, this] { load_rows(v_src, b.valid, tile, d_, b.v.data()); }});
-  const int pv = add({.op = StageOp::kMatmul, .name = "mm_pv", .macs = r * tile * d_, .deps = {softmax, dma_v},
-                      .compute = [&b, r, tile, this] { tile_pv(b.s.data(), r, b.v.data(), tile, d_, b.pv.data()); }});
-  const int update = add({.op = StageOp::kVec, .name = "vec_update", .elems = 2 * r * d_, .deps = {pv},
-                          .carried = true,
-                          .compute = [&b, &st, r] { update_output(st, 0, r, b.alpha.data(), b.pv.data()); }});
+  Composite c = attn_tile(
+      {.name = str_cat("attn_tile[h", job_.head, ",pe", rank_, ",s", stream, ",t", j, "]"),
+       .stream = static_cast<int>(stream),
+       .rows = r,
+       .tile = tile,
+       .head_dim = d_,
+       .scale = scale_,
+       .storage = in_.storage,
+       .q = in_.q.data() + (job_.head * group_ + (cfg_.kernel.gqa_batch ? 0 : stream)) * d_,
+       .k = kv_.k.data() + j * tile * d_,
+       .v = kv_.v.data() + j * tile * d_,
+       .valid = valid,
+       .mask_rows = b.mask.empty() ? 0 : 1,
+       .state = &state_[static_cast<size_t>(stream)]},
+      b);
   if (tail_push() && k == streams() * n_tiles_ - 1) {
     tail_pushed_ = true;
     Pe* parent = job_.pe[static_cast<size_t>(job_.tree.parent[static_cast<size_t>(rank_)])];
-    add({.op = StageOp::kPush, .name = "push", .deps = {update}, .push_to = parent,
-         .message = [this] { return partial(state_[0]); }});
+    c.stages.push_back({.op = StageOp::kPush, .name = "push", .deps = {static_cast<int>(c.stages.size()) - 1},
+                        .push_to = parent, .message = [this] { return partial(state_[0]); }});
   }
   return c;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/ahbm/attn_tile.h"
 #include "exec/ahbm/composite.h"
 #include "exec/ahbm/config.h"
 #include "exec/ahbm/decode_inputs.h"
