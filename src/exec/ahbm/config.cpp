@@ -46,6 +46,7 @@ std::vector<Field> fields(AhbmConfig& c) {
       {"kernel.tile", &c.kernel.tile},
       {"kernel.prefetch", &c.kernel.prefetch},
       {"kernel.gqa_batch", &c.kernel.gqa_batch},
+      {"kernel.q_block", &c.kernel.q_block},
   };
 }
 
@@ -111,6 +112,7 @@ Status validate(const AhbmConfig& c) {
       {hw.ipcq.max_spin_polls > 0, "pe.ipcq.max_spin_polls"},
       {c.kernel.tile > 0, "kernel.tile"},
       {c.kernel.prefetch > 0, "kernel.prefetch"},
+      {c.kernel.q_block > 0, "kernel.q_block"},
   };
   for (const auto& [ok, what] : checks) {
     Status s = positive(ok, what);

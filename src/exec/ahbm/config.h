@@ -57,6 +57,7 @@ struct KernelConfig {
   int64_t tile = 128;     // KV tokens per composite
   int prefetch = 2;       // composites in flight per PE (ADR §9: >= 2)
   bool gqa_batch = true;  // the G query rows of a KV head share each K/V tile load (ADR §5.2)
+  int64_t q_block = 4;    // prefill: query tokens per block; G * q_block rows share each tile (ADR §5.4)
 };
 
 struct AhbmConfig {

@@ -32,4 +32,31 @@ inline bool my_turn_to_write(const KvGeometry& g, int pe_id) { return owner_pe(g
 // Per-PE buffer rows for a context of max_context tokens: ceil(max_context / N).
 inline int64_t capacity_per_pe(int64_t max_context, int n) { return (max_context + n - 1) / n; }
 
+// Prefill with SP (ADR §5.5): the prompt's len tokens cut into one shard per ring rank; a PE
+// holds the queries and the K/V of its shard. kContiguous: rank p holds a run of
+// consecutive tokens (lengths within one, the longer runs first), so a KV block is either
+// wholly before, wholly after or on the diagonal of a query block and the ring can skip
+// the steps after it. kStrided: the decode round-robin above, (start_pe + i) mod N; every
+// shard then reaches to the end of the prompt and no ring step is ever all-future.
+enum class ShardLayout { kContiguous, kStrided };
+
+struct ShardGeometry {
+  int64_t len = 0;  // prompt tokens
+  int n = 1;        // ring ranks
+  int start_pe = 0;  // kStrided only: request_id mod n
+  ShardLayout layout = ShardLayout::kContiguous;
+  KvGeometry strided() const { return KvGeometry{len, start_pe, n}; }
+};
+
+inline int64_t shard_len(const ShardGeometry& g, int rank) {
+  if (g.layout == ShardLayout::kStrided) return valid_len(g.strided(), rank);
+  return g.len / g.n + (rank < g.len % g.n ? 1 : 0);
+}
+// The global index (the RoPE position, ADR P5) of the shard's slot-th token.
+inline int64_t shard_global(const ShardGeometry& g, int rank, int64_t slot) {
+  if (g.layout == ShardLayout::kStrided) return global_of(g.strided(), rank, slot);
+  const int64_t base = g.len / g.n, extra = g.len % g.n;
+  return rank * base + (rank < extra ? rank : extra) + slot;
+}
+
 }  // namespace kvf::ahbm

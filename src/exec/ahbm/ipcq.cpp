@@ -1,6 +1,8 @@
 // IPCQ credits and directions (ipcq.h).
 #include "exec/ahbm/ipcq.h"
 
+#include <utility>
+
 namespace kvf::ahbm {
 
 const char* dir_name(Dir d) {
@@ -27,6 +29,11 @@ bool InQueue::reserve() {
   if (taken_ >= depth_) return false;
   ++taken_;
   return true;
+}
+
+void InQueue::deliver(Message m) {
+  items_.push_back(std::move(m));
+  if (on_deliver_) std::exchange(on_deliver_, {})();
 }
 
 Message InQueue::pop() {

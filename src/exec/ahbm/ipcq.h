@@ -30,7 +30,10 @@ class InQueue {
   bool reserve();
   // Called after a failed reserve(): `retry` runs when an entry frees up.
   void wait_for_credit(std::function<void()> retry) { blocked_.push_back(std::move(retry)); }
-  void deliver(Message m) { items_.push_back(std::move(m)); }
+  void deliver(Message m);
+  // A kernel spinning on this queue (ADR §5.6 spin_short) is woken by the next delivery:
+  // fn runs once, right after it. The spin's polls are then counted, not simulated one by one.
+  void when_delivered(std::function<void()> fn) { on_deliver_ = std::move(fn); }
   bool empty() const { return items_.empty(); }
   // The oldest message; frees its entry and wakes the oldest blocked sender.
   Message pop();
@@ -43,6 +46,7 @@ class InQueue {
   int taken_ = 0;  // delivered + in flight
   std::deque<Message> items_;
   std::deque<std::function<void()>> blocked_;
+  std::function<void()> on_deliver_;
 };
 
 }  // namespace kvf::ahbm

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 
 namespace kvf::ahbm {
 
@@ -32,9 +33,10 @@ struct Search {
   std::vector<bool> free;
   std::vector<int> order;  // ranks, each after its parent
   std::vector<MeshPos> pos;
+  std::function<bool(const std::vector<MeshPos>&)> accept{};  // a whole placement; empty: any
 
   bool place(size_t i) {
-    if (i == order.size()) return true;
+    if (i == order.size()) return !accept || accept(pos);
     const int r = order[i];
     const int p = t.parent[static_cast<size_t>(r)];
     std::vector<MeshPos> options;
@@ -66,6 +68,15 @@ std::vector<MeshPos> naive(int n, int rows, int cols, const std::vector<bool>& f
   return pos;
 }
 
+// Every rank placed after its parent: breadth-first from the root.
+Search search(const ReductionTree& t, int rows, int cols, const std::vector<bool>& free) {
+  Search s{t, rows, cols, free, {}, std::vector<MeshPos>(static_cast<size_t>(t.n))};
+  s.order.push_back(t.root);
+  for (size_t i = 0; i < s.order.size(); ++i)
+    for (int c : t.children[static_cast<size_t>(s.order[i])]) s.order.push_back(c);
+  return s;
+}
+
 }  // namespace
 
 Result<std::vector<MeshPos>> embed_tree(const ReductionTree& t, int rows, int cols, const std::vector<bool>& free,
@@ -74,14 +85,37 @@ Result<std::vector<MeshPos>> embed_tree(const ReductionTree& t, int rows, int co
     return capacity("ahbm: a reduction group of ", t.n, " PEs does not fit the free PEs of a ", rows, "x", cols, " mesh");
   }
   if (mapping == Mapping::kNeighbour) {
-    Search s{t, rows, cols, free, {}, std::vector<MeshPos>(static_cast<size_t>(t.n))};
-    // Breadth-first from the root, so every rank is placed after its parent.
-    s.order.push_back(t.root);
-    for (size_t i = 0; i < s.order.size(); ++i)
-      for (int c : t.children[static_cast<size_t>(s.order[i])]) s.order.push_back(c);
+    Search s = search(t, rows, cols, free);
     if (s.place(0)) return s.pos;
   }
   return naive(t.n, rows, cols, free);
+}
+
+Result<std::vector<MeshPos>> embed_ring(int n, int rows, int cols, const std::vector<bool>& free, Mapping mapping) {
+  // The ring as a chain 0 → 1 → … → n-1 (each rank one hop from the one before), first
+  // with the closing edge n-1 → 0 one hop too, then with any closing edge.
+  ReductionTree chain;
+  chain.n = n;
+  chain.parent.assign(static_cast<size_t>(n), -1);
+  chain.children.assign(static_cast<size_t>(n), {});
+  for (int r = 1; r < n; ++r) {
+    chain.parent[static_cast<size_t>(r)] = r - 1;
+    chain.children[static_cast<size_t>(r - 1)].push_back(r);
+  }
+  if (mapping == Mapping::kNeighbour) {
+    Result<std::vector<MeshPos>> fits = embed_tree(chain, rows, cols, free, Mapping::kNaive);  // the capacity check
+    if (!fits) return fits;
+    Search closed = search(chain, rows, cols, free);
+    closed.accept = [](const std::vector<MeshPos>& p) { return mesh_hops(p.back(), p.front()) <= 1; };
+    if (closed.place(0)) return closed.pos;
+  }
+  return embed_tree(chain, rows, cols, free, mapping);
+}
+
+int max_ring_hops(const std::vector<MeshPos>& pos) {
+  int worst = 0;
+  for (size_t r = 0; r < pos.size(); ++r) worst = std::max(worst, mesh_hops(pos[r], pos[(r + 1) % pos.size()]));
+  return worst;
 }
 
 int max_edge_hops(const ReductionTree& t, const std::vector<MeshPos>& pos) {

@@ -37,4 +37,12 @@ Result<std::vector<MeshPos>> embed_tree(const ReductionTree& t, int rows, int co
 // The most hops any tree edge takes under a placement.
 int max_edge_hops(const ReductionTree& t, const std::vector<MeshPos>& pos);
 
+// Positions for the ring of ADR §5.5 (rank r sends to r + 1 mod n): kNeighbour searches for
+// one-hop steps all around (a 2 x 4 mesh has such a cycle for n = 2, 4, 6, 8; an odd ring
+// cannot close in one hop on a mesh, so it keeps the chain one hop and closes in more);
+// kNaive numbers row-major. kCapacity when fewer than n cells are free.
+Result<std::vector<MeshPos>> embed_ring(int n, int rows, int cols, const std::vector<bool>& free, Mapping mapping);
+// The most hops any ring step r → r + 1 mod n takes.
+int max_ring_hops(const std::vector<MeshPos>& pos);
+
 }  // namespace kvf::ahbm
