@@ -77,4 +77,24 @@ struct MemoryBenchOptions {
 };
 Result<Table> memory_scenario(const MemoryBenchOptions& o);
 
+// `kvforge ahbm sweep`: the ADR-001 tuning items (§9) and claims on the AHBM simulator
+// (src/exec/ahbm/, docs/ahbm.md). Simulated cycles are deterministic: one run per point.
+struct AhbmSweepOptions {
+  std::string config;              // a config file; empty: the built-in defaults
+  int64_t context = 32768;         // the decode-sp context of the tuning tables
+  int n_pe = 8;                    // PEs per reduction group for decode-sp
+  int64_t max_context = 131072;    // the reduction table's longest context
+  uint64_t seed = 1;
+};
+struct AhbmSweepTable {
+  std::string name{};  // file stem: ahbm_<name>.csv / .png
+  Table table{};
+  // The plot: y columns against column x; categorical x draws boxes.
+  size_t x = 0;
+  std::vector<size_t> ys{};
+  bool log_x = false, log_y = false, boxes = false;
+  std::string ylabel{};
+};
+Result<std::vector<AhbmSweepTable>> ahbm_sweep_scenario(const AhbmSweepOptions& o);
+
 }  // namespace kvf::bench

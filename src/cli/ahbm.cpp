@@ -341,6 +341,8 @@ Command add_ahbm_command(CLI::App& parent) {
   add_common(*c, *co);
   c->callback([=] { *run_fn = [=] { return check(*co); }; });
 
+  add_ahbm_sweep_command(*cmd, run_fn);
+
   return {cmd, [run_fn]() -> Status { return *run_fn ? (*run_fn)() : invalid_input("ahbm: no command"); }};
 }
 

@@ -11,6 +11,7 @@
 #include "bench/scenarios/scenarios.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
+#include "cli/plot.h"
 
 namespace kvf::cli {
 namespace {
@@ -25,34 +26,6 @@ void add_output_options(CLI::App& cmd, Output& o) {
 }
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
-
-// Columns ycols against column 0, one line each, from rows whose column `filter_col`
-// equals `filter` (when set); log-log, as latency curves read best.
-Status plot(const bench::Table& t, const std::string& png, const std::vector<size_t>& ycols,
-            int filter_col = -1, const std::string& filter = "") {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return unsupported("--png: gnuplot is not installed");
-  const std::string script = png + ".gp";
-  std::ofstream f(script);
-  f << "set terminal pngcairo size 900,560\nset output " << quoted(png) << "\nset logscale xy\nset key left top\n"
-    << "set title " << quoted(t.title) << " noenhanced\nset xlabel " << quoted(t.columns[0]) << " noenhanced\n";
-  const size_t x = filter_col == 0 ? 1 : 0;
-  f << "set xlabel " << quoted(t.columns[x]) << " noenhanced\nplot ";
-  for (size_t i = 0; i < ycols.size(); ++i) {
-    f << (i ? ", " : "") << "'-' using 1:2 with linespoints title " << quoted(t.columns[ycols[i]]) << " noenhanced";
-  }
-  f << "\n";
-  for (size_t y : ycols) {
-    for (const auto& r : t.rows) {
-      if (filter_col >= 0 && r[static_cast<size_t>(filter_col)] != filter) continue;
-      if (r[y] == "-") continue;
-      f << r[x] << " " << r[y] << "\n";
-    }
-    f << "e\n";
-  }
-  f.close();
-  if (std::system(("gnuplot " + quoted(script)).c_str()) != 0) return internal_error("gnuplot failed on ", script);
-  return {};
-}
 
 Status emit(const bench::Table& t, const Output& o) {
   std::printf("%s", t.text().c_str());
@@ -174,7 +147,7 @@ Command add_bench_command(CLI::App& parent) {
       if (!t) return t.take_error();
       Status s = emit(*t, att->second);
       if (!s || att->second.png.empty()) return s;
-      return plot(*t, att->second.png, {2, 3}, 0, "decode");
+      return plot_png(*t, att->second.png, {.x = 1, .ys = {2, 3}, .filter_col = 0, .filter = "decode"});
     };
   });
 
@@ -198,7 +171,7 @@ Command add_bench_command(CLI::App& parent) {
       if (!t) return t.take_error();
       Status s = emit(*t, dc->second);
       if (!s || dc->second.png.empty()) return s;
-      return plot(*t, dc->second.png, {1, 2, 3});
+      return plot_png(*t, dc->second.png, {.ys = {1, 2, 3}});
     };
   });
 
@@ -230,7 +203,7 @@ Command add_bench_command(CLI::App& parent) {
       if (!s || mem->second.png.empty()) return s;
       bench::Table steps = *t;
       steps.rows.resize(steps.rows.size() - 2);  // the peak and pool rows have no step
-      return plot(steps, mem->second.png, {3, 5, 7});
+      return plot_png(steps, mem->second.png, {.ys = {3, 5, 7}});
     };
   });
 

@@ -1,0 +1,107 @@
+// `kvforge ahbm sweep`'s tables carry the ADR-001 claims docs/ahbm.md states; these tests hold
+// the tables to them on a small context (the simulated numbers are deterministic).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "bench/scenarios/scenarios.h"
+
+namespace kvf::bench {
+namespace {
+
+const AhbmSweepTable& table(const std::vector<AhbmSweepTable>& all, const std::string& name) {
+  auto it = std::find_if(all.begin(), all.end(), [&](const AhbmSweepTable& t) { return t.name == name; });
+  if (it == all.end()) throw std::runtime_error("no table " + name);
+  return *it;
+}
+
+std::string cell(const AhbmSweepTable& t, size_t row, const std::string& column) {
+  auto it = std::find(t.table.columns.begin(), t.table.columns.end(), column);
+  if (it == t.table.columns.end()) throw std::runtime_error("no column " + column + " in " + t.name);
+  return t.table.rows.at(row).at(static_cast<size_t>(it - t.table.columns.begin()));
+}
+double num(const AhbmSweepTable& t, size_t row, const std::string& column) { return std::stod(cell(t, row, column)); }
+
+class AhbmSweep : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    AhbmSweepOptions o;
+    o.context = 4096;
+    o.max_context = 8192;
+    Result<std::vector<AhbmSweepTable>> r = ahbm_sweep_scenario(o);
+    ASSERT_TRUE(r) << r.error().message();
+    tables_ = new std::vector<AhbmSweepTable>(std::move(*r));
+  }
+  static void TearDownTestSuite() { delete tables_; }
+  static std::vector<AhbmSweepTable>* tables_;
+};
+std::vector<AhbmSweepTable>* AhbmSweep::tables_ = nullptr;
+
+TEST_F(AhbmSweep, EveryTableHasRowsAndAPlot) {
+  ASSERT_EQ(tables_->size(), 6u);
+  for (const AhbmSweepTable& t : *tables_) {
+    EXPECT_FALSE(t.table.rows.empty()) << t.name;
+    EXPECT_FALSE(t.ys.empty()) << t.name;
+    for (size_t y : t.ys) EXPECT_LT(y, t.table.columns.size()) << t.name;
+  }
+}
+
+// ADR §9.1: one composite in flight leaves the DMA idle during compute; two keep it busy.
+TEST_F(AhbmSweep, PrefetchTwoBeatsOneAndMoreAddsNothing) {
+  const AhbmSweepTable& t = table(*tables_, "prefetch");
+  ASSERT_EQ(t.table.rows.size(), 4u);
+  for (size_t col : {1, 3}) {
+    const std::string name = t.table.columns[col];
+    EXPECT_GT(num(t, 0, name), 1.2 * num(t, 1, name)) << name;
+    EXPECT_LE(num(t, 2, name), num(t, 1, name)) << name;
+  }
+}
+
+TEST_F(AhbmSweep, TileTooLargeForSramIsRefusedNotSimulated) {
+  const AhbmSweepTable& t = table(*tables_, "tile");
+  EXPECT_EQ(cell(t, t.table.rows.size() - 1, "tile"), "512");
+  EXPECT_EQ(cell(t, t.table.rows.size() - 1, "note"), "refused: SRAM");
+  EXPECT_LE(num(t, 2, "sram_bytes_per_pe"), 512 * 1024);
+}
+
+// ADR §4: depth 3 for N = 8, every pair one hop under the searched numbering.
+TEST_F(AhbmSweep, TreeDepthThreeWithNeighbourHopsAtEight) {
+  const AhbmSweepTable& t = table(*tables_, "mapping");
+  const size_t last = t.table.rows.size() - 1;
+  EXPECT_EQ(cell(t, last, "n_pe"), "8");
+  EXPECT_EQ(cell(t, last, "tree_depth"), "3");
+  EXPECT_EQ(cell(t, last, "max_hops neighbour/naive"), "1/2");
+  EXPECT_GT(num(t, last, "reduction_cycles naive"), num(t, last, "reduction_cycles neighbour"));
+}
+
+// ADR §5.2: batching the G = 8 query rows loads each K/V tile once: 8x fewer bytes.
+TEST_F(AhbmSweep, GqaBatchingCutsKvBytesEightfold) {
+  const AhbmSweepTable& t = table(*tables_, "gqa");
+  for (size_t r = 0; r < t.table.rows.size(); ++r) {
+    EXPECT_EQ(num(t, r, "kv_dma_bytes unbatched"), 8 * num(t, r, "kv_dma_bytes batched"));
+    EXPECT_GT(num(t, r, "time ratio"), 4.0);
+  }
+}
+
+TEST_F(AhbmSweep, QueryHeadPerCubeHoldsEveryKvHeadOnEveryCube) {
+  const AhbmSweepTable& t = table(*tables_, "allocation");
+  ASSERT_EQ(t.table.rows.size(), 2u);
+  EXPECT_EQ(cell(t, 1, "policy"), "query-head-per-CUBE");
+  EXPECT_EQ(num(t, 1, "kv_resident_bytes_per_cube"), 8 * num(t, 0, "kv_resident_bytes_per_cube"));
+  EXPECT_EQ(num(t, 1, "kv_dma_bytes"), 8 * num(t, 0, "kv_dma_bytes"));
+  EXPECT_GT(num(t, 1, "cycles"), num(t, 0, "cycles"));
+}
+
+// ADR §5.3/§6 at batch 1: the reduction costs about the same at every context, so its
+// share shrinks as the sweep grows.
+TEST_F(AhbmSweep, ReductionShareShrinksWithContext) {
+  const AhbmSweepTable& t = table(*tables_, "reduction");
+  ASSERT_GE(t.table.rows.size(), 3u);
+  for (size_t r = 1; r < t.table.rows.size(); ++r) {
+    EXPECT_LT(num(t, r, "reduction_share"), num(t, r - 1, "reduction_share"));
+  }
+}
+
+}  // namespace
+}  // namespace kvf::bench
