@@ -6,6 +6,8 @@
 
 #include "bench/scenarios/scenarios.h"
 #include "exec/ahbm/decode_run.h"
+#include "exec/ahbm/prefill_run.h"
+#include "exec/ahbm/reference.h"
 
 namespace kvf::bench {
 namespace {
@@ -35,6 +37,14 @@ class Sweep {
     return ahbm::run_decode(cfg, it->second, ro);
   }
 
+  // One prefill launch, timing only (no values: the check table covers numerics). N = 1:
+  // prefill; N > 1: the ring over shards of `layout`.
+  Result<ahbm::PrefillReport> prefill(const AhbmConfig& cfg, int64_t context, int n, ahbm::ShardLayout layout) {
+    const ahbm::AttnDims none{.n_heads = 0, .n_kv_heads = 0, .head_dim = dims_.head_dim};
+    const ahbm::GlobalInputs g = ahbm::random_global(none, context, seed_, context);
+    return ahbm::run_prefill(cfg, ahbm::place_prefill(g, dims_, DType::kBF16, n, layout, 0));
+  }
+
   const ahbm::AttnDims& dims() const { return dims_; }
 
  private:
@@ -50,22 +60,34 @@ std::string case_name(int64_t context, int n) {
   return str_cat(n == 1 ? "decode" : "decode-sp N=" + std::to_string(n), " ", len);
 }
 
-// §9.1: composites in flight per PE. 1 serializes each tile's DMA behind its compute.
+// §9.1 and §9.4: composites in flight per PE. 1 serializes each tile's DMA behind its
+// compute; on the ring the receive buffers and the state spills compete with the prefetch.
 Result<AhbmSweepTable> prefetch_table(Sweep& sw, const AhbmSweepOptions& o) {
   const int64_t short_context = std::max<int64_t>(o.context / 4, 1);
-  AhbmSweepTable t{.name = "prefetch", .x = 0, .ys = {1, 3}, .ylabel = "simulated cycles"};
-  t.table.title = "AHBM decode: prefetch depth (ADR 9.1)";
-  t.table.columns = {"prefetch", "cycles " + case_name(short_context, 1), "dma_util " + case_name(short_context, 1),
-                     "cycles " + case_name(o.context, o.n_pe), "dma_util " + case_name(o.context, o.n_pe)};
+  const std::string ring = str_cat("prefill-sp N=", o.n_pe, " ", o.prefill_context);
+  AhbmSweepTable t{.name = "prefetch", .x = 0, .ys = {1, 3, 5}, .ylabel = "cycles / cycles at prefetch 1"};
+  t.table.title = "AHBM: prefetch depth (ADR 9.1, 9.4)";
+  t.table.columns = {"prefetch", "rel " + case_name(short_context, 1), "cycles " + case_name(short_context, 1),
+                     "rel " + case_name(o.context, o.n_pe), "cycles " + case_name(o.context, o.n_pe),
+                     "rel " + ring + " strided", "cycles " + ring + " strided"};
+  std::vector<int64_t> first(3, 0);
   for (int p = 1; p <= 4; ++p) {
     AhbmConfig cfg = sw.base();
     cfg.kernel.prefetch = p;
-    std::vector<std::string> row{num(p)};
+    std::vector<int64_t> cycles;
     for (auto [context, n] : {std::pair{short_context, 1}, std::pair{o.context, o.n_pe}}) {
       Result<DecodeReport> r = sw.run(cfg, context, n);
       if (!r) return r.take_error();
-      row.push_back(num(r->cycles));
-      row.push_back(fixed(r->dma.utilization, 3));
+      cycles.push_back(r->cycles);
+    }
+    Result<ahbm::PrefillReport> r = sw.prefill(cfg, o.prefill_context, o.n_pe, ahbm::ShardLayout::kStrided);
+    if (!r) return r.take_error();
+    cycles.push_back(r->cycles);
+    std::vector<std::string> row{num(p)};
+    for (size_t i = 0; i < cycles.size(); ++i) {
+      if (p == 1) first[i] = cycles[i];
+      row.push_back(fixed(static_cast<double>(cycles[i]) / static_cast<double>(first[i]), 3));
+      row.push_back(num(cycles[i]));
     }
     t.table.rows.push_back(row);
   }
@@ -190,6 +212,34 @@ Result<AhbmSweepTable> reduction_table(Sweep& sw, const AhbmSweepOptions& o) {
   return t;
 }
 
+// §5.5: the causal ring skip. A step whose KV shard lies wholly after the rank's queries
+// is not enqueued; that needs contiguous shards, whose last rank then does every step
+// while the first waits. Strided shards skip no step but balance the work.
+Result<AhbmSweepTable> ring_table(Sweep& sw, const AhbmSweepOptions& o) {
+  AhbmSweepTable t{.name = "ring", .x = 0, .ys = {3, 6}, .ylabel = "speed-up over prefill on one PE"};
+  t.table.title = str_cat("AHBM prefill-sp ", o.prefill_context, " tokens: causal ring skip and shard layout (ADR 5.5)");
+  t.table.columns = {"n_pe", "steps", "skipped contiguous", "speedup contiguous", "cycles contiguous",
+                     "skipped strided", "speedup strided", "cycles strided", "max_ring_hops"};
+  Result<ahbm::PrefillReport> one = sw.prefill(sw.base(), o.prefill_context, 1, ahbm::ShardLayout::kContiguous);
+  if (!one) return one.take_error();
+  t.table.rows.push_back({"1", "-", "-", "1.00", num(one->cycles), "-", "1.00", num(one->cycles), "0"});
+  for (int n : {2, 3, 4, 8}) {
+    if (n > sw.base().hw.pes_per_cube()) continue;
+    std::vector<std::string> row{num(n)};
+    for (ahbm::ShardLayout layout : {ahbm::ShardLayout::kContiguous, ahbm::ShardLayout::kStrided}) {
+      Result<ahbm::PrefillReport> r = sw.prefill(sw.base(), o.prefill_context, n, layout);
+      if (!r) return r.take_error();
+      if (layout == ahbm::ShardLayout::kContiguous) row.push_back(num(r->steps));
+      row.push_back(fixed(r->step_skip_fraction(), 4));
+      row.push_back(fixed(static_cast<double>(one->cycles) / static_cast<double>(r->cycles), 2));
+      row.push_back(num(r->cycles));
+      if (layout == ahbm::ShardLayout::kStrided) row.push_back(num(r->max_ring_hops));
+    }
+    t.table.rows.push_back(row);
+  }
+  return t;
+}
+
 }  // namespace
 
 Result<std::vector<AhbmSweepTable>> ahbm_sweep_scenario(const AhbmSweepOptions& o) {
@@ -200,10 +250,10 @@ Result<std::vector<AhbmSweepTable>> ahbm_sweep_scenario(const AhbmSweepOptions& 
     base = *loaded;
   }
   if (o.n_pe < 2) return invalid_input("ahbm sweep: --n-pe must be at least 2 (the decode-sp group)");
-  if (o.context < 1) return invalid_input("ahbm sweep: --context must be at least 1");
+  if (o.context < 1 || o.prefill_context < 1) return invalid_input("ahbm sweep: contexts must be at least 1");
   Sweep sw(base, o.seed);
   std::vector<AhbmSweepTable> out;
-  for (auto* table : {prefetch_table, tile_table, mapping_table, gqa_table, allocation_table, reduction_table}) {
+  for (auto* table : {prefetch_table, tile_table, mapping_table, gqa_table, allocation_table, ring_table, reduction_table}) {
     Result<AhbmSweepTable> t = table(sw, o);
     if (!t) return t.take_error();
     out.push_back(std::move(*t));

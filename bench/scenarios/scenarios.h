@@ -84,6 +84,7 @@ struct AhbmSweepOptions {
   int64_t context = 32768;         // the decode-sp context of the tuning tables
   int n_pe = 8;                    // PEs per reduction group for decode-sp
   int64_t max_context = 131072;    // the reduction table's longest context
+  int64_t prefill_context = 2048;  // prompt tokens of the prefill and ring rows
   uint64_t seed = 1;
 };
 struct AhbmSweepTable {

@@ -53,12 +53,15 @@ void add_ahbm_sweep_command(CLI::App& ahbm, const std::shared_ptr<std::function<
   auto c = std::make_shared<SweepCli>();
   CLI::App* s = ahbm.add_subcommand("sweep",
                                     "ADR-001 tuning items as CSV + PNG: prefetch depth, TILE, tree mapping, GQA batching, "
-                                    "allocation policy, reduction hidden vs exposed");
+                                    "allocation policy, causal ring skip, reduction hidden vs exposed");
   s->add_option("--out", c->out, "directory for ahbm_<item>.csv and .png")->capture_default_str();
   s->add_option("--config", c->o.config, "hardware JSON (defaults otherwise)");
   s->add_option("--context", c->o.context, "decode-sp context of the tuning tables")->capture_default_str()->check(CLI::PositiveNumber);
   s->add_option("--n-pe", c->o.n_pe, "PEs per decode-sp reduction group")->capture_default_str()->check(CLI::Range(2, 64));
   s->add_option("--max-context", c->o.max_context, "longest context of the reduction table (128, x4, ...)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  s->add_option("--prefill-context", c->o.prefill_context, "prompt tokens of the ring and prefill rows")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   s->add_option("--seed", c->o.seed, "random Q, K, V")->capture_default_str();

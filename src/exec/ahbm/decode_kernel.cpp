@@ -98,6 +98,15 @@ Composite PeKernel::build(int64_t k, int slot) {
        .mask_rows = b.mask.empty() ? 0 : 1,
        .state = &state_[static_cast<size_t>(stream)]},
       b);
+  if (k == streams() * n_tiles_ - 1) {
+    // The sweep ends with the last tile's attention work, not with a tail push behind it:
+    // the push is the reduction's first hop and is counted there.
+    Stage& last = c.stages.back();
+    last.compute = [this, compute = std::move(last.compute)] {
+      if (compute) compute();
+      stats_.sweep_end = chip_.engine().now();
+    };
+  }
   if (tail_push() && k == streams() * n_tiles_ - 1) {
     tail_pushed_ = true;
     Pe* parent = job_.pe[static_cast<size_t>(job_.tree.parent[static_cast<size_t>(rank_)])];
@@ -111,7 +120,6 @@ void PeKernel::on_composite_done(int slot) {
   free_slots_.push_back(slot);
   ++stats_.composites;
   if (++done_ == streams() * n_tiles_) {
-    stats_.sweep_end = chip_.engine().now();
     on_sweep_done();
     return;
   }

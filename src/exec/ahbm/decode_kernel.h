@@ -40,7 +40,7 @@ struct KernelStats {
   int64_t dma_k_bytes = 0, dma_v_bytes = 0, dma_o_bytes = 0, mask_tiles = 0;
   int64_t polls = 0, poll_hits = 0, spins = 0;
   Cycle spin_cycles = 0;       // waiting after the sweep with no tile left to issue
-  Cycle sweep_end = -1;        // the last tile composite completed
+  Cycle sweep_end = -1;        // the last tile's attention work done (before any tail push)
   Cycle done_at = -1;          // pushed (or stored, at the root)
 };
 

@@ -20,7 +20,7 @@ struct DecodeReport : RunTotals {
   int64_t tiles = 0, mask_tiles = 0;
   int64_t dma_k_bytes = 0, dma_v_bytes = 0, dma_o_bytes = 0;
   int tree_depth = 0, max_edge_hops = 0;
-  Cycle sweep_end = 0;           // the latest tile composite to complete, over all PEs
+  Cycle sweep_end = 0;           // the latest end of a tile sweep (attention work, before tail pushes), over all PEs
   Cycle reduction_cycles = 0;    // max over heads: root stored O minus the group's last sweep end
   bool poll_on_critical_path = false;  // some PE spun with no tile left to issue
   int64_t polls = 0, poll_hits = 0, spins = 0;
