@@ -122,6 +122,11 @@ TEST_F(AhbmSweep, ReductionShareShrinksWithContext) {
   for (size_t r = 1; r < t.table.rows.size(); ++r) {
     EXPECT_LT(num(t, r, "reduction_share"), num(t, r - 1, "reduction_share"));
   }
+  // §6: a free poll removes only the polling; the transfers and merges stay.
+  for (size_t r = 0; r < t.table.rows.size(); ++r) {
+    EXPECT_LT(num(t, r, "reduction_cycles 1-cycle poll"), num(t, r, "reduction_cycles"));
+    EXPECT_GT(num(t, r, "reduction_cycles 1-cycle poll"), 0.8 * num(t, r, "reduction_cycles"));
+  }
 }
 
 }  // namespace
