@@ -8,8 +8,9 @@ namespace kvf::cli {
 
 void add_attention_on_options(CLI::App& cmd, AttentionOnOptions& o) {
   cmd.add_option("--attention-on", o.target,
-                 "where decode steps run their Attention eqns: cpu, or ahbm (the memory-cube simulator running "
-                 "ADR-001's decode kernel; the prefill and every other eqn stay on the CPU; prints the simulated "
+                 "where one-token (decode) steps run their Attention eqns: cpu, or ahbm (the memory-cube simulator "
+                 "running ADR-001's decode kernel; a longer prompt's prefill and every other eqn stay on the CPU; "
+                 "prints the simulated "
                  "attention cycles per decode token; a model whose attention that kernel does not cover is refused)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "ahbm"}));
