@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/attention_on.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "llm/generator.h"
@@ -19,6 +20,7 @@ struct GenerateOptions {
   int64_t n = 64;
   llm::SamplerConfig sampler;
   std::string kv = "contiguous";
+  AttentionOnOptions attention;
   bool no_bos = false;
   bool json = false;
 };
@@ -65,9 +67,17 @@ Status run(const GenerateOptions& o) {
     return capacity("generate: prompt ", prompt->size(), " + ", o.n, " new tokens exceed the KV capacity ", cap,
                     " (raise --ctx or lower -n)");
   }
+  Result<std::unique_ptr<ahbm::AhbmAttention>> target = attention_target(o.attention, o.model.executor);
+  if (!target) return target.take_error();
   llm::GeneratorOptions gopts = generator_options(o.model);
   gopts.last_logits = true;
+  gopts.decode_attention = target->get();
   llm::Generator gen(*m, cap, gopts);
+  if (*target) {  // a model the target cannot hold is refused before anything runs
+    Status s = gen.prepare_decode();
+    if (!s) return s.take_error().context("--attention-on ahbm");
+  }
+  TokenCycles cycles(target->get());
   llm::Sampler sampler(o.sampler);
   std::unique_ptr<load::StreamDecoder> stream;
   if (m->tokenizer) {
@@ -99,7 +109,9 @@ Status run(const GenerateOptions& o) {
       std::fflush(stdout);
     }
     if (i + 1 == o.n) break;
+    cycles.begin();
     logits = gen.step({next});
+    cycles.end();
     if (!logits) return logits.take_error().context("decode step ", i);
   }
   const double decode_ms = ms_since(t0);
@@ -108,6 +120,7 @@ Status run(const GenerateOptions& o) {
     nlohmann::json j{{"model", o.model.model}, {"prompt_ids", *prompt}, {"ids", generated}, {"stop", stop},
                      {"prefill_ms", prefill_ms}, {"decode_ms_per_token", per_token}};
     if (m->tokenizer) j["text"] = continuation(*m->tokenizer, *prompt, generated);
+    if (*target) j["ahbm"] = cycles.json();
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     if (stream) {
@@ -119,6 +132,7 @@ Status run(const GenerateOptions& o) {
     std::fprintf(stderr, "kvforge: prefill %zu tokens %.1f ms; decode %zu tokens %.2f ms/token; stop: %s\n",
                  prompt->size(), prefill_ms, generated.size(), per_token, stop.c_str());
     print_kv_bill(m->config, static_cast<int64_t>(history.size()), gen);
+    if (*target) std::fprintf(stderr, "%s\n", cycles.line().c_str());
   }
   return {};
 }
@@ -140,6 +154,7 @@ Command add_generate_command(CLI::App& parent) {
   cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "history the repetition penalty looks at")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->sampler.seed, "sampling seed")->capture_default_str();
   cmd->add_option("--kv", o->kv, "KV cache layout")->capture_default_str()->check(CLI::IsMember({"contiguous", "paged"}));
+  add_attention_on_options(*cmd, o->attention);
   cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS to --prompt");
   cmd->add_flag("--json", o->json, "print one JSON object at the end instead of streaming");
   return {cmd, [o] { return run(*o); }};

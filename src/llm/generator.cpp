@@ -10,6 +10,7 @@ RunnerOptions runner_options(const GeneratorOptions& o) {
   r.precision = o.precision;
   r.threads = o.threads;
   r.skip_passes = o.skip_passes;
+  r.decode_attention = o.decode_attention;
   return r;
 }
 
@@ -34,6 +35,20 @@ Status Generator::seek(int64_t pos) {
   return {};
 }
 
+models::StepSpec Generator::spec_for(int64_t n_tokens) const {
+  models::StepSpec spec;
+  spec.n_tokens = n_tokens;
+  spec.capacity = capacity_;
+  spec.cached = true;
+  spec.last_logits = opts_.last_logits;
+  spec.kv_dtype = opts_.kv_dtype;
+  spec.window = opts_.window;
+  spec.sinks = opts_.sinks;
+  return spec;
+}
+
+Status Generator::prepare_decode() { return runner_.prepare(spec_for(1)); }
+
 Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
   const auto n = static_cast<int64_t>(tokens.size());
   if (n == 0) return invalid_input("generator: a step needs at least one token");
@@ -47,15 +62,7 @@ Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
   }
   std::vector<int32_t> pos(tokens.size());
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(pos_ + static_cast<int64_t>(i));
-  models::StepSpec spec;
-  spec.n_tokens = n;
-  spec.capacity = capacity_;
-  spec.cached = true;
-  spec.last_logits = opts_.last_logits;
-  spec.kv_dtype = opts_.kv_dtype;
-  spec.window = opts_.window;
-  spec.sinks = opts_.sinks;
-  Result<std::vector<float>> logits = runner_.run(spec, {{ir::Slot::kToken, tokens}, {ir::Slot::kPos, pos}});
+  Result<std::vector<float>> logits = runner_.run(spec_for(n), {{ir::Slot::kToken, tokens}, {ir::Slot::kPos, pos}});
   if (!logits) return logits.take_error();
   pos_ += n;
   return logits;

@@ -18,6 +18,7 @@ struct GeneratorOptions {
   DType kv_dtype = DType::kF32;  // the KV cache's element type: f32, or f16 (half the bytes)
   int64_t window = 0, sinks = 0;  // a StreamingLLM mask over every layer (models::StepSpec)
   std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
+  exec::AttentionBackend* decode_attention = nullptr;  // decode steps' attention there (RunnerOptions)
 };
 
 class Generator {
@@ -29,6 +30,8 @@ class Generator {
   // row-major [tokens.size(), vocab] (of the last one only with last_logits).
   // Refuses (kCapacity) a step past the cache.
   Result<std::vector<float>> step(const std::vector<int32_t>& tokens);
+  // Binds the one-token (decode) step now: a placement refusal comes before the prefill.
+  Status prepare_decode();
 
   int64_t position() const { return pos_; }
   int64_t capacity() const { return capacity_; }
@@ -45,6 +48,8 @@ class Generator {
   Status seek(int64_t pos);
 
  private:
+  models::StepSpec spec_for(int64_t n_tokens) const;
+
   const models::Model& model_;
   int64_t capacity_;
   GeneratorOptions opts_;

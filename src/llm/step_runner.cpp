@@ -6,6 +6,13 @@
 #include "compile/pipeline.h"
 
 namespace kvf::llm {
+namespace {
+
+Error oracle_refuses_placement(const exec::AttentionBackend& b) {
+  return unsupported("placing attention on ", b.name(), " needs the CPU executor, not the oracle");
+}
+
+}  // namespace
 
 Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps,
                                 const std::vector<std::string>& skip) {
@@ -57,7 +64,9 @@ Result<exec::cpu::CpuExecutor*> StepRunner::executor_for(const models::StepSpec&
   if (!pool_) pool_ = std::make_unique<ThreadPool>(opts_.threads);
   Result<plan::Plan> p = compile_step(**g, plan::cpu_caps(pool_->size()), opts_.skip_passes);
   if (!p) return p.take_error();
-  Result<std::unique_ptr<exec::cpu::CpuExecutor>> ex = exec::cpu::CpuExecutor::create(std::move(*p), cpu_state_, *pool_);
+  exec::AttentionBackend* placed = spec.n_tokens == 1 ? opts_.decode_attention : nullptr;
+  Result<std::unique_ptr<exec::cpu::CpuExecutor>> ex =
+      exec::cpu::CpuExecutor::create(std::move(*p), cpu_state_, *pool_, placed);
   if (!ex) return ex.take_error();
   return executors_.emplace(k, std::move(*ex)).first->second.get();
 }
@@ -79,8 +88,19 @@ Result<std::vector<float>> StepRunner::run_oracle(const ir::Graph& g, const exec
   return std::vector<float>(logits.data.begin(), logits.data.end());
 }
 
+Status StepRunner::prepare(const models::StepSpec& spec) {
+  if (opts_.executor == ExecutorKind::kOracle) {
+    if (opts_.decode_attention != nullptr) return oracle_refuses_placement(*opts_.decode_attention);
+    Result<const ir::Graph*> g = graph_for(spec);
+    return g ? Status() : Status(g.take_error());
+  }
+  Result<exec::cpu::CpuExecutor*> ex = executor_for(spec);
+  return ex ? Status() : Status(ex.take_error());
+}
+
 Result<std::vector<float>> StepRunner::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
   if (opts_.executor == ExecutorKind::kOracle) {
+    if (opts_.decode_attention != nullptr) return oracle_refuses_placement(*opts_.decode_attention);
     Result<const ir::Graph*> g = graph_for(spec);
     if (!g) return g.take_error();
     return run_oracle(**g, slots);

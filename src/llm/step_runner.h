@@ -25,6 +25,10 @@ struct RunnerOptions {
   eval::Precision precision = eval::Precision::kNative;  // oracle only
   int threads = 0;  // 0: one per hardware thread
   std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
+  // Non-null (CPU executor only): the Attention eqns of decode steps (one new token per row)
+  // run on this backend, e.g. the AHBM simulator; prefill and chunk steps stay on the host.
+  // Not owned; it outlives the runner.
+  exec::AttentionBackend* decode_attention = nullptr;
 };
 
 // The traced step graph compiled by the default passes (less `skip`) and planned for `caps`.
@@ -39,6 +43,9 @@ class StepRunner {
   // returns the "logits" output, row-major. A refused step (a bad slot, a failed
   // validation) writes no state.
   Result<std::vector<float>> run(const models::StepSpec& spec, const exec::SlotValues& slots);
+  // Traces, compiles, plans and binds the step of shape `spec` now (CPU executor), so that a
+  // refusal (a placement the backend does not run) comes before any step has run.
+  Status prepare(const models::StepSpec& spec);
 
   ExecutorKind executor() const { return opts_.executor; }
   // Bytes the state holds now: the CPU executor's buffers in their dtype, or the oracle's

@@ -115,11 +115,12 @@ Status check_fused(const ir::Graph& g, const ir::Eqn& e) {
 
 }  // namespace
 
-CpuExecutor::CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool)
-    : plan_(std::move(plan)), state_(state), pool_(pool) {}
+CpuExecutor::CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention)
+    : plan_(std::move(plan)), state_(state), pool_(pool), attention_(attention) {}
 
-Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(plan::Plan plan, StateStore& state, ThreadPool& pool) {
-  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(std::move(plan), state, pool));
+Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(plan::Plan plan, StateStore& state, ThreadPool& pool,
+                                                         AttentionBackend* attention) {
+  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(std::move(plan), state, pool, attention));
   Status s = state.allocate(ex->plan_.graph);
   if (!s) return s.take_error();
   s = ex->bind_values();
@@ -185,6 +186,7 @@ Status CpuExecutor::bind_ops() {
   std::vector<bool> needed(g.values.size(), false);
   for (const ir::Validation& c : g.validations) needed[static_cast<size_t>(c.witness)] = true;
   std::vector<bool> in_prelude(g.eqns.size(), false);
+  int attentions = 0;
   for (size_t i = g.eqns.size(); i-- > 0;) {
     const ir::Eqn& e = g.eqns[i];
     if (!needed[static_cast<size_t>(e.out)]) continue;
@@ -230,6 +232,12 @@ Status CpuExecutor::bind_ops() {
       for (ir::ValueId v : e.in) types.push_back(g.type(v));
       s = check_primitive(e, types, ot);
     }
+    if (s && e.op == OpKind::kAttention && attention_ != nullptr) {
+      op.placed = attentions;
+      s = attention_->check(plan_.requests[i].attention, attentions);
+      if (!s) s = s.take_error().context("placed attention ", attentions);
+    }
+    if (e.op == OpKind::kAttention) ++attentions;
     if (!s) return s.take_error().context("eqn ", i);
     if (constant_inputs && owner == e.out) {  // weights-only work happens once, here
       s = run_op(op);
@@ -256,6 +264,11 @@ Status CpuExecutor::run_op(const Op& op) {
     }
     case OpKind::kAttention: {
       const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
+      if (op.placed >= 0) {
+        Status s = attention_->run(attention_args(e, r, op.in, op.out), op.placed);
+        if (!s) return s.take_error().context("placed attention ", op.placed);
+        return {};
+      }
       attention(pool_, attention_args(e, r, op.in, op.out), kernel_schedule(r), op.scratch);
       return {};
     }

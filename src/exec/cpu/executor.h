@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "exec/attention_backend.h"
 #include "exec/cpu/tensor_ref.h"
 #include "exec/executor.h"
 #include "exec/state.h"
@@ -17,7 +18,10 @@ class CpuExecutor final : public Executor {
  public:
   // Binds `plan` to the state buffers (allocating the ones it declares) and the pool, both
   // of which must outlive the executor. Refuses what no kernel here runs, naming the eqn.
-  static Result<std::unique_ptr<CpuExecutor>> create(plan::Plan plan, StateStore& state, ThreadPool& pool);
+  // With `attention`, every Attention eqn is placed on that backend (which must outlive the
+  // executor and may refuse it: the bind fails with its error); the rest runs here.
+  static Result<std::unique_ptr<CpuExecutor>> create(plan::Plan plan, StateStore& state, ThreadPool& pool,
+                                                     AttentionBackend* attention = nullptr);
 
   Status run(const SlotValues& slots) override;
   std::span<const float> output(const std::string& name) const override;
@@ -31,9 +35,10 @@ class CpuExecutor final : public Executor {
     std::vector<Ref> in;
     Ref out;
     float* scratch = nullptr;
+    int placed = -1;  // Attention on the backend: its index among the plan's Attention eqns
   };
 
-  CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool);
+  CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention);
   Status bind_values();
   Status bind_ops();
   Status run_op(const Op& op);
@@ -42,6 +47,7 @@ class CpuExecutor final : public Executor {
   plan::Plan plan_;
   StateStore& state_;
   ThreadPool& pool_;
+  AttentionBackend* attention_;    // null: attention runs here
   HostBuffer arena_;
   std::vector<HostBuffer> owned_;  // slots, literals, folded constants, contiguous copies
   std::vector<HostTensor> pinned_;
