@@ -1,0 +1,8 @@
+// Decode attention, dk = 192, dv = 128: one head-dim pair per file so nvcc runs in parallel.
+#include "exec/cuda/decode_attention.cuh"
+
+namespace kvf::exec::cuda::detail {
+
+int launch_decode_d192_128(const DecodeParams& p, void* stream) { return launch_decode<192, 128>(p, stream); }
+
+}  // namespace kvf::exec::cuda::detail

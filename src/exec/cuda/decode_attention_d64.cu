@@ -1,0 +1,8 @@
+// Decode attention, dk = 64, dv = 64: one head-dim pair per file so nvcc runs in parallel.
+#include "exec/cuda/decode_attention.cuh"
+
+namespace kvf::exec::cuda::detail {
+
+int launch_decode_d64(const DecodeParams& p, void* stream) { return launch_decode<64, 64>(p, stream); }
+
+}  // namespace kvf::exec::cuda::detail
