@@ -9,6 +9,9 @@ function(kvf_add_cuda_library src core)
   target_compile_options(kvf_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --Werror=all-warnings -Xptxas=-warn-spills>)
+  if(KVF_CUDA_DEFINES)  # tile overrides for bench/cuda/run.sh's variant sweep
+    target_compile_definitions(kvf_cuda PRIVATE ${KVF_CUDA_DEFINES})
+  endif()
   if(KVF_CUDA_PTXAS_VERBOSE)  # registers, shared memory, spills per kernel into the build log
     target_compile_options(kvf_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
   endif()

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "exec/cuda/attention.h"
@@ -59,7 +60,7 @@ void copy_bandwidth() {
   CHECK(cudaEventDestroy(e1));
 }
 
-void decode(int batch, int ctx, bool paged, int reps) {
+void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
   using namespace kvf::exec::cuda;
   const int hq = 32, hkv = 8, d = 128;
   const size_t elems = static_cast<size_t>(batch) * hkv * ctx * d;  // per K (and per V)
@@ -111,6 +112,7 @@ void decode(int batch, int ctx, bool paged, int reps) {
   a.max_len = ctx;
   a.scale = 0.08838834764831845f;
   a.out = out;
+  a.num_splits = force_splits;
   kvf::Result<DecodePlan> plan = plan_decode_attention(a);
   if (!plan.ok()) {
     std::fprintf(stderr, "plan: %s\n", plan.error().to_string().c_str());
@@ -140,7 +142,7 @@ void decode(int batch, int ctx, bool paged, int reps) {
   CHECK(cudaGetLastError());
   const double t = median(ms);
   std::printf("decode impl=kvforge B=%d ctx=%d layout=%s splits=%d chunk=%d us=%.2f TBps=%.3f sets=%d\n", batch,
-              ctx, paged ? "paged" : "dense", plan.value().splits, plan.value().chunk, t * 1e3,
+              ctx, force_splits ? (paged ? "paged-forced" : "dense-forced") : (paged ? "paged" : "dense"), plan.value().splits, plan.value().chunk, t * 1e3,
               kv_bytes / (t * 1e-3) / 1e12, sets);
   std::fflush(stdout);
   for (int s = 0; s < sets; ++s) {
@@ -163,9 +165,20 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device name=\"%s\" sms=%d l2=%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize);
+  if (argc > 2 && std::string(argv[2]) == "quick") {  // the variant sweep's shapes
+    for (int batch : {1, 8, 32})
+      for (bool paged : {false, true}) decode(batch, batch == 1 ? 131072 : 32768, paged, reps);
+    return 0;
+  }
   copy_bandwidth();
   for (int batch : {1, 8, 32})
     for (int ctx : {8192, 32768, 131072})
       for (bool paged : {false, true}) decode(batch, ctx, paged, reps);
+  // Split-count sweep on two shapes (layout=dense-forced lines; the table ignores them).
+  if (const char* sw = std::getenv("KVF_BENCH_SWEEP"); sw && sw[0] == '1') {
+    for (int splits : {2, 4, 8, 16, 24, 33, 48, 66, 99, 132, 198, 264}) decode(1, 131072, false, reps, splits);
+    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16, 24, 33}) decode(8, 32768, false, reps, splits);
+    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16, 24, 33}) decode(8, 32768, true, reps, splits);
+  }
   return 0;
 }

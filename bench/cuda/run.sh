@@ -43,6 +43,18 @@ echo "test rc=$test_rc"
 "$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"
 
+# Tile variants of the d128 kernel (KVF_BENCH_VARIANTS="U2S4B1 U8S2B1 ..."): U keys per thread
+# per stage, S pipeline stages, B min blocks in __launch_bounds__; quick shapes only.
+for v in ${KVF_BENCH_VARIANTS:-}; do
+  [[ $v =~ ^U([0-9]+)S([0-9]+)B([0-9]+)$ ]] || { echo "bad variant $v"; continue; }
+  vb="$BUILD-$v"
+  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+    "-DKVF_CUDA_DEFINES=KVF_D128_U=${BASH_REMATCH[1]};KVF_D128_S=${BASH_REMATCH[2]};KVF_MIN_BLOCKS=${BASH_REMATCH[3]}" \
+    >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_decode >>"$vb.log" 2>&1 \
+    || { echo "variant $v: build failed"; tail -5 "$vb.log"; continue; }
+  "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"
+done
+
 echo
 echo "== decode, Hq/Hkv 32/8, D 128, bf16 K/V, one query row; TB/s of unique K/V bytes; median of $REPS =="
 python3 "$ROOT/bench/cuda/table.py" "$OUT/bench.log" "$OUT/torch.log" | tee "$OUT/table.txt"

@@ -28,6 +28,16 @@ int sm_count() {
 
 int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
+int blocks_per_sm(int dk, int rows, bool paged) {
+  switch (dk) {
+    case 64: return detail::blocks_per_sm_d64(rows, paged);
+    case 128: return detail::blocks_per_sm_d128(rows, paged);
+    case 256: return detail::blocks_per_sm_d256(rows, paged);
+    case 192: return detail::blocks_per_sm_d192_128(rows, paged);
+    default: return 0;
+  }
+}
+
 }  // namespace
 
 Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
@@ -55,14 +65,17 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   while (plan.rows < qr && plan.rows < tr.max_rows) plan.rows *= 2;
   plan.row_blocks = (qr + plan.rows - 1) / plan.rows;
 
-  // Splits: enough blocks for about four per multiprocessor, chunks of at least 256 keys.
+  // Splits: every block equal work, so fill one wave of resident blocks (SMs times blocks
+  // per SM) without passing it: a second, mostly empty wave would cost a whole block time.
+  // Chunks of at least 256 keys. More (b, head) pairs than slots: one split, several waves.
   const int sms = std::max(1, sm_count());
+  const int per_sm = std::max(1, blocks_per_sm(a.dk, plan.rows, a.read_map != nullptr));
   const int span = std::max(1, a.max_len);
   const long pairs = static_cast<long>(a.batch) * a.kv_heads * plan.row_blocks;
   int splits = a.num_splits;
   if (splits <= 0) {
-    const long target = 4L * sms;
-    splits = static_cast<int>(std::max(1L, (target + pairs - 1) / pairs));
+    const long slots = static_cast<long>(sms) * per_sm;
+    splits = static_cast<int>(std::max(1L, slots / pairs));
     splits = std::min(splits, std::max(1, span / 256));
   }
   splits = std::clamp(splits, 1, 1024);

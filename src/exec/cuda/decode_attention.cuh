@@ -28,20 +28,47 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 // Tile shapes for one (dk, dv) pair: threads per key G, unroll U, most rows per block.
 template <int DK, int DV>
 struct Tile;
-template <> struct Tile<64, 64>   { static constexpr int G = 8,  U = 4, kMaxRows = 8; };
-template <> struct Tile<128, 128> { static constexpr int G = 16, U = 4, kMaxRows = 8; };
-template <> struct Tile<256, 256> { static constexpr int G = 32, U = 4, kMaxRows = 8; };
-template <> struct Tile<192, 128> { static constexpr int G = 8,  U = 2, kMaxRows = 4; };
+// S: cp.async pipeline stages (each thread keeps (S - 1) * U keys in flight).
+template <> struct Tile<64, 64>   { static constexpr int G = 8,  U = 4, S = 3, kMaxRows = 8; };
+#ifndef KVF_D128_U  // bench/cuda/run.sh's variant sweep overrides these
+#define KVF_D128_U 4
+#endif
+#ifndef KVF_D128_S
+#define KVF_D128_S 3
+#endif
+#ifndef KVF_MIN_BLOCKS
+#define KVF_MIN_BLOCKS 1
+#endif
+template <> struct Tile<128, 128> { static constexpr int G = 16, U = KVF_D128_U, S = KVF_D128_S, kMaxRows = 8; };
+template <> struct Tile<256, 256> { static constexpr int G = 32, U = 4, S = 3, kMaxRows = 8; };
+template <> struct Tile<192, 128> { static constexpr int G = 8,  U = 2, S = 3, kMaxRows = 4; };
 
 template <int DK, int DV>
 constexpr int keys_per_iter() { return (kThreads / Tile<DK, DV>::G) * Tile<DK, DV>::U; }
 
-// q rows [rows][DK], group partials (m, l) [kThreads/G][rows][2], accs [kThreads/G][rows][DV].
+// q rows [rows][DK] f32, then one region used twice: first the K/V pipeline
+// [S][U][NK + NV][kThreads] 16-byte slots, then the group merge: (m, l) [kThreads/G][rows][2]
+// and accs [kThreads/G][rows][DV] f32.
+template <int DK, int DV>
+constexpr int pipe_bytes() {
+  using Tl = Tile<DK, DV>;
+  return Tl::S * Tl::U * (DK + DV) / (8 * Tl::G) * kThreads * 16;
+}
 template <int DK, int DV>
 constexpr int smem_bytes(int rows) {
   constexpr int groups = kThreads / Tile<DK, DV>::G;
-  return 4 * (rows * DK + groups * rows * 2 + groups * rows * DV);
+  const int merge = 4 * (groups * rows * 2 + groups * rows * DV);
+  return 4 * rows * DK + (merge > pipe_bytes<DK, DV>() ? merge : pipe_bytes<DK, DV>());
 }
+
+// 16-byte global -> shared copy that bypasses L1; src_bytes 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* src, int src_bytes) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 __device__ __forceinline__ uint4 load_nc(const void* p) {
   uint4 r;
@@ -69,16 +96,18 @@ __device__ __forceinline__ void to_float8(const uint4& u, float* f) {
 }
 
 template <typename T, int DK, int DV, int RB, bool PAGED>
-__global__ void __launch_bounds__(kThreads, 1) decode_split_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, KVF_MIN_BLOCKS) decode_split_kernel(const DecodeParams p) {
   constexpr int G = Tile<DK, DV>::G, U = Tile<DK, DV>::U;
   constexpr int NK = DK / (8 * G), NV = DV / (8 * G);
   constexpr int KPP = kThreads / G;
   static_assert(NK * 8 * G == DK && NV * 8 * G == DV, "head dims must be whole 16-byte vectors per lane");
   static_assert(32 % G == 0, "a key's lanes sit in one warp");
 
+  constexpr int S = Tile<DK, DV>::S;
   extern __shared__ __align__(16) float smem[];
   float* q_s = smem;                       // [RB][DK], pre-scaled
-  float* red_ml = q_s + RB * DK;           // [KPP][RB][2]
+  uint4* pipe = reinterpret_cast<uint4*>(q_s + RB * DK);  // [S][U][NK + NV][kThreads]
+  float* red_ml = q_s + RB * DK;           // [KPP][RB][2]   (after the pipeline is drained)
   float* red_acc = red_ml + KPP * RB * 2;  // [KPP][RB][DV]
 
   const int rb = blockIdx.x % p.row_blocks;
@@ -140,28 +169,56 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split_kernel(const DecodeP
     for (int e = 0; e < NV * 8; ++e) acc[r][e] = 0.0f;
   }
 
-  for (int base = t0; base < t1; base += KPP * U) {
+  // Each thread copies its own 16-byte slots and reads back only those, so the pipeline
+  // needs no barrier: cp.async.wait_group orders a thread's copies before its reads.
+  const int n_iter = (t1 - t0 + KPP * U - 1) / (KPP * U);
+  auto slot = [&](int st, int u, int j) { return pipe + ((st * U + u) * (NK + NV) + j) * kThreads + threadIdx.x; };
+  int mrow[U];  // paged: pool rows of the next stage to issue, loaded one stage early
+  auto fetch_map = [&](int it) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = t0 + it * KPP * U + u * KPP + grp;
+      mrow[u] = (PAGED && t < t1) ? __ldg(map + t) : t;
+    }
+  };
+  auto issue = [&](int it) {
+    const int st = it % S;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = t0 + it * KPP * U + u * KPP + grp;
+      const bool ok = it < n_iter && t < t1;
+      const size_t row = ok ? static_cast<size_t>(mrow[u]) : 0;
+      const T* kp = kbase + row * kstride + lane * 8;
+      const T* vp = vbase + row * vstride + lane * 8;
+#pragma unroll
+      for (int j = 0; j < NK; ++j) cp_async16(slot(st, u, j), kp + j * G * 8, ok ? 16 : 0);
+#pragma unroll
+      for (int j = 0; j < NV; ++j) cp_async16(slot(st, u, NK + j), vp + j * G * 8, ok ? 16 : 0);
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int it = 0; it < S - 1; ++it) {
+    fetch_map(it);
+    issue(it);
+  }
+  fetch_map(S - 1);
+
+  for (int it = 0; it < n_iter; ++it) {
+    cp_async_wait<S - 2>();  // stage `it` has landed
+    const int st = it % S;
     uint4 kr[U][NK], vr[U][NV];
     int tt[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int t = base + u * KPP + grp;
-      tt[u] = t;
-      if (t < t1) {
-        const size_t slot = PAGED ? static_cast<size_t>(__ldg(map + t)) : static_cast<size_t>(t);
-        const T* kp = kbase + slot * kstride + lane * 8;
-        const T* vp = vbase + slot * vstride + lane * 8;
+      tt[u] = t0 + it * KPP * U + u * KPP + grp;
 #pragma unroll
-        for (int j = 0; j < NK; ++j) kr[u][j] = load_nc(kp + j * G * 8);
+      for (int j = 0; j < NK; ++j) kr[u][j] = *slot(st, u, j);
 #pragma unroll
-        for (int j = 0; j < NV; ++j) vr[u][j] = load_nc(vp + j * G * 8);
-      } else {
-#pragma unroll
-        for (int j = 0; j < NK; ++j) kr[u][j] = make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int j = 0; j < NV; ++j) vr[u][j] = make_uint4(0, 0, 0, 0);
-      }
+      for (int j = 0; j < NV; ++j) vr[u][j] = *slot(st, u, NK + j);
     }
+    issue(it + S - 1);  // into the slots of iteration it - 1, read already
+    fetch_map(it + S);
     float s[U][RB];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -223,6 +280,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_split_kernel(const DecodeP
     }
   }
 
+  cp_async_wait<0>();
+  __syncthreads();  // the merge reuses the pipeline's shared memory
   // Merge the block's KPP groups. Every lane of a group holds the same (m, l).
 #pragma unroll
   for (int r = 0; r < RB; ++r) {
@@ -296,11 +355,48 @@ __global__ void __launch_bounds__(DV) decode_combine_kernel(const DecodeParams p
   p.out[row * DV + d] = inv_l > 0.0f ? a * inv_l : 0.0f;
 }
 
+// Raises the kernel's dynamic shared memory limit once (it may pass 48 KB).
+template <typename T, int DK, int DV, int RB, bool PAGED>
+cudaError_t prepare_split() {
+  static const cudaError_t e = cudaFuncSetAttribute(decode_split_kernel<T, DK, DV, RB, PAGED>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    smem_bytes<DK, DV>(RB));
+  return e;
+}
+
 template <typename T, int DK, int DV, int RB, bool PAGED>
 cudaError_t launch_split(const DecodeParams& p, cudaStream_t st) {
+  if (const cudaError_t e = prepare_split<T, DK, DV, RB, PAGED>(); e != cudaSuccess) return e;
   const dim3 grid(p.splits * p.row_blocks, p.hkv, p.batch);
   decode_split_kernel<T, DK, DV, RB, PAGED><<<grid, kThreads, smem_bytes<DK, DV>(RB), st>>>(p);
   return cudaGetLastError();
+}
+
+template <typename T, int DK, int DV, int RB, bool PAGED>
+int blocks_per_sm() {
+  if (prepare_split<T, DK, DV, RB, PAGED>() != cudaSuccess) return 0;
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_split_kernel<T, DK, DV, RB, PAGED>, kThreads,
+                                                    smem_bytes<DK, DV>(RB)) != cudaSuccess)
+    return 0;
+  return n;
+}
+
+// Resident blocks per multiprocessor of the split kernel launch_decode would run for p
+// (bf16 and f16 share their resources; the row count and layout pick the instantiation).
+template <int DK, int DV>
+int occupancy(int rows, bool paged) {
+  constexpr bool k8 = Tile<DK, DV>::kMaxRows >= 8;
+  using T = __nv_bfloat16;
+  switch (rows) {
+    case 1: return paged ? blocks_per_sm<T, DK, DV, 1, true>() : blocks_per_sm<T, DK, DV, 1, false>();
+    case 2: return paged ? blocks_per_sm<T, DK, DV, 2, true>() : blocks_per_sm<T, DK, DV, 2, false>();
+    case 4: return paged ? blocks_per_sm<T, DK, DV, 4, true>() : blocks_per_sm<T, DK, DV, 4, false>();
+    case 8:
+      if constexpr (k8) return paged ? blocks_per_sm<T, DK, DV, 8, true>() : blocks_per_sm<T, DK, DV, 8, false>();
+      return 0;
+    default: return 0;
+  }
 }
 
 template <typename T, int DK, int DV, bool PAGED>

@@ -41,4 +41,11 @@ int launch_decode_d128(const DecodeParams& p, void* stream);
 int launch_decode_d256(const DecodeParams& p, void* stream);
 int launch_decode_d192_128(const DecodeParams& p, void* stream);
 
+// Resident blocks per multiprocessor of the split kernel for `rows` query rows per block
+// (0 when the device cannot say). Sets the kernel's shared-memory limit as a side effect.
+int blocks_per_sm_d64(int rows, bool paged);
+int blocks_per_sm_d128(int rows, bool paged);
+int blocks_per_sm_d256(int rows, bool paged);
+int blocks_per_sm_d192_128(int rows, bool paged);
+
 }  // namespace kvf::exec::cuda::detail
