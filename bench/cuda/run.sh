@@ -43,13 +43,14 @@ echo "test rc=$test_rc"
 "$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"
 
-# Tile variants of the d128 kernel (KVF_BENCH_VARIANTS="U2S4B1 U8S2B1 ..."): U keys per thread
-# per stage, S pipeline stages, B min blocks in __launch_bounds__; quick shapes only.
+# Tile variants of the d128 kernel (KVF_BENCH_VARIANTS="G16U4S3B1 G8U2S4B1 ..."): G threads per
+# key, U keys per thread per stage, S pipeline stages, B min blocks in __launch_bounds__;
+# quick shapes only.
 for v in ${KVF_BENCH_VARIANTS:-}; do
-  [[ $v =~ ^U([0-9]+)S([0-9]+)B([0-9]+)$ ]] || { echo "bad variant $v"; continue; }
+  [[ $v =~ ^G([0-9]+)U([0-9]+)S([0-9]+)B([0-9]+)$ ]] || { echo "bad variant $v"; continue; }
   vb="$BUILD-$v"
   cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-    "-DKVF_CUDA_DEFINES=KVF_D128_U=${BASH_REMATCH[1]};KVF_D128_S=${BASH_REMATCH[2]};KVF_MIN_BLOCKS=${BASH_REMATCH[3]}" \
+    "-DKVF_CUDA_DEFINES=KVF_D128_G=${BASH_REMATCH[1]};KVF_D128_U=${BASH_REMATCH[2]};KVF_D128_S=${BASH_REMATCH[3]};KVF_MIN_BLOCKS=${BASH_REMATCH[4]}" \
     >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_decode >>"$vb.log" 2>&1 \
     || { echo "variant $v: build failed"; tail -5 "$vb.log"; continue; }
   "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"

@@ -65,9 +65,9 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   while (plan.rows < qr && plan.rows < tr.max_rows) plan.rows *= 2;
   plan.row_blocks = (qr + plan.rows - 1) / plan.rows;
 
-  // Splits: every block equal work, so fill one wave of resident blocks (SMs times blocks
-  // per SM) without passing it: a second, mostly empty wave would cost a whole block time.
-  // Chunks of at least 256 keys. More (b, head) pairs than slots: one split, several waves.
+  // Splits: every block does equal work, so the time goes with the number of waves of
+  // resident blocks (SMs times blocks per SM). Take the fewest splits whose blocks fill
+  // their last wave best (within 2%), chunks of at least 128 keys.
   const int sms = std::max(1, sm_count());
   const int per_sm = std::max(1, blocks_per_sm(a.dk, plan.rows, a.read_map != nullptr));
   const int span = std::max(1, a.max_len);
@@ -75,8 +75,19 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   int splits = a.num_splits;
   if (splits <= 0) {
     const long slots = static_cast<long>(sms) * per_sm;
-    splits = static_cast<int>(std::max(1L, slots / pairs));
-    splits = std::min(splits, std::max(1, span / 256));
+    const int most = std::clamp(span / 128, 1, 1024);
+    double best = 0.0;
+    splits = 1;
+    for (int s = 1; s <= most; ++s) {
+      const long blocks = pairs * s;
+      const long waves = (blocks + slots - 1) / slots;
+      const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+      if (fill > best + 0.02) {
+        best = fill;
+        splits = s;
+      }
+      if (waves > 8) break;
+    }
   }
   splits = std::clamp(splits, 1, 1024);
   plan.chunk = round_up((span + splits - 1) / splits, tr.keys_per_iter);

@@ -30,16 +30,19 @@ template <int DK, int DV>
 struct Tile;
 // S: cp.async pipeline stages (each thread keeps (S - 1) * U keys in flight).
 template <> struct Tile<64, 64>   { static constexpr int G = 8,  U = 4, S = 3, kMaxRows = 8; };
-#ifndef KVF_D128_U  // bench/cuda/run.sh's variant sweep overrides these
-#define KVF_D128_U 4
+#ifndef KVF_D128_G  // bench/cuda/run.sh's variant sweep overrides these
+#define KVF_D128_G 8
+#endif
+#ifndef KVF_D128_U
+#define KVF_D128_U 2
 #endif
 #ifndef KVF_D128_S
-#define KVF_D128_S 3
+#define KVF_D128_S 4
 #endif
 #ifndef KVF_MIN_BLOCKS
-#define KVF_MIN_BLOCKS 1
+#define KVF_MIN_BLOCKS 3
 #endif
-template <> struct Tile<128, 128> { static constexpr int G = 16, U = KVF_D128_U, S = KVF_D128_S, kMaxRows = 8; };
+template <> struct Tile<128, 128> { static constexpr int G = KVF_D128_G, U = KVF_D128_U, S = KVF_D128_S, kMaxRows = 8; };
 template <> struct Tile<256, 256> { static constexpr int G = 32, U = 4, S = 3, kMaxRows = 8; };
 template <> struct Tile<192, 128> { static constexpr int G = 8,  U = 2, S = 3, kMaxRows = 4; };
 
@@ -96,7 +99,7 @@ __device__ __forceinline__ void to_float8(const uint4& u, float* f) {
 }
 
 template <typename T, int DK, int DV, int RB, bool PAGED>
-__global__ void __launch_bounds__(kThreads, KVF_MIN_BLOCKS) decode_split_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode_split_kernel(const DecodeParams p) {
   constexpr int G = Tile<DK, DV>::G, U = Tile<DK, DV>::U;
   constexpr int NK = DK / (8 * G), NV = DV / (8 * G);
   constexpr int KPP = kThreads / G;
@@ -132,6 +135,7 @@ __global__ void __launch_bounds__(kThreads, KVF_MIN_BLOCKS) decode_split_kernel(
   }
   int hi[RB], lo[RB];
   float slope[RB];
+  int min_hi = 0x7fffffff, max_lo = -1;  // over the real rows: keys in (max_lo, min_hi] are seen by all
 #pragma unroll
   for (int r = 0; r < RB; ++r) {
     const int gr = rb * RB + r;
@@ -139,6 +143,10 @@ __global__ void __launch_bounds__(kThreads, KVF_MIN_BLOCKS) decode_split_kernel(
     hi[r] = gr < qr ? pos : -1;  // last visible key (inclusive)
     lo[r] = p.window > 0 ? pos - p.window : -1;  // keys must be > lo
     slope[r] = (p.alibi != nullptr && gr < qr) ? p.alibi[hkv * p.n_rep + gr / p.lq] : 0.0f;
+    if (gr < qr) {
+      min_hi = min(min_hi, hi[r]);
+      max_lo = max(max_lo, lo[r]);
+    }
   }
   __syncthreads();
 
@@ -240,43 +248,51 @@ __global__ void __launch_bounds__(kThreads, KVF_MIN_BLOCKS) decode_split_kernel(
         s[u][r] = part;
       }
     }
+    // Masks only where a key of this pass is past t1 or hidden from some row (uniform).
+    const int first = t0 + it * KPP * U, last = first + KPP * U - 1;
+    if (extras || last >= t1 || last > min_hi || first <= max_lo) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int t = tt[u];
+      for (int u = 0; u < U; ++u) {
+        const int t = tt[u];
 #pragma unroll
-      for (int r = 0; r < RB; ++r) {
-        float x = s[u][r];
-        if (extras) {
-          if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-          x = (x + slope[r] * static_cast<float>(t - hi[r])) * kLog2e;
+        for (int r = 0; r < RB; ++r) {
+          float x = s[u][r];
+          if (extras) {
+            if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+            x = (x + slope[r] * static_cast<float>(t - hi[r])) * kLog2e;
+          }
+          s[u][r] = (t < t1 && t <= hi[r] && t > lo[r]) ? x : -INFINITY;
         }
-        s[u][r] = (t < t1 && t <= hi[r] && t > lo[r]) ? x : -INFINITY;
       }
     }
-    float vf[U][NV * 8];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int j = 0; j < NV; ++j) to_float8<T>(vr[u][j], vf[u] + j * 8);
+    // Online softmax, rescaling once per pass; values converted one key at a time.
+    float mn[RB];
 #pragma unroll
     for (int r = 0; r < RB; ++r) {
       float mx = s[0][r];
 #pragma unroll
       for (int u = 1; u < U; ++u) mx = fmaxf(mx, s[u][r]);
-      const float mn = fmaxf(m[r], mx);
-      if (mn == -INFINITY) continue;  // nothing visible yet: keep (−inf, 0, 0)
-      const float c = exp2f(m[r] - mn);
-      l[r] *= c;
+      mn[r] = fmaxf(m[r], mx);
+      if (mn[r] != -INFINITY) {  // else nothing visible yet: keep (-inf, 0, 0)
+        const float c = exp2f(m[r] - mn[r]);
+        l[r] *= c;
 #pragma unroll
-      for (int e = 0; e < NV * 8; ++e) acc[r][e] *= c;
+        for (int e = 0; e < NV * 8; ++e) acc[r][e] *= c;
+        m[r] = mn[r];
+      }
+    }
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const float pu = exp2f(s[u][r] - mn);
+    for (int u = 0; u < U; ++u) {
+      float vf[NV * 8];
+#pragma unroll
+      for (int j = 0; j < NV; ++j) to_float8<T>(vr[u][j], vf + j * 8);
+#pragma unroll
+      for (int r = 0; r < RB; ++r) {
+        const float pu = mn[r] == -INFINITY ? 0.0f : exp2f(s[u][r] - mn[r]);
         l[r] += pu;
 #pragma unroll
-        for (int e = 0; e < NV * 8; ++e) acc[r][e] += pu * vf[u][e];
+        for (int e = 0; e < NV * 8; ++e) acc[r][e] += pu * vf[e];
       }
-      m[r] = mn;
     }
   }
 
