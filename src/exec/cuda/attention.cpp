@@ -67,7 +67,8 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
 
   // Splits: every block does equal work, so the time goes with the number of waves of
   // resident blocks (SMs times blocks per SM). Take the fewest splits whose blocks fill
-  // their last wave best (within 2%), chunks of at least 128 keys.
+  // their last wave to 90% (else the best fill), chunks of at least 128 keys: more, shorter
+  // splits cost pipeline fill and merge work per block (docs/cuda.md, the split sweep).
   const int sms = std::max(1, sm_count());
   const int per_sm = std::max(1, blocks_per_sm(a.dk, plan.rows, a.read_map != nullptr));
   const int span = std::max(1, a.max_len);
@@ -82,11 +83,11 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
       const long blocks = pairs * s;
       const long waves = (blocks + slots - 1) / slots;
       const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
-      if (fill > best + 0.02) {
+      if (fill > best + 1e-9) {
         best = fill;
         splits = s;
       }
-      if (waves > 8) break;
+      if (fill >= 0.9 || waves > 8) break;
     }
   }
   splits = std::clamp(splits, 1, 1024);
