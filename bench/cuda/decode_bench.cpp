@@ -1,0 +1,184 @@
+// Times the CUDA decode kernel on the shapes (B 1/8/32, Hq/Hkv 32/8, D 128, context
+// 8k/32k/128k), dense and paged (shuffled 16-token pages), and the device-to-device copy
+// bandwidth, with CUDA events: the median of repeats, rotating input sets so that each
+// launch reads at least 4x the L2 from memory. Effective TB/s counts the unique K/V bytes
+// (2 * B * Hkv * ctx * D * 2). One line per measurement, "key=value" words, for run.sh.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "exec/cuda/attention.h"
+
+int bench_fill_bf16(void* p, size_t n, uint64_t seed);
+
+namespace {
+
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    const cudaError_t e_ = (call);                                                        \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+double median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void copy_bandwidth() {
+  const size_t bytes = size_t{4} << 30;
+  void *a = nullptr, *b = nullptr;
+  CHECK(cudaMalloc(&a, bytes));
+  CHECK(cudaMalloc(&b, bytes));
+  CHECK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < 13; ++i) {
+    CHECK(cudaEventRecord(e0));
+    CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    CHECK(cudaEventElapsedTime(&t, e0, e1));
+    if (i >= 3) ms.push_back(t);
+  }
+  const double t = median(ms);
+  std::printf("copy bytes=%zu ms=%.4f TBps=%.3f\n", 2 * bytes, t, 2.0 * bytes / (t * 1e-3) / 1e12);
+  CHECK(cudaFree(a));
+  CHECK(cudaFree(b));
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+}
+
+void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
+  using namespace kvf::exec::cuda;
+  const int hq = 32, hkv = 8, d = 128;
+  const size_t elems = static_cast<size_t>(batch) * hkv * ctx * d;  // per K (and per V)
+  const size_t kv_bytes = 2 * elems * 2;
+  const size_t l2x4 = size_t{240} << 20;
+  const int sets = static_cast<int>(std::max<size_t>(1, (l2x4 + kv_bytes - 1) / kv_bytes));
+  std::vector<void*> ks(sets), vs(sets);
+  for (int s = 0; s < sets; ++s) {
+    CHECK(cudaMalloc(&ks[s], elems * 2));
+    CHECK(cudaMalloc(&vs[s], elems * 2));
+    if (bench_fill_bf16(ks[s], elems, 11 + s) != 0 || bench_fill_bf16(vs[s], elems, 977 + s) != 0) std::exit(1);
+  }
+  float *q = nullptr, *out = nullptr;
+  int32_t *lens = nullptr, *map = nullptr;
+  CHECK(cudaMalloc(&q, sizeof(float) * batch * hq * d));
+  CHECK(cudaMalloc(&out, sizeof(float) * batch * hq * d));
+  CHECK(cudaMalloc(&lens, sizeof(int32_t) * batch));
+  std::vector<float> hqv(static_cast<size_t>(batch) * hq * d);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (float& x : hqv) x = uni(rng);
+  CHECK(cudaMemcpy(q, hqv.data(), hqv.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<int32_t> hl(batch, ctx);
+  CHECK(cudaMemcpy(lens, hl.data(), hl.size() * 4, cudaMemcpyHostToDevice));
+  if (paged) {
+    // The same bytes as a pool [B * ctx, Hkv, D] of 16-token pages, shuffled.
+    const int pages = batch * ctx / 16;
+    std::vector<int> order(pages);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int32_t> hm(static_cast<size_t>(batch) * ctx);
+    for (int b = 0; b < batch; ++b)
+      for (int t = 0; t < ctx; ++t) hm[static_cast<size_t>(b) * ctx + t] = order[b * (ctx / 16) + t / 16] * 16 + t % 16;
+    CHECK(cudaMalloc(&map, hm.size() * 4));
+    CHECK(cudaMemcpy(map, hm.data(), hm.size() * 4, cudaMemcpyHostToDevice));
+  }
+  DecodeAttentionArgs a;
+  a.batch = batch;
+  a.q_heads = hq;
+  a.kv_heads = hkv;
+  a.dk = a.dv = d;
+  a.q = q;
+  a.k = ks[0];
+  a.v = vs[0];
+  a.capacity = paged ? 0 : ctx;
+  a.read_map = map;
+  a.map_stride = paged ? ctx : 0;
+  a.lens = lens;
+  a.max_len = ctx;
+  a.scale = 0.08838834764831845f;
+  a.out = out;
+  a.num_splits = force_splits;
+  kvf::Result<DecodePlan> plan = plan_decode_attention(a);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "plan: %s\n", plan.error().to_string().c_str());
+    std::exit(1);
+  }
+  void* ws = nullptr;
+  if (plan.value().workspace_bytes) CHECK(cudaMalloc(&ws, plan.value().workspace_bytes));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < reps + 3; ++i) {
+    a.k = ks[i % sets];
+    a.v = vs[i % sets];
+    CHECK(cudaEventRecord(e0));
+    kvf::Status st = decode_attention(a, plan.value(), ws, nullptr);
+    if (!st.ok()) {
+      std::fprintf(stderr, "decode: %s\n", st.error().to_string().c_str());
+      std::exit(1);
+    }
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    CHECK(cudaEventElapsedTime(&t, e0, e1));
+    if (i >= 3) ms.push_back(t);
+  }
+  CHECK(cudaGetLastError());
+  const double t = median(ms);
+  std::printf("decode impl=kvforge B=%d ctx=%d layout=%s splits=%d chunk=%d us=%.2f TBps=%.3f sets=%d\n", batch,
+              ctx, force_splits ? (paged ? "paged-forced" : "dense-forced") : (paged ? "paged" : "dense"), plan.value().splits, plan.value().chunk, t * 1e3,
+              kv_bytes / (t * 1e-3) / 1e12, sets);
+  std::fflush(stdout);
+  for (int s = 0; s < sets; ++s) {
+    CHECK(cudaFree(ks[s]));
+    CHECK(cudaFree(vs[s]));
+  }
+  CHECK(cudaFree(q));
+  CHECK(cudaFree(out));
+  CHECK(cudaFree(lens));
+  if (map) CHECK(cudaFree(map));
+  if (ws) CHECK(cudaFree(ws));
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 30;
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device name=\"%s\" sms=%d l2=%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize);
+  if (argc > 2 && std::string(argv[2]) == "quick") {  // the variant sweep's shapes
+    for (int batch : {1, 8, 32})
+      for (bool paged : {false, true}) decode(batch, batch == 1 ? 131072 : 32768, paged, reps);
+    return 0;
+  }
+  copy_bandwidth();
+  for (int batch : {1, 8, 32})
+    for (int ctx : {8192, 32768, 131072})
+      for (bool paged : {false, true}) decode(batch, ctx, paged, reps);
+  // Split-count sweep on two shapes (layout=dense-forced lines; the table ignores them).
+  if (const char* sw = std::getenv("KVF_BENCH_SWEEP"); sw && sw[0] == '1') {
+    for (int splits : {2, 4, 8, 16, 24, 33, 48, 66, 99, 132, 198, 264}) decode(1, 131072, false, reps, splits);
+    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16, 24, 33}) decode(8, 32768, false, reps, splits);
+    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16, 24, 33}) decode(8, 32768, true, reps, splits);
+  }
+  return 0;
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One call on the H200: configure and build (Release, sm_90) the CUDA kernels, their tests
+# and the decode benchmark with bench/cuda's standalone CMake project; run the gpu tests with
+# KVF_REQUIRE_GPU=1; time the copy bandwidth, kvforge decode (dense, paged) and torch's sdpa
+# (flash, cuDNN) on the same shapes; print the table last. Logs go to $OUT (default
+# build-cuda-out/). GoogleTest: found, else built from .deps/googletest when it is there.
+#   usage: bench/cuda/run.sh [reps]
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-$ROOT/build-cuda-out}
+BUILD=${KVF_CUDA_BUILD:-/tmp/kvf-cuda-build}
+REPS=${1:-30}
+mkdir -p "$OUT"
+export PATH=$PATH:/usr/local/cuda/bin
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used,memory.total --format=csv
+  nvcc --version | tail -2
+  cmake --version | head -1
+  command -v ninja && ninja --version
+  g++ --version | head -1
+} 2>&1 | tee "$OUT/env.log"
+
+GEN=(-G Ninja)
+command -v ninja >/dev/null || GEN=(-G "Unix Makefiles")
+GT=()
+[ -d "$ROOT/.deps/googletest" ] && GT=(-DKVF_GTEST_SOURCE="$ROOT/.deps/googletest")
+t0=$(date +%s)
+cmake -S "$ROOT/bench/cuda" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DKVF_CUDA_PTXAS_VERBOSE=ON \
+  -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" >"$OUT/build.log" 2>&1 \
+  && cmake --build "$BUILD" -j "$(nproc)" >>"$OUT/build.log" 2>&1
+build_rc=$?
+echo "build rc=$build_rc in $(( $(date +%s) - t0 )) s"
+grep -E "error|FAILED" "$OUT/build.log" | head -20
+grep -E "spill" "$OUT/build.log" | sort | uniq -c | head -5
+[ $build_rc -eq 0 ] || { tail -30 "$OUT/build.log"; exit 1; }
+
+KVF_REQUIRE_GPU=1 "$BUILD/test_cuda" 2>&1 | tee "$OUT/test.log" | grep -E "^\[ +(OK|FAILED|PASSED|worst|SKIPPED) |Failure|error|Expected|Which is|splits" | head -60
+test_rc=${PIPESTATUS[0]}
+echo "test rc=$test_rc"
+
+"$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
+PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"
+
+# Tile variants of the d128 kernel (KVF_BENCH_VARIANTS="G16U4S3B1 G8U2S4B1 ..."): G threads per
+# key, U keys per thread per stage, S pipeline stages, B min blocks in __launch_bounds__;
+# quick shapes only.
+for v in ${KVF_BENCH_VARIANTS:-}; do
+  [[ $v =~ ^G([0-9]+)U([0-9]+)S([0-9]+)B([0-9]+)$ ]] || { echo "bad variant $v"; continue; }
+  vb="$BUILD-$v"
+  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+    "-DKVF_CUDA_DEFINES=KVF_D128_G=${BASH_REMATCH[1]};KVF_D128_U=${BASH_REMATCH[2]};KVF_D128_S=${BASH_REMATCH[3]};KVF_MIN_BLOCKS=${BASH_REMATCH[4]}" \
+    >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_decode >>"$vb.log" 2>&1 \
+    || { echo "variant $v: build failed"; tail -5 "$vb.log"; continue; }
+  "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"
+done
+
+echo
+echo "== decode, Hq/Hkv 32/8, D 128, bf16 K/V, one query row; TB/s of unique K/V bytes; median of $REPS =="
+python3 "$ROOT/bench/cuda/table.py" "$OUT/bench.log" "$OUT/torch.log" | tee "$OUT/table.txt"
+echo "tests: rc=$test_rc ($(grep -c '^\[       OK' "$OUT/test.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/test.log") failed lines)"
+exit $test_rc

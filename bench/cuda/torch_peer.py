@@ -1,0 +1,72 @@
+"""PyTorch's scaled_dot_product_attention on the decode shapes of bench/cuda/decode_bench.cpp.
+
+Same shapes and counting as the C++ bench: B 1/8/32, Hq/Hkv 32/8, D 128, one query row,
+contexts 8k/32k/128k, bf16; effective TB/s of the unique K/V bytes; CUDA events, median of
+repeats, input sets rotated so each launch reads at least 4x the L2. GQA goes through
+enable_gqa=True; where a backend refuses it, the group's 4 query heads are packed as 4 query
+rows of the KV head (same bytes, same result), and the line says form=packed.
+"""
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+HQ, HKV, D = 32, 8, 128
+
+
+def time_fn(fn, sets, reps):
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for i in range(reps + 3):
+        s = sets[i % len(sets)]
+        e0.record()
+        fn(*s)
+        e1.record()
+        e1.synchronize()
+        if i >= 3:
+            ms.append(e0.elapsed_time(e1))
+    ms.sort()
+    return ms[len(ms) // 2]
+
+
+def run(backend, name):
+    for b in (1, 8, 32):
+        for ctx in (8192, 32768, 131072):
+            kv_bytes = 2 * b * HKV * ctx * D * 2
+            nsets = max(1, -(-(240 << 20) // kv_bytes))
+            q = torch.randn(b, HQ, 1, D, device="cuda", dtype=torch.bfloat16)
+            sets = [(q, torch.randn(b, HKV, ctx, D, device="cuda", dtype=torch.bfloat16),
+                     torch.randn(b, HKV, ctx, D, device="cuda", dtype=torch.bfloat16)) for _ in range(nsets)]
+
+            def gqa(q, k, v):
+                return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+            def packed(q, k, v):
+                return F.scaled_dot_product_attention(q.view(b, HKV, HQ // HKV, D), k, v)
+
+            form, us = None, None
+            with sdpa_kernel(backend):
+                for fname, fn in (("gqa", gqa), ("packed", packed)):
+                    try:
+                        fn(*sets[0])
+                        torch.cuda.synchronize()
+                    except Exception as e:  # noqa: BLE001 - report and try the next form
+                        print(f"# {name} {fname} B={b} ctx={ctx}: {type(e).__name__}: {str(e)[:160]}", flush=True)
+                        continue
+                    form, us = fname, time_fn(fn, sets, REPS) * 1e3
+                    break
+            if us is None:
+                print(f"decode impl=torch_{name} B={b} ctx={ctx} layout=dense us=nan TBps=nan form=none", flush=True)
+            else:
+                print(f"decode impl=torch_{name} B={b} ctx={ctx} layout=dense us={us:.2f} "
+                      f"TBps={kv_bytes / (us * 1e-6) / 1e12:.3f} form={form}", flush=True)
+            del sets, q
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    print(f"# torch {torch.__version__} {torch.cuda.get_device_name()}", flush=True)
+    run(SDPBackend.FLASH_ATTENTION, "flash")
+    run(SDPBackend.CUDNN_ATTENTION, "cudnn")

@@ -1,0 +1,146 @@
+// The decode host API: argument checks, the split schedule, and the launch.
+#include "exec/cuda/attention.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "exec/cuda/decode_launch.h"
+
+namespace kvf::exec::cuda {
+namespace {
+
+// Multiprocessors of the current device, read once per device.
+int sm_count() {
+  static std::mutex mu;
+  static int cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached[dev] == 0) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    cached[dev] = n;
+  }
+  return cached[dev];
+}
+
+int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+int blocks_per_sm(int dk, int rows, bool paged) {
+  switch (dk) {
+    case 64: return detail::blocks_per_sm_d64(rows, paged);
+    case 128: return detail::blocks_per_sm_d128(rows, paged);
+    case 256: return detail::blocks_per_sm_d256(rows, paged);
+    case 192: return detail::blocks_per_sm_d192_128(rows, paged);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
+  const detail::DecodeTraits tr = detail::decode_traits(a.dk, a.dv);
+  if (tr.keys_per_iter == 0)
+    return unsupported("cuda decode_attention: head dims (dk ", a.dk, ", dv ", a.dv,
+                       "); supported: (64,64) (128,128) (256,256) (192,128)");
+  if (a.batch < 1 || a.q_heads < 1 || a.kv_heads < 1 || a.q_heads % a.kv_heads != 0)
+    return invalid_input("cuda decode_attention: batch ", a.batch, ", q_heads ", a.q_heads, ", kv_heads ",
+                         a.kv_heads, " (q_heads must be a positive multiple of kv_heads)");
+  if (a.lq < 1 || a.lq > 8) return unsupported("cuda decode_attention: lq ", a.lq, " (1..8)");
+  if (a.batch > 65535 || a.kv_heads > 65535)
+    return unsupported("cuda decode_attention: batch/kv_heads over the grid limit 65535");
+  if (!a.q || !a.k || !a.v || !a.lens || !a.out)
+    return invalid_input("cuda decode_attention: q, k, v, lens and out must be set");
+  const int keys = a.read_map ? a.map_stride : a.capacity;
+  if (keys < 1) return invalid_input("cuda decode_attention: ", a.read_map ? "map_stride" : "capacity", " ", keys);
+  if (a.max_len < 0 || a.max_len > keys)
+    return invalid_input("cuda decode_attention: max_len ", a.max_len, " outside [0, ", keys, "]");
+  if (a.softcap < 0.0f || a.window < 0) return invalid_input("cuda decode_attention: softcap/window < 0");
+  const int n_rep = a.q_heads / a.kv_heads;
+  const int qr = n_rep * a.lq;
+  DecodePlan plan;
+  plan.rows = 1;
+  while (plan.rows < qr && plan.rows < tr.max_rows) plan.rows *= 2;
+  plan.row_blocks = (qr + plan.rows - 1) / plan.rows;
+
+  // Splits: every block does equal work, so the time goes with the number of waves of
+  // resident blocks (SMs times blocks per SM). Take the fewest splits whose blocks fill
+  // their last wave to 90% (else the best fill), chunks of at least 128 keys: more, shorter
+  // splits cost pipeline fill and merge work per block (docs/cuda.md, the split sweep).
+  const int sms = std::max(1, sm_count());
+  const int per_sm = std::max(1, blocks_per_sm(a.dk, plan.rows, a.read_map != nullptr));
+  const int span = std::max(1, a.max_len);
+  const long pairs = static_cast<long>(a.batch) * a.kv_heads * plan.row_blocks;
+  int splits = a.num_splits;
+  if (splits <= 0) {
+    const long slots = static_cast<long>(sms) * per_sm;
+    const int most = std::clamp(span / 128, 1, 1024);
+    double best = 0.0;
+    splits = 1;
+    for (int s = 1; s <= most; ++s) {
+      const long blocks = pairs * s;
+      const long waves = (blocks + slots - 1) / slots;
+      const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+      if (fill > best + 1e-9) {
+        best = fill;
+        splits = s;
+      }
+      if (fill >= 0.9 || waves > 8) break;
+    }
+  }
+  splits = std::clamp(splits, 1, 1024);
+  plan.chunk = round_up((span + splits - 1) / splits, tr.keys_per_iter);
+  plan.splits = std::max(1, (span + plan.chunk - 1) / plan.chunk);
+  if (static_cast<long>(plan.splits) * plan.row_blocks > 0x7fffffffL)
+    return unsupported("cuda decode_attention: too many blocks");
+  if (plan.splits > 1) {
+    const size_t rows = static_cast<size_t>(a.batch) * a.q_heads * a.lq;
+    plan.workspace_bytes = rows * plan.splits * (static_cast<size_t>(a.dv) + 2) * sizeof(float);
+  }
+  return plan;
+}
+
+Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, void* workspace, void* stream) {
+  if (plan.splits > 1 && workspace == nullptr)
+    return invalid_input("cuda decode_attention: the plan needs ", plan.workspace_bytes, " bytes of workspace");
+  detail::DecodeParams p{};
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.map = a.read_map;
+  p.lens = a.lens;
+  p.alibi = a.alibi;
+  p.out = a.out;
+  const size_t rows = static_cast<size_t>(a.batch) * a.q_heads * a.lq;
+  p.part_acc = static_cast<float*>(workspace);
+  p.part_ml = plan.splits > 1 ? p.part_acc + rows * plan.splits * a.dv : nullptr;
+  p.batch = a.batch;
+  p.hq = a.q_heads;
+  p.hkv = a.kv_heads;
+  p.lq = a.lq;
+  p.n_rep = a.q_heads / a.kv_heads;
+  p.cap = a.capacity;
+  p.map_stride = a.map_stride;
+  p.splits = plan.splits;
+  p.chunk = plan.chunk;
+  p.rows = plan.rows;
+  p.row_blocks = plan.row_blocks;
+  p.scale = a.scale;
+  p.softcap = a.softcap;
+  p.window = a.window;
+  p.kv_f16 = a.kv_type == KvType::kF16 ? 1 : 0;
+  int rc = 0;
+  if (a.dk == 64) rc = detail::launch_decode_d64(p, stream);
+  else if (a.dk == 128) rc = detail::launch_decode_d128(p, stream);
+  else if (a.dk == 256) rc = detail::launch_decode_d256(p, stream);
+  else if (a.dk == 192) rc = detail::launch_decode_d192_128(p, stream);
+  else return unsupported("cuda decode_attention: dk ", a.dk);
+  if (rc != 0)
+    return internal_error("cuda decode_attention: launch failed: ",
+                          cudaGetErrorString(static_cast<cudaError_t>(rc)));
+  return Status();
+}
+
+}  // namespace kvf::exec::cuda

@@ -1,0 +1,65 @@
+// The CUDA attention kernels' host API (plain C++: no CUDA headers, includable from any
+// translation unit). Decode for now: split-KV (Flash-Decoding) over a contiguous or paged
+// KV cache, GQA served once per KV head, live length per batch row. See docs/cuda.md.
+//
+// For every batch row b, query head h and query row i (of Lq):
+//   s[t]  = transform(q[b,h,i,:] . key(b, h / n_rep, t) * scale) + alibi[h] * (t - p_i)
+//   out[b,h,i,:] = sum_t softmax(s)[t] * value(b, h / n_rep, t)
+// over the keys t visible to row i: t <= p_i = len[b] - Lq + i (the query rows are the last
+// Lq positions of the row: Lq = 1 is plain decode, Lq > 1 a speculative verify, causal
+// among themselves), and with a window W > 0 also t > p_i - W. transform is the identity or
+// softcap * tanh(x / softcap). A row with no visible key gets zeros (not 0/0).
+// Dense keys: key(b, g, t) = k[b, g, t, :], value(b, g, t) = v[b, g, t, :] ([B, Hkv, cap, d]).
+// Paged keys: k and v are pools [slots, Hkv, d] and key t of row b is pool row
+// read_map[b * map_stride + t] (block tables expanded; any page size, 1 included).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace kvf::exec::cuda {
+
+enum class KvType { kBF16, kF16 };
+
+struct DecodeAttentionArgs {
+  KvType kv_type = KvType::kBF16;
+  int batch = 1, q_heads = 1, kv_heads = 1, lq = 1;
+  int dk = 128, dv = 128;          // (64,64) (128,128) (256,256) (192,128)
+  const float* q = nullptr;        // device f32 [B, Hq, Lq, dk]
+  const void* k = nullptr;         // device bf16/f16 [B, Hkv, cap, dk] or pool [slots, Hkv, dk]
+  const void* v = nullptr;         // device bf16/f16 [B, Hkv, cap, dv] or pool [slots, Hkv, dv]
+  int capacity = 0;                // dense: cap (keys per row); paged: unused
+  const int32_t* read_map = nullptr;  // device i32 [B, map_stride]; null: dense keys
+  int map_stride = 0;              // paged: entries per row of read_map (>= every len)
+  const int32_t* lens = nullptr;   // device i32 [B], each in [0, capacity or map_stride]
+  int max_len = 0;                 // host bound on every len[b]: sizes the splits
+  float scale = 1.0f;
+  float softcap = 0.0f;            // 0: none
+  const float* alibi = nullptr;    // device f32 [Hq] slopes or null
+  int window = 0;                  // 0: none
+  float* out = nullptr;            // device f32 [B, Hq, Lq, dv]
+  int num_splits = 0;              // 0: chosen from max_len and the SM count
+};
+
+// What decode_attention() will launch: splits of `chunk` keys, query rows handled `rows`
+// at a time per block, and the scratch it needs for the split partials.
+struct DecodePlan {
+  int splits = 1;
+  int chunk = 0;
+  int rows = 1;          // query rows per block (n_rep * Lq rounded up to 1, 2, 4 or 8)
+  int row_blocks = 1;    // blocks per (b, kv head, split) over the n_rep * Lq rows
+  size_t workspace_bytes = 0;
+};
+
+// can_implement + the schedule: refuses unsupported shapes with kUnsupported and bad
+// arguments with kInvalidInput. Queries the current device's SM count once.
+Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a);
+
+// Launches on `stream` (a cudaStream_t, or null for the default stream). workspace is
+// device memory of at least plan.workspace_bytes; it needs no initialization.
+Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, void* workspace,
+                        void* stream = nullptr);
+
+}  // namespace kvf::exec::cuda

@@ -1,0 +1,51 @@
+// The boundary between the host API (attention.cpp, g++) and the decode kernels (*.cu, nvcc):
+// raw parameters and one launcher per head-dim pair. Plain C++, no CUDA headers.
+#pragma once
+
+#include <cstdint>
+
+namespace kvf::exec::cuda::detail {
+
+// Everything a decode launch reads; pointers are device pointers.
+struct DecodeParams {
+  const float* q;          // [B, Hq, Lq, dk]
+  const void* k;           // [B, Hkv, cap, dk] or pool [slots, Hkv, dk]
+  const void* v;           // [B, Hkv, cap, dv] or pool [slots, Hkv, dv]
+  const int32_t* map;      // [B, map_stride] or null (dense)
+  const int32_t* lens;     // [B]
+  const float* alibi;      // [Hq] or null
+  float* out;              // [B, Hq, Lq, dv]
+  float* part_acc;         // [B*Hq*Lq, splits, dv] (splits > 1)
+  float* part_ml;          // [B*Hq*Lq, splits, 2]  (splits > 1)
+  int batch, hq, hkv, lq, n_rep, cap, map_stride;
+  int splits, chunk, rows, row_blocks;
+  float scale, softcap;
+  int window;
+  int kv_f16;              // 0: bf16, 1: f16
+};
+
+// Keys one block visits per pass (threads / threads-per-key) times the unroll: chunks are
+// multiples of this. Rows: the most query rows one block holds for this head-dim pair.
+struct DecodeTraits {
+  int keys_per_iter;
+  int max_rows;
+};
+DecodeTraits decode_traits(int dk, int dv);
+
+// Dynamic shared memory one block of the (dk, dv, rows) kernel asks for.
+int decode_smem_bytes(int dk, int dv, int rows);
+
+// Launch the split kernel and, when splits > 1, the combine kernel. Returns a cudaError_t.
+int launch_decode_d64(const DecodeParams& p, void* stream);
+int launch_decode_d128(const DecodeParams& p, void* stream);
+int launch_decode_d256(const DecodeParams& p, void* stream);
+int launch_decode_d192_128(const DecodeParams& p, void* stream);
+
+// Resident blocks per multiprocessor of the split kernel for `rows` query rows per block
+// (0 when the device cannot say). Sets the kernel's shared-memory limit as a side effect.
+int blocks_per_sm_d64(int rows, bool paged);
+int blocks_per_sm_d128(int rows, bool paged);
+int blocks_per_sm_d256(int rows, bool paged);
+int blocks_per_sm_d192_128(int rows, bool paged);
+
+}  // namespace kvf::exec::cuda::detail

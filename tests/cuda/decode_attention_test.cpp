@@ -1,0 +1,389 @@
+// The CUDA split-KV decode kernel (exec/cuda/attention.h) against an f64 attention on the
+// host, on fresh random inputs: every head-dim pair, bf16 and f16, dense caches and paged
+// pools of shuffled blocks (16-token pages and pages of one token), live lengths shorter
+// than the capacity (1, 7, 129, 4097 and 0), GQA groups, Lq up to 8, forced and chosen
+// split counts, softcap / ALiBi / sliding window. Outputs and the split scratch are NaN
+// before each run; every key the kernel must not read (past a row's length, spare pool
+// rows) is NaN too, so a stray read or an unwritten element fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "exec/cuda/attention.h"
+#include "gpu_testing.h"
+
+namespace kvf::exec::cuda {
+namespace {
+
+using kvf::testing::bf16_to_f32;
+using kvf::testing::f16_to_f32;
+using kvf::testing::f32_to_bf16;
+using kvf::testing::f32_to_f16;
+
+constexpr uint16_t kNaN16 = 0x7fff;  // a NaN in both bf16 and f16
+
+struct Case {
+  KvType type = KvType::kBF16;
+  int batch = 2, hq = 8, hkv = 2, lq = 1, dk = 128, dv = 128;
+  std::vector<int> lens = {129, 7};
+  int capacity = 0;      // dense: keys per row (0: max len + 5)
+  int page = 0;          // 0: dense; else paged with this page size
+  int splits = 0;        // 0: planner's choice
+  float softcap = 0.0f;
+  bool alibi = false;
+  int window = 0;
+  std::string name() const {
+    std::string s = std::string(type == KvType::kBF16 ? "bf16" : "f16") + " B" + std::to_string(batch) + " Hq" +
+                    std::to_string(hq) + "/" + std::to_string(hkv) + " Lq" + std::to_string(lq) + " d" +
+                    std::to_string(dk) + "/" + std::to_string(dv) + " lens";
+    for (int l : lens) s += " " + std::to_string(l);
+    s += page ? " paged" + std::to_string(page) : " dense";
+    s += " splits" + std::to_string(splits);
+    if (softcap > 0) s += " softcap";
+    if (alibi) s += " alibi";
+    if (window) s += " window" + std::to_string(window);
+    return s;
+  }
+};
+
+uint64_t seed() {
+  if (const char* s = std::getenv("KVF_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  ~DevBuf() {
+    if (p) (void)cudaFree(p);
+  }
+};
+
+double g_worst = 0;
+int g_cases = 0;
+
+// Runs one case: every output finite and ‖Δ‖/‖ref‖ <= 1e-2.
+void run_case(const Case& c, uint64_t sd) {
+  SCOPED_TRACE(c.name() + " seed " + std::to_string(sd));
+  std::mt19937_64 rng(sd);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const int n_rep = c.hq / c.hkv;
+  const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
+  const int keys = c.capacity > 0 ? c.capacity : max_len + 5;  // capacity, or read-map stride
+  auto round16 = [&](float x) { return c.type == KvType::kBF16 ? f32_to_bf16(x) : f32_to_f16(x); };
+  auto widen16 = [&](uint16_t b) { return c.type == KvType::kBF16 ? bf16_to_f32(b) : f16_to_f32(b); };
+
+  // Logical keys and values [B, Hkv, keys, d] as 16-bit words; NaN past each row's length.
+  std::vector<uint16_t> kl(static_cast<size_t>(c.batch) * c.hkv * keys * c.dk, kNaN16);
+  std::vector<uint16_t> vl(static_cast<size_t>(c.batch) * c.hkv * keys * c.dv, kNaN16);
+  for (int b = 0; b < c.batch; ++b)
+    for (int g = 0; g < c.hkv; ++g)
+      for (int t = 0; t < c.lens[b]; ++t) {
+        for (int d = 0; d < c.dk; ++d) kl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dk + d] = round16(uni(rng));
+        for (int d = 0; d < c.dv; ++d) vl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dv + d] = round16(uni(rng));
+      }
+  // q with a spread that makes the softmax peaked, not flat.
+  std::vector<float> q(static_cast<size_t>(c.batch) * c.hq * c.lq * c.dk);
+  for (float& x : q) x = 3.0f * uni(rng);
+  std::vector<float> slopes(c.hq);
+  for (int h = 0; h < c.hq; ++h) slopes[h] = c.alibi ? std::pow(2.0f, -8.0f * (h + 1) / c.hq) : 0.0f;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
+
+  // f64 reference.
+  std::vector<double> ref(static_cast<size_t>(c.batch) * c.hq * c.lq * c.dv, 0.0);
+  for (int b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.hq; ++h)
+      for (int i = 0; i < c.lq; ++i) {
+        const int g = h / n_rep, pos = c.lens[b] - c.lq + i;
+        const float* qr = &q[((static_cast<size_t>(b) * c.hq + h) * c.lq + i) * c.dk];
+        std::vector<double> s;
+        std::vector<int> ts;
+        for (int t = 0; t < c.lens[b]; ++t) {
+          if (t > pos || (c.window > 0 && t <= pos - c.window)) continue;
+          double dot = 0;
+          for (int d = 0; d < c.dk; ++d)
+            dot += static_cast<double>(qr[d]) * widen16(kl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dk + d]);
+          dot *= scale;
+          if (c.softcap > 0) dot = c.softcap * std::tanh(dot / c.softcap);
+          dot += static_cast<double>(slopes[h]) * (t - pos);
+          s.push_back(dot);
+          ts.push_back(t);
+        }
+        if (s.empty()) continue;  // no visible key: zeros
+        const double mx = *std::max_element(s.begin(), s.end());
+        double sum = 0;
+        for (double& x : s) sum += (x = std::exp(x - mx));
+        double* o = &ref[((static_cast<size_t>(b) * c.hq + h) * c.lq + i) * c.dv];
+        for (size_t j = 0; j < s.size(); ++j)
+          for (int d = 0; d < c.dv; ++d)
+            o[d] += s[j] / sum * widen16(vl[((static_cast<size_t>(b) * c.hkv + g) * keys + ts[j]) * c.dv + d]);
+      }
+
+  // Device layout: dense as is; paged pools of shuffled pages plus spare NaN pages.
+  std::vector<uint16_t> kdev = kl, vdev = vl;
+  std::vector<int32_t> map;
+  if (c.page > 0) {
+    const int pages_per_row = (keys + c.page - 1) / c.page;
+    const int n_pages = c.batch * pages_per_row + 3;  // spares
+    std::vector<int> order(n_pages);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    const size_t slots = static_cast<size_t>(n_pages) * c.page;
+    kdev.assign(slots * c.hkv * c.dk, kNaN16);
+    vdev.assign(slots * c.hkv * c.dv, kNaN16);
+    map.assign(static_cast<size_t>(c.batch) * keys, 0);
+    for (int b = 0; b < c.batch; ++b)
+      for (int t = 0; t < keys; ++t) {
+        const int slot = order[b * pages_per_row + t / c.page] * c.page + t % c.page;
+        map[static_cast<size_t>(b) * keys + t] = slot;
+        for (int g = 0; g < c.hkv; ++g) {
+          std::memcpy(&kdev[(static_cast<size_t>(slot) * c.hkv + g) * c.dk],
+                      &kl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dk], 2 * c.dk);
+          std::memcpy(&vdev[(static_cast<size_t>(slot) * c.hkv + g) * c.dv],
+                      &vl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dv], 2 * c.dv);
+        }
+      }
+  }
+
+  DevBuf<float> dq, dout, dslopes;
+  DevBuf<uint16_t> dk, dv;
+  DevBuf<int32_t> dmap, dlens;
+  DevBuf<char> dws;
+  KVF_CUDA_CHECK(cudaMalloc(&dq.p, q.size() * 4));
+  KVF_CUDA_CHECK(cudaMalloc(&dout.p, ref.size() * 4));
+  KVF_CUDA_CHECK(cudaMalloc(&dslopes.p, slopes.size() * 4));
+  KVF_CUDA_CHECK(cudaMalloc(&dk.p, kdev.size() * 2));
+  KVF_CUDA_CHECK(cudaMalloc(&dv.p, vdev.size() * 2));
+  KVF_CUDA_CHECK(cudaMalloc(&dlens.p, c.lens.size() * 4));
+  KVF_CUDA_CHECK(cudaMemcpy(dq.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice));
+  KVF_CUDA_CHECK(cudaMemcpy(dslopes.p, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
+  KVF_CUDA_CHECK(cudaMemcpy(dk.p, kdev.data(), kdev.size() * 2, cudaMemcpyHostToDevice));
+  KVF_CUDA_CHECK(cudaMemcpy(dv.p, vdev.data(), vdev.size() * 2, cudaMemcpyHostToDevice));
+  KVF_CUDA_CHECK(cudaMemcpy(dlens.p, c.lens.data(), c.lens.size() * 4, cudaMemcpyHostToDevice));
+  if (!map.empty()) {
+    KVF_CUDA_CHECK(cudaMalloc(&dmap.p, map.size() * 4));
+    KVF_CUDA_CHECK(cudaMemcpy(dmap.p, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
+  }
+
+  DecodeAttentionArgs a;
+  a.kv_type = c.type;
+  a.batch = c.batch;
+  a.q_heads = c.hq;
+  a.kv_heads = c.hkv;
+  a.lq = c.lq;
+  a.dk = c.dk;
+  a.dv = c.dv;
+  a.q = dq.p;
+  a.k = dk.p;
+  a.v = dv.p;
+  a.capacity = c.page ? 0 : keys;
+  a.read_map = dmap.p;
+  a.map_stride = c.page ? keys : 0;
+  a.lens = dlens.p;
+  a.max_len = max_len;
+  a.scale = scale;
+  a.softcap = c.softcap;
+  a.alibi = c.alibi ? dslopes.p : nullptr;
+  a.window = c.window;
+  a.out = dout.p;
+  a.num_splits = c.splits;
+  Result<DecodePlan> plan = plan_decode_attention(a);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  if (plan.value().workspace_bytes > 0) {
+    KVF_CUDA_CHECK(cudaMalloc(&dws.p, plan.value().workspace_bytes));
+    KVF_CUDA_CHECK(cudaMemset(dws.p, 0xff, plan.value().workspace_bytes));
+  }
+  KVF_CUDA_CHECK(cudaMemset(dout.p, 0xff, ref.size() * 4));  // NaN
+  Status st = decode_attention(a, plan.value(), dws.p, nullptr);
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  KVF_CUDA_CHECK(cudaGetLastError());
+  KVF_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> out(ref.size());
+  KVF_CUDA_CHECK(cudaMemcpy(out.data(), dout.p, out.size() * 4, cudaMemcpyDeviceToHost));
+
+  double num = 0, den = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) {
+      ++bad;
+      continue;
+    }
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  EXPECT_EQ(bad, 0u) << "outputs not written or NaN (splits " << plan.value().splits << ", chunk "
+                     << plan.value().chunk << ")";
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  EXPECT_LE(rel, 1e-2) << "splits " << plan.value().splits << " chunk " << plan.value().chunk;
+  g_worst = std::max(g_worst, rel);
+  ++g_cases;
+}
+
+// Prints the worst error of the test's cases (the reference sees the same 16-bit inputs, so
+// this is the fp32 accumulation error alone).
+struct Worst {
+  ~Worst() {
+    if (g_cases > 0) std::printf("[ worst ] %d cases, max rel L2 %.3g\n", g_cases, g_worst);
+    g_worst = 0;
+    g_cases = 0;
+  }
+};
+
+const std::vector<std::vector<int>> kLens = {{1, 7}, {129, 1}, {4097, 7}, {7, 4097}, {0, 129}};
+
+TEST(CudaDecode, DenseEveryHeadDim) {
+  KVF_NEED_GPU();
+  Worst worst;
+  const uint64_t sd = seed();
+  const int dims[4][2] = {{64, 64}, {128, 128}, {256, 256}, {192, 128}};
+  for (auto& d : dims)
+    for (auto& lens : kLens)
+      for (KvType ty : {KvType::kBF16, KvType::kF16}) {
+        Case c;
+        c.type = ty;
+        c.dk = d[0];
+        c.dv = d[1];
+        c.lens = lens;
+        run_case(c, sd + d[0] + lens[0]);
+      }
+}
+
+TEST(CudaDecode, PagedShuffledBlocks) {
+  KVF_NEED_GPU();
+  Worst worst;
+  const uint64_t sd = seed();
+  for (int page : {16, 1})
+    for (auto& lens : kLens)
+      for (int dk : {64, 128, 256}) {
+        Case c;
+        c.page = page;
+        c.dk = c.dv = dk;
+        c.lens = lens;
+        run_case(c, sd + page + lens[0] + dk);
+      }
+  Case c;
+  c.page = 16;
+  c.dk = 192;
+  c.dv = 128;
+  c.lens = {4097, 129};
+  run_case(c, sd + 1);
+}
+
+TEST(CudaDecode, GqaGroupsAndQueryRows) {
+  KVF_NEED_GPU();
+  Worst worst;
+  const uint64_t sd = seed();
+  const int heads[4][2] = {{8, 8}, {8, 1}, {32, 8}, {16, 2}};
+  for (auto& h : heads)
+    for (int lq : {1, 2, 3, 8})
+      for (int page : {0, 16}) {
+        Case c;
+        c.hq = h[0];
+        c.hkv = h[1];
+        c.lq = lq;
+        c.page = page;
+        c.lens = {129, 4097, 5};
+        c.batch = 3;
+        run_case(c, sd + h[0] * 7 + h[1] + lq + page);
+      }
+  Case c;  // 192/128 caps rows per block at 4: 8 rows of a group take two row blocks
+  c.dk = 192;
+  c.dv = 128;
+  c.hq = 16;
+  c.hkv = 2;
+  c.lq = 2;
+  c.lens = {4097, 7};
+  run_case(c, sd + 5);
+}
+
+TEST(CudaDecode, SplitCounts) {
+  KVF_NEED_GPU();
+  Worst worst;
+  const uint64_t sd = seed();
+  for (int splits : {1, 2, 3, 17, 200})
+    for (int page : {0, 16}) {
+      Case c;
+      c.splits = splits;
+      c.page = page;
+      c.lens = {4097, 1, 129, 0};
+      c.batch = 4;
+      c.capacity = 5000;
+      run_case(c, sd + splits + page);
+    }
+}
+
+TEST(CudaDecode, SoftcapAlibiWindow) {
+  KVF_NEED_GPU();
+  Worst worst;
+  const uint64_t sd = seed();
+  for (int page : {0, 16}) {
+    Case c;
+    c.page = page;
+    c.lens = {4097, 129};
+    c.softcap = 5.0f;
+    run_case(c, sd + 1 + page);
+    c.softcap = 0.0f;
+    c.alibi = true;
+    run_case(c, sd + 2 + page);
+    c.alibi = false;
+    c.window = 100;
+    c.lq = 4;
+    run_case(c, sd + 3 + page);
+    c.window = 1;  // Lq rows see one key each
+    run_case(c, sd + 4 + page);
+  }
+}
+
+TEST(CudaDecode, FullyMaskedRowsAreZero) {
+  KVF_NEED_GPU();
+  Worst worst;
+  // lq 4 over rows of length 0, 1, 2: the early query rows see no key.
+  Case c;
+  c.batch = 3;
+  c.lq = 4;
+  c.lens = {0, 1, 2};
+  c.capacity = 8;
+  run_case(c, seed());
+  c.page = 1;
+  run_case(c, seed() + 1);
+}
+
+TEST(CudaDecode, PlanRefusals) {
+  DecodeAttentionArgs a;
+  float dummy = 0;
+  int32_t len = 1;
+  a.q = &dummy;
+  a.k = a.v = &dummy;
+  a.out = &dummy;
+  a.lens = &len;
+  a.capacity = 16;
+  a.max_len = 16;
+  a.dk = 96;
+  a.dv = 96;
+  Result<DecodePlan> r = plan_decode_attention(a);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported);
+  a.dk = a.dv = 128;
+  a.lq = 9;
+  Result<DecodePlan> r2 = plan_decode_attention(a);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.error().code(), ErrorCode::kUnsupported);
+  a.lq = 1;
+  a.q_heads = 6;
+  a.kv_heads = 4;
+  Result<DecodePlan> r3 = plan_decode_attention(a);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_EQ(r3.error().code(), ErrorCode::kInvalidInput);
+}
+
+}  // namespace
+}  // namespace kvf::exec::cuda

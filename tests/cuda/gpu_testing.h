@@ -1,0 +1,73 @@
+// GPU test helpers: the skip/require rule, checked CUDA calls, bf16/f16 rounding on the host.
+// Without a GPU a test skips; with KVF_REQUIRE_GPU=1 (the device run) it fails instead, as
+// KVF_REQUIRE_MODELS does for model files (tests/testing.h).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace kvf::testing {
+
+inline bool gpu_required() {
+  const char* r = std::getenv("KVF_REQUIRE_GPU");
+  return r != nullptr && std::string(r) == "1";
+}
+
+// Empty when a GPU is usable; otherwise why not.
+inline std::string gpu_missing() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
+  if (n == 0) return "no CUDA device";
+  return "";
+}
+
+// Use at the top of a test body.
+#define KVF_NEED_GPU()                                                            \
+  do {                                                                            \
+    const std::string why_ = ::kvf::testing::gpu_missing();                       \
+    if (!why_.empty()) {                                                          \
+      if (::kvf::testing::gpu_required()) FAIL() << "KVF_REQUIRE_GPU=1: " << why_; \
+      GTEST_SKIP() << why_;                                                       \
+    }                                                                             \
+  } while (0)
+
+// Every CUDA call in a test goes through this.
+#define KVF_CUDA_CHECK(call)                                                                 \
+  do {                                                                                       \
+    const cudaError_t e_ = (call);                                                           \
+    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_);                   \
+  } while (0)
+
+// Round-to-nearest-even f32 -> bf16 / f16 bits, and back.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float bf16_to_f32(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t f32_to_f16(float f) {
+  const _Float16 h = static_cast<_Float16>(f);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+inline float f16_to_f32(uint16_t b) {
+  _Float16 h;
+  std::memcpy(&h, &b, 2);
+  return static_cast<float>(h);
+}
+
+}  // namespace kvf::testing
