@@ -62,4 +62,35 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a);
 Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, void* workspace,
                         void* stream = nullptr);
 
+// ---- Prefill (prefill_attention.cpp, prefill_attention.cuh) ----
+// Variable-length batches packed along tokens: sequence b has query rows
+// [cu_seqlens_q[b], cu_seqlens_q[b+1]) and keys [cu_seqlens_k[b], cu_seqlens_k[b+1]).
+// For its query row i (of lq) and head h:
+//   out[i,h,:] = sum_j softmax_j(q[i,h,:] . k[j,h/n_rep,:] * scale) v[j,h/n_rep,:]
+// over keys j < lk, and with causal also j <= i + (lk - lq) (bottom-right aligned: with
+// lk > lq the rows are the last lq positions, as in chunked prefill). A row that sees no
+// key (causal with lq > lk, or lk = 0) gets zeros. Q, K, V and out are 16-bit (kv_type),
+// accumulation is f32 on the tensor cores.
+struct PrefillAttentionArgs {
+  KvType kv_type = KvType::kBF16;  // of q, k, v and out
+  int batch = 1, q_heads = 1, kv_heads = 1;
+  int head_dim = 128;                  // 64, 128 or 256
+  const void* q = nullptr;             // device [total_q, Hq, head_dim]
+  const void* k = nullptr;             // device [total_k, Hkv, head_dim]
+  const void* v = nullptr;             // device [total_k, Hkv, head_dim]
+  void* out = nullptr;                 // device [total_q, Hq, head_dim]
+  const int32_t* cu_seqlens_q = nullptr;  // device i32 [batch + 1], from 0, non-decreasing
+  const int32_t* cu_seqlens_k = nullptr;  // device i32 [batch + 1], from 0, non-decreasing
+  int max_seqlen_q = 0;                // host bound on every query length: sizes the grid
+  float scale = 1.0f;
+  bool causal = false;
+};
+
+// can_implement: kUnsupported for other head dims or grid limits, kInvalidInput for bad
+// shapes or missing pointers. Needs no workspace.
+Status check_prefill_attention(const PrefillAttentionArgs& a);
+
+// Checks, then launches on `stream` (a cudaStream_t, or null for the default stream).
+Status prefill_attention(const PrefillAttentionArgs& a, void* stream = nullptr);
+
 }  // namespace kvf::exec::cuda

@@ -1,0 +1,53 @@
+// The prefill host API: argument checks and the launch (the kernel: prefill_attention.cuh).
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "exec/cuda/attention.h"
+#include "exec/cuda/prefill_launch.h"
+
+namespace kvf::exec::cuda {
+
+Status check_prefill_attention(const PrefillAttentionArgs& a) {
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
+    return unsupported("cuda prefill_attention: head_dim ", a.head_dim, "; supported: 64, 128, 256");
+  if (a.batch < 1 || a.q_heads < 1 || a.kv_heads < 1 || a.q_heads % a.kv_heads != 0)
+    return invalid_input("cuda prefill_attention: batch ", a.batch, ", q_heads ", a.q_heads, ", kv_heads ",
+                         a.kv_heads, " (q_heads must be a positive multiple of kv_heads)");
+  if (a.batch > 65535 || a.q_heads > 65535)
+    return unsupported("cuda prefill_attention: batch/q_heads over the grid limit 65535");
+  if (!a.q || !a.k || !a.v || !a.out || !a.cu_seqlens_q || !a.cu_seqlens_k)
+    return invalid_input("cuda prefill_attention: q, k, v, out, cu_seqlens_q and cu_seqlens_k must be set");
+  if (a.max_seqlen_q < 0) return invalid_input("cuda prefill_attention: max_seqlen_q ", a.max_seqlen_q);
+  if (!(a.scale > 0.0f) || !std::isfinite(a.scale))
+    return invalid_input("cuda prefill_attention: scale ", a.scale, " (must be finite and > 0)");
+  return Status();
+}
+
+Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
+  if (Status s = check_prefill_attention(a); !s) return s;
+  detail::PrefillParams p{};
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.out = a.out;
+  p.cu_q = a.cu_seqlens_q;
+  p.cu_k = a.cu_seqlens_k;
+  p.batch = a.batch;
+  p.hq = a.q_heads;
+  p.hkv = a.kv_heads;
+  p.n_rep = a.q_heads / a.kv_heads;
+  p.max_seqlen_q = a.max_seqlen_q;
+  p.scale_log2 = a.scale * 1.4426950408889634f;
+  p.causal = a.causal ? 1 : 0;
+  p.f16 = a.kv_type == KvType::kF16 ? 1 : 0;
+  int rc = 0;
+  if (a.head_dim == 64) rc = detail::launch_prefill_d64(p, stream);
+  else if (a.head_dim == 128) rc = detail::launch_prefill_d128(p, stream);
+  else rc = detail::launch_prefill_d256(p, stream);
+  if (rc != 0)
+    return internal_error("cuda prefill_attention: launch failed: ", cudaGetErrorString(static_cast<cudaError_t>(rc)));
+  return Status();
+}
+
+}  // namespace kvf::exec::cuda

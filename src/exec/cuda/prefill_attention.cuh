@@ -1,0 +1,302 @@
+// The tensor-core prefill kernel (FlashAttention-2 style, mma.sync m16n8k16): one block per
+// (block of kBlockM query rows, query head, sequence); each warp owns 16 query rows. K/V
+// tiles of kBlockN keys are double-buffered in shared memory with cp.async; S = Q Kᵀ and
+// O += P V run on the tensor cores from ldmatrix fragments; the online softmax lives in
+// registers (no score matrix in memory). Not here: wgmma/TMA (sm_90a) — later work.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "exec/cuda/prefill_launch.h"
+
+namespace kvf::exec::cuda::detail {
+
+// Tile shapes of one head dim; everything else derives from them.
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kMinBlocks_, bool kQInRegs_>
+struct PrefillTraits {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;   // query rows per block
+  static constexpr int kBlockN = kBlockN_;   // keys per K/V tile
+  static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr int kWarps = kBlockM / 16;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kChunks = kHeadDim / 8;                 // 16-byte chunks per row
+  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr int kTileBytes = kBlockN * kHeadDim * 2;    // one K or V tile
+  static constexpr int kSmemBytes = kQBytes + 4 * kTileBytes;  // q + (k, v) x 2 stages
+  static constexpr bool kQInRegs = kQInRegs_;  // q fragments kept in registers, else re-read (ldmatrix)
+  static_assert(kBlockM % 16 == 0, "a warp owns 16 query rows");
+  static_assert(kBlockN % 16 == 0, "tiles of the MMA's K");
+  static_assert(kHeadDim % 64 == 0, "the swizzle needs >= 8 chunks per row");
+};
+
+// The shape table: one entry per head dim (docs/cuda.md, "Prefill"). Registers from
+// `nvcc -Xptxas -v` (sm_90, no spills; a spill fails the build):
+//   d64:  64 x 64, 4 warps, q in registers, 142 registers, 40 KB smem, 3 blocks/SM.
+//   d128: 64 x 64, 4 warps, q in registers, 198 registers, 80 KB smem, 2 blocks/SM
+//         (128 x 64 with 8 warps needs <= 128 registers for 2 blocks/SM: spills 280 B).
+//   d256: 64 x 32, 4 warps, q re-read from smem, 239 registers, 96 KB smem, 2 blocks/SM.
+template <int D> struct PrefillTraitsFor;
+template <> struct PrefillTraitsFor<64> : PrefillTraits<64, 64, 64, 3, true> {};
+template <> struct PrefillTraitsFor<128> : PrefillTraits<128, 64, 64, 2, true> {};
+template <> struct PrefillTraitsFor<256> : PrefillTraits<256, 64, 32, 2, false> {};
+
+namespace prefill {
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+// c += a * b, m16n8k16, f32 accumulation.
+template <bool kF16>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (kF16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats as a 16-bit pair, the lower index in the low half.
+template <bool kF16>
+__device__ __forceinline__ uint32_t pack(float lo, float hi) {
+  if constexpr (kF16) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+// Byte offset of (row, 16-byte chunk) in a [rows, D] tile: chunks XOR-swizzled by row % 8,
+// so the 8 rows of an ldmatrix 8x8 (and a cp.async row) hit 8 different bank groups.
+template <int D>
+__device__ __forceinline__ uint32_t swz(int row, int chunk) {
+  return static_cast<uint32_t>(row * D + ((chunk ^ (row & 7)) * 8)) * 2u;
+}
+
+// An ldmatrix lane reads rows whose row % 8 is lane % 8 and chunks 2 kk + c (c in {0, 1}), so
+// its swizzled chunk is (2 kk) ^ y with y = c ^ (lane % 8): four per-lane byte offsets
+// (kk % 4) plus a constant 128 bytes per 4 kk. Keeps the address registers to a handful.
+struct LaneChunks {
+  uint32_t off[4];
+  __device__ __forceinline__ explicit LaneChunks(int y) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) off[j] = static_cast<uint32_t>(((2 * j) ^ y) * 16);
+  }
+  __device__ __forceinline__ uint32_t at(int kk) const { return off[kk & 3] + (kk >> 2) * 128; }
+};
+
+// Copies `rows` rows of D 16-bit values (global stride `stride` elements) into a swizzled
+// tile; rows at or past `valid` are zero-filled (their source is not read).
+template <class Tr>
+__device__ __forceinline__ void load_tile(uint32_t dst, const uint16_t* src, int64_t stride, int rows, int valid) {
+  for (int i = threadIdx.x; i < rows * Tr::kChunks; i += Tr::kThreads) {
+    const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+    const bool ok = r < valid;
+    cp_async16(dst + swz<Tr::kHeadDim>(r, c), src + (ok ? r : 0) * stride + c * 8, ok ? 16 : 0);
+  }
+}
+
+}  // namespace prefill
+
+template <class Tr, bool kF16, bool kCausal>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(const PrefillParams p) {
+  using namespace prefill;
+  constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // the longest causal blocks first
+  const int q0 = p.cu_q[b], lq = p.cu_q[b + 1] - q0;
+  const int k0 = p.cu_k[b], lk = p.cu_k[b + 1] - k0;
+  const int m0 = m_block * BM;
+  if (m0 >= lq) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int shift = lk - lq;  // causal, bottom-right: query row i sees keys j <= i + shift
+  const int n_end = kCausal ? min(lk, max(0, m0 + BM + shift)) : lk;
+  const int n_blocks = (n_end + BN - 1) / BN;
+
+  const int64_t q_stride = static_cast<int64_t>(p.hq) * D, kv_stride = static_cast<int64_t>(p.hkv) * D;
+  const uint16_t* qg = static_cast<const uint16_t*>(p.q) + (q0 + m0) * q_stride + h * D;
+  const uint16_t* kg = static_cast<const uint16_t*>(p.k) + k0 * kv_stride + (h / p.n_rep) * D;
+  const uint16_t* vg = static_cast<const uint16_t*>(p.v) + k0 * kv_stride + (h / p.n_rep) * D;
+
+  const uint32_t s_q = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t s_k = s_q + Tr::kQBytes, s_v = s_k + 2 * Tr::kTileBytes;
+  auto load_kv = [&](int n, int stage) {
+    const int valid = min(BN, lk - n * BN);
+    load_tile<Tr>(s_k + stage * Tr::kTileBytes, kg + n * BN * kv_stride, kv_stride, BN, valid);
+    load_tile<Tr>(s_v + stage * Tr::kTileBytes, vg + n * BN * kv_stride, kv_stride, BN, valid);
+  };
+  load_tile<Tr>(s_q, qg, q_stride, BM, lq - m0);
+  if (n_blocks > 0) load_kv(n_blocks - 1, 0);
+  commit();
+
+  float o[D / 8][4] = {};
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  uint32_t qf[Tr::kQInRegs ? D / 16 : 1][4];
+  const int row_w = m0 + warp * 16;  // the warp's first query row
+  // ldmatrix lane addresses: q (A, rows lane % 16, chunk 2 kk + lane / 16), k (B, keys
+  // (lane / 16) * 8 + lane % 8, chunk 2 kk + (lane / 8) % 2), v (B transposed, keys lane % 16
+  // in the order of (lane / 8) % 2 * 8 + lane % 8, chunk 2 dd + lane / 16).
+  const uint32_t q_row = static_cast<uint32_t>((warp * 16 + lane % 16) * D * 2);
+  const uint32_t k_row = static_cast<uint32_t>(((lane / 16) * 8 + lane % 8) * D * 2);
+  const uint32_t v_row = static_cast<uint32_t>(((lane / 8) % 2 * 8 + lane % 8) * D * 2);
+  const LaneChunks qv_ch((lane / 16) ^ (lane % 8)), k_ch(((lane / 8) % 2) ^ (lane % 8));
+
+  // KV tiles from the last (the diagonal ones, masked) down to the first.
+  for (int it = 0; it < n_blocks; ++it) {
+    const int n = n_blocks - 1 - it, stage = it & 1;
+    if (it + 1 < n_blocks) {
+      load_kv(n - 1, stage ^ 1);
+      commit();
+      wait<1>();
+    } else {
+      wait<0>();
+    }
+    __syncthreads();
+    if constexpr (Tr::kQInRegs) {
+      if (it == 0) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          ldsm_x4(s_q + q_row + qv_ch.at(kk), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+      }
+    }
+    const uint32_t sk = s_k + stage * Tr::kTileBytes, sv = s_v + stage * Tr::kTileBytes;
+
+    // S = Q Kᵀ: this warp's 16 rows x BN keys.
+    float s[BN / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];
+      if constexpr (Tr::kQInRegs) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = qf[kk][i];
+      } else {
+        ldsm_x4(s_q + q_row + qv_ch.at(kk), a[0], a[1], a[2], a[3]);
+      }
+#pragma unroll
+      for (int nn = 0; nn < BN / 16; ++nn) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4(sk + k_row + nn * 16 * D * 2 + k_ch.at(kk), b0, b1, b2, b3);
+        mma<kF16>(s[2 * nn], a, b0, b1);
+        mma<kF16>(s[2 * nn + 1], a, b2, b3);
+      }
+    }
+
+    // Masks only where a key can be invisible to one of the warp's rows: past lk, or above
+    // the diagonal.
+    const int key0 = n * BN;
+    if (key0 + BN > lk || (kCausal && key0 + BN - 1 > row_w + shift)) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + j * 8 + 2 * (lane % 4) + (e & 1);
+          const int row = row_w + lane / 4 + (e / 2) * 8;
+          if (key >= lk || (kCausal && key > row + shift)) s[j][e] = -INFINITY;
+        }
+    }
+
+    // Online softmax of the thread's two rows (lane / 4 and lane / 4 + 8), log2 domain.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m_run[r];
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
+      const float corr = exp2f(m_run[r] * p.scale_log2 - base);
+      m_run[r] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float x = exp2f(fmaf(s[j][2 * r + e], p.scale_log2, -base));
+          s[j][2 * r + e] = x;
+          sum += x;
+        }
+      l_run[r] = l_run[r] * corr + sum;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][2 * r] *= corr;
+        o[j][2 * r + 1] *= corr;
+      }
+    }
+
+    // O += P V: P from the S accumulators (the m16n8 C layout is the A layout's halves).
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint32_t a[4] = {pack<kF16>(s[2 * kk][0], s[2 * kk][1]), pack<kF16>(s[2 * kk][2], s[2 * kk][3]),
+                             pack<kF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack<kF16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dd = 0; dd < D / 16; ++dd) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4_t(sv + v_row + kk * 16 * D * 2 + qv_ch.at(dd), b0, b1, b2, b3);
+        mma<kF16>(o[2 * dd], a, b0, b1);
+        mma<kF16>(o[2 * dd + 1], a, b2, b3);
+      }
+    }
+    __syncthreads();  // the next iteration's copies overwrite this stage
+  }
+  wait<0>();  // no copy outlives the block (n_blocks == 0 leaves the q copies unwaited)
+
+  // Normalize and store; a row that saw no key gets zeros.
+  uint16_t* og = static_cast<uint16_t*>(p.out) + (q0 + m0) * q_stride + h * D;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int row = warp * 16 + lane / 4 + r * 8;
+    if (m0 + row >= lq) continue;
+    uint16_t* dst = og + row * q_stride + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<uint32_t*>(dst + j * 8) = pack<kF16>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+  }
+}
+
+template <class Tr, bool kF16, bool kCausal>
+int launch_prefill_as(const PrefillParams& p, void* stream) {
+  auto* k = prefill_kernel<Tr, kF16, kCausal>;
+  cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  const dim3 grid((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM, p.hq, p.batch);
+  k<<<grid, Tr::kThreads, Tr::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <class Tr>
+int launch_prefill(const PrefillParams& p, void* stream) {
+  if (p.max_seqlen_q <= 0) return 0;
+  if (p.f16) return p.causal ? launch_prefill_as<Tr, true, true>(p, stream) : launch_prefill_as<Tr, true, false>(p, stream);
+  return p.causal ? launch_prefill_as<Tr, false, true>(p, stream) : launch_prefill_as<Tr, false, false>(p, stream);
+}
+
+}  // namespace kvf::exec::cuda::detail

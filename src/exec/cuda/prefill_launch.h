@@ -1,0 +1,29 @@
+// The boundary between the prefill host API (prefill_attention.cpp, g++) and the prefill
+// kernels (prefill_attention_d*.cu, nvcc): raw parameters and one launcher per head dim.
+// Plain C++, no CUDA headers. The decode kernels have their own boundary (decode_launch.h).
+#pragma once
+
+#include <cstdint>
+
+namespace kvf::exec::cuda::detail {
+
+// Everything a prefill launch reads; pointers are device pointers, 16-bit data bf16 or f16.
+struct PrefillParams {
+  const void* q;             // [total_q, Hq, d]
+  const void* k;             // [total_k, Hkv, d]
+  const void* v;             // [total_k, Hkv, d]
+  void* out;                 // [total_q, Hq, d]
+  const int32_t* cu_q;       // [B + 1] cumulative query lengths
+  const int32_t* cu_k;       // [B + 1] cumulative key lengths
+  int batch, hq, hkv, n_rep, max_seqlen_q;
+  float scale_log2;          // softmax scale * log2(e)
+  int causal;                // 0/1, bottom-right aligned
+  int f16;                   // 0: bf16, 1: f16
+};
+
+// Launch the prefill kernel for one head dim. Returns a cudaError_t.
+int launch_prefill_d64(const PrefillParams& p, void* stream);
+int launch_prefill_d128(const PrefillParams& p, void* stream);
+int launch_prefill_d256(const PrefillParams& p, void* stream);
+
+}  // namespace kvf::exec::cuda::detail
