@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One call on the H200: configure and build (Release, sm_90) the CUDA kernels, their tests
-# and the decode benchmark with bench/cuda's standalone CMake project; run the gpu tests with
-# KVF_REQUIRE_GPU=1; time the copy bandwidth, kvforge decode (dense, paged) and torch's sdpa
-# (flash, cuDNN) on the same shapes; print the table last. Logs go to $OUT (default
+# and the decode and prefill benchmarks with bench/cuda's standalone CMake project; run the gpu tests with
+# KVF_REQUIRE_GPU=1; time kvforge prefill, the copy bandwidth, kvforge decode (dense, paged)
+# and torch's sdpa (flash, cuDNN) on the same shapes; print the table last. Logs go to $OUT (default
 # build-cuda-out/). GoogleTest: found, else built from .deps/googletest when it is there.
 #   usage: bench/cuda/run.sh [reps]
 set -uo pipefail
@@ -36,10 +36,11 @@ grep -E "error|FAILED" "$OUT/build.log" | head -20
 grep -E "spill" "$OUT/build.log" | sort | uniq -c | head -5
 [ $build_rc -eq 0 ] || { tail -30 "$OUT/build.log"; exit 1; }
 
-KVF_REQUIRE_GPU=1 "$BUILD/test_cuda" 2>&1 | tee "$OUT/test.log" | grep -E "^\[ +(OK|FAILED|PASSED|worst|SKIPPED) |Failure|error|Expected|Which is|splits" | head -60
+KVF_REQUIRE_GPU=1 "$BUILD/test_cuda" 2>&1 | tee "$OUT/test.log" | grep -E "^\[ +(OK|FAILED|PASSED|worst|SKIPPED) |Failure|error|Expected|Which is|splits" | head -90
 test_rc=${PIPESTATUS[0]}
 echo "test rc=$test_rc"
 
+"$BUILD/bench_cuda_prefill" "$REPS" 2>&1 | tee "$OUT/prefill.log"
 "$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"
 
@@ -58,6 +59,6 @@ done
 
 echo
 echo "== decode, Hq/Hkv 32/8, D 128, bf16 K/V, one query row; TB/s of unique K/V bytes; median of $REPS =="
-python3 "$ROOT/bench/cuda/table.py" "$OUT/bench.log" "$OUT/torch.log" | tee "$OUT/table.txt"
+python3 "$ROOT/bench/cuda/table.py" "$OUT/bench.log" "$OUT/prefill.log" "$OUT/torch.log" | tee "$OUT/table.txt"
 echo "tests: rc=$test_rc ($(grep -c '^\[       OK' "$OUT/test.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/test.log") failed lines)"
 exit $test_rc

@@ -1,4 +1,5 @@
-"""Reads the key=value lines of decode_bench and torch_peer and prints the decode table."""
+"""Reads the key=value lines of decode_bench, prefill_bench and torch_peer; prints the decode
+and prefill tables."""
 import sys
 
 
@@ -6,7 +7,7 @@ def parse(path):
     rows = []
     for line in open(path):
         w = line.split()
-        if not w or w[0] not in ("decode", "copy"):
+        if not w or w[0] not in ("decode", "copy", "prefill"):
             continue
         d = {"kind": w[0]}
         for x in w[1:]:
@@ -39,3 +40,21 @@ for b in (1, 8, 32):
         dt, pt, ft, ct = f(d.get("TBps")), f(p.get("TBps")), f(fl.get("TBps")), f(cu.get("TBps"))
         print(f"| {b} | {ctx // 1024}k | {dt:.2f} | {f(d.get('us')):.1f} | {pt:.2f} | {pt / dt:.3f} | {ft:.2f} | "
               f"{dt / ft:.2f} | {ct:.2f} | {dt / ct:.2f} | {d.get('splits', '?')} |")
+
+pre = {}
+for r in rows:
+    if r["kind"] == "prefill":
+        pre[(r["impl"], int(r["causal"]), int(r["L"]))] = r
+if pre:
+    print()
+    print("prefill B=1, Hq/Hkv 32/8, D 128, bf16; TFLOP/s = 4*B*H*L^2*D (/2 causal)")
+    hdr = ("causal", "L", "kvforge us", "kvforge TFLOP/s", "flash TFLOP/s", "x flash", "cudnn TFLOP/s", "x cudnn")
+    print("| " + " | ".join(hdr) + " |")
+    print("|" + "---|" * len(hdr))
+    for c in (1, 0):
+        for L in (4096, 16384):
+            k = pre.get(("kvforge", c, L), {})
+            fl = pre.get(("torch_flash", c, L), {})
+            cu = pre.get(("torch_cudnn", c, L), {})
+            kt, ft, ct = f(k.get("TFLOPs")), f(fl.get("TFLOPs")), f(cu.get("TFLOPs"))
+            print(f"| {c} | {L // 1024}k | {f(k.get('us')):.0f} | {kt:.1f} | {ft:.1f} | {kt / ft:.2f} | {ct:.1f} | {kt / ct:.2f} |")

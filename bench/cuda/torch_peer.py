@@ -66,7 +66,42 @@ def run(backend, name):
             torch.cuda.empty_cache()
 
 
+def run_prefill(backend, name):
+    """Prefill B=1, Hq/Hkv 32/8, D 128, L 4k/16k, causal and not; TFLOP/s as 4*B*H*L^2*D (/2 causal).
+    GQA through enable_gqa=True; where refused, K/V repeated to 32 heads (form=repeat)."""
+    for causal in (True, False):
+        for L in (4096, 16384):
+            q = torch.randn(1, HQ, L, D, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(1, HKV, L, D, device="cuda", dtype=torch.bfloat16)
+            v = torch.randn(1, HKV, L, D, device="cuda", dtype=torch.bfloat16)
+            kr, vr = k.repeat_interleave(HQ // HKV, 1), v.repeat_interleave(HQ // HKV, 1)
+            forms = (("gqa", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)),
+                     ("repeat", lambda: F.scaled_dot_product_attention(q, kr, vr, is_causal=causal)))
+            form, us = None, None
+            with sdpa_kernel(backend):
+                for fname, fn in forms:
+                    try:
+                        fn()
+                        torch.cuda.synchronize()
+                    except Exception as e:  # noqa: BLE001 - report and try the next form
+                        print(f"# {name} {fname} L={L}: {type(e).__name__}: {str(e)[:160]}", flush=True)
+                        continue
+                    form, us = fname, time_fn(lambda: fn(), [()], REPS) * 1e3
+                    break
+            flops = 4.0 * HQ * L * L * D / (2 if causal else 1)
+            tf = flops / (us * 1e-6) / 1e12 if us else float("nan")
+            print(f"prefill impl=torch_{name} L={L} causal={int(causal)} us={us if us else float('nan'):.1f} "
+                  f"TFLOPs={tf:.1f} form={form}", flush=True)
+            del q, k, v, kr, vr
+            torch.cuda.empty_cache()
+
+
 if __name__ == "__main__":
     print(f"# torch {torch.__version__} {torch.cuda.get_device_name()}", flush=True)
-    run(SDPBackend.FLASH_ATTENTION, "flash")
-    run(SDPBackend.CUDNN_ATTENTION, "cudnn")
+    what = sys.argv[2] if len(sys.argv) > 2 else "all"
+    if what in ("all", "prefill"):
+        run_prefill(SDPBackend.FLASH_ATTENTION, "flash")
+        run_prefill(SDPBackend.CUDNN_ATTENTION, "cudnn")
+    if what in ("all", "decode"):
+        run(SDPBackend.FLASH_ATTENTION, "flash")
+        run(SDPBackend.CUDNN_ATTENTION, "cudnn")
