@@ -57,8 +57,24 @@ for v in ${KVF_BENCH_VARIANTS:-}; do
   "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"
 done
 
+# Tile variants of the d128 prefill kernel (KVF_PREFILL_VARIANTS="M128N32W4B2 ..."): M query
+# rows per block, N keys per K/V tile, W warps (M / (16 W) m tiles per warp), B min blocks;
+# q stays in registers when a warp has one m tile. Each variant's prefill tests run too.
+for v in ${KVF_PREFILL_VARIANTS:-}; do
+  [[ $v =~ ^M([0-9]+)N([0-9]+)W([0-9]+)B([0-9]+)$ ]] || { echo "bad prefill variant $v"; continue; }
+  qr=false; [ "${BASH_REMATCH[1]}" -eq $(( 16 * ${BASH_REMATCH[3]} )) ] && qr=true
+  vb="$BUILD-$v"
+  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
+    "-DKVF_CUDA_DEFINES=KVF_PF128_M=${BASH_REMATCH[1]};KVF_PF128_N=${BASH_REMATCH[2]};KVF_PF128_W=${BASH_REMATCH[3]};KVF_PF128_B=${BASH_REMATCH[4]};KVF_PF128_Q=$qr" \
+    >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_prefill test_cuda >>"$vb.log" 2>&1 \
+    || { echo "prefill variant $v: build failed"; grep -E "error|spill" "$vb.log" | head -5; continue; }
+  KVF_REQUIRE_GPU=1 "$vb/test_cuda" --gtest_filter='CudaPrefill*' 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$v: /"
+  "$vb/bench_cuda_prefill" "$REPS" 2>&1 | sed "s/^prefill impl=kvforge/prefill impl=kvforge-$v/" | tee -a "$OUT/prefill_variants.log"
+done
+
 echo
 echo "== decode, Hq/Hkv 32/8, D 128, bf16 K/V, one query row; TB/s of unique K/V bytes; median of $REPS =="
-python3 "$ROOT/bench/cuda/table.py" "$OUT/bench.log" "$OUT/prefill.log" "$OUT/torch.log" | tee "$OUT/table.txt"
+touch "$OUT/prefill_variants.log"
+python3 "$ROOT/bench/cuda/table.py" "$OUT/bench.log" "$OUT/prefill.log" "$OUT/prefill_variants.log" "$OUT/torch.log" | tee "$OUT/table.txt"
 echo "tests: rc=$test_rc ($(grep -c '^\[       OK' "$OUT/test.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/test.log") failed lines)"
 exit $test_rc

@@ -58,3 +58,15 @@ if pre:
             cu = pre.get(("torch_cudnn", c, L), {})
             kt, ft, ct = f(k.get("TFLOPs")), f(fl.get("TFLOPs")), f(cu.get("TFLOPs"))
             print(f"| {c} | {L // 1024}k | {f(k.get('us')):.0f} | {kt:.1f} | {ft:.1f} | {kt / ft:.2f} | {ct:.1f} | {kt / ct:.2f} |")
+    variants = sorted({i for (i, _, _) in pre if i.startswith("kvforge-")})
+    if variants:
+        print()
+        print("d128 prefill tile variants, TFLOP/s (x the default kernel)")
+        print("| variant | causal 4k | causal 16k | full 4k | full 16k |")
+        print("|---|---|---|---|---|")
+        for i in variants:
+            cells = []
+            for c, L in ((1, 4096), (1, 16384), (0, 4096), (0, 16384)):
+                t, base = f(pre.get((i, c, L), {}).get("TFLOPs")), f(pre.get(("kvforge", c, L), {}).get("TFLOPs"))
+                cells.append(f"{t:.1f} ({t / base:.2f})")
+            print(f"| {i[len('kvforge-'):]} | " + " | ".join(cells) + " |")

@@ -16,34 +16,45 @@
 namespace kvf::exec::cuda::detail {
 
 // Tile shapes of one head dim; everything else derives from them.
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kMinBlocks_, bool kQInRegs_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarps_, int kMinBlocks_, bool kQInRegs_>
 struct PrefillTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;   // query rows per block
   static constexpr int kBlockN = kBlockN_;   // keys per K/V tile
+  static constexpr int kWarps = kWarps_;
   static constexpr int kMinBlocks = kMinBlocks_;
-  static constexpr int kWarps = kBlockM / 16;
+  static constexpr int kMT = kBlockM / (16 * kWarps);  // m16 tiles per warp (each K/V fragment feeds kMT MMAs)
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunks = kHeadDim / 8;                 // 16-byte chunks per row
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
   static constexpr int kTileBytes = kBlockN * kHeadDim * 2;    // one K or V tile
   static constexpr int kSmemBytes = kQBytes + 4 * kTileBytes;  // q + (k, v) x 2 stages
   static constexpr bool kQInRegs = kQInRegs_;  // q fragments kept in registers, else re-read (ldmatrix)
-  static_assert(kBlockM % 16 == 0, "a warp owns 16 query rows");
+  static_assert(kBlockM % (16 * kWarps) == 0, "a warp owns kMT x 16 query rows");
+  static_assert(!kQInRegs || kMT == 1, "q in registers only for one m tile per warp");
   static_assert(kBlockN % 16 == 0, "tiles of the MMA's K");
   static_assert(kHeadDim % 64 == 0, "the swizzle needs >= 8 chunks per row");
 };
 
 // The shape table: one entry per head dim (docs/cuda.md, "Prefill"). Registers from
 // `nvcc -Xptxas -v` (sm_90, no spills; a spill fails the build):
-//   d64:  64 x 64, 4 warps, q in registers, 142 registers, 40 KB smem, 3 blocks/SM.
-//   d128: 64 x 64, 4 warps, q in registers, 198 registers, 80 KB smem, 2 blocks/SM
+//   d64:  64 x 64, 4 warps x 16 rows, q in registers, 142 registers, 40 KB smem, 3 blocks/SM.
+//   d128: 64 x 64, 4 warps x 16 rows, q in registers, 198 registers, 80 KB smem, 2 blocks/SM
 //         (128 x 64 with 8 warps needs <= 128 registers for 2 blocks/SM: spills 280 B).
-//   d256: 64 x 32, 4 warps, q re-read from smem, 239 registers, 96 KB smem, 2 blocks/SM.
+//   d256: 64 x 32, 4 warps x 16 rows, q re-read from smem, 239 registers, 96 KB smem, 2 blocks/SM.
+// KVF_PF128_{M,N,W,B,Q} override the d128 entry for bench/cuda/run.sh's prefill variants.
+#ifndef KVF_PF128_M
+#define KVF_PF128_M 64
+#define KVF_PF128_N 64
+#define KVF_PF128_W 4
+#define KVF_PF128_B 2
+#define KVF_PF128_Q true
+#endif
 template <int D> struct PrefillTraitsFor;
-template <> struct PrefillTraitsFor<64> : PrefillTraits<64, 64, 64, 3, true> {};
-template <> struct PrefillTraitsFor<128> : PrefillTraits<128, 64, 64, 2, true> {};
-template <> struct PrefillTraitsFor<256> : PrefillTraits<256, 64, 32, 2, false> {};
+template <> struct PrefillTraitsFor<64> : PrefillTraits<64, 64, 64, 4, 3, true> {};
+template <> struct PrefillTraitsFor<128>
+    : PrefillTraits<128, KVF_PF128_M, KVF_PF128_N, KVF_PF128_W, KVF_PF128_B, KVF_PF128_Q> {};
+template <> struct PrefillTraitsFor<256> : PrefillTraits<256, 64, 32, 4, 2, false> {};
 
 namespace prefill {
 
@@ -124,7 +135,7 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const uint16_t* src, int
 template <class Tr, bool kF16, bool kCausal>
 __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(const PrefillParams p) {
   using namespace prefill;
-  constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN;
+  constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN, MT = Tr::kMT;
   extern __shared__ __align__(128) unsigned char smem[];
   const int b = blockIdx.z, h = blockIdx.y;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // the longest causal blocks first
@@ -153,14 +164,21 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
   if (n_blocks > 0) load_kv(n_blocks - 1, 0);
   commit();
 
-  float o[D / 8][4] = {};
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  float o[MT][D / 8][4] = {};
+  float m_run[MT][2], l_run[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      m_run[mt][r] = -INFINITY;
+      l_run[mt][r] = 0.0f;
+    }
   uint32_t qf[Tr::kQInRegs ? D / 16 : 1][4];
-  const int row_w = m0 + warp * 16;  // the warp's first query row
+  const int row_w = m0 + warp * MT * 16;  // the warp's first query row
   // ldmatrix lane addresses: q (A, rows lane % 16, chunk 2 kk + lane / 16), k (B, keys
   // (lane / 16) * 8 + lane % 8, chunk 2 kk + (lane / 8) % 2), v (B transposed, keys lane % 16
   // in the order of (lane / 8) % 2 * 8 + lane % 8, chunk 2 dd + lane / 16).
-  const uint32_t q_row = static_cast<uint32_t>((warp * 16 + lane % 16) * D * 2);
+  const uint32_t q_row = static_cast<uint32_t>((warp * MT * 16 + lane % 16) * D * 2);
   const uint32_t k_row = static_cast<uint32_t>(((lane / 16) * 8 + lane % 8) * D * 2);
   const uint32_t v_row = static_cast<uint32_t>(((lane / 8) % 2 * 8 + lane % 8) * D * 2);
   const LaneChunks qv_ch((lane / 16) ^ (lane % 8)), k_ch(((lane / 8) % 2) ^ (lane % 8));
@@ -185,23 +203,29 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
     }
     const uint32_t sk = s_k + stage * Tr::kTileBytes, sv = s_v + stage * Tr::kTileBytes;
 
-    // S = Q Kᵀ: this warp's 16 rows x BN keys.
-    float s[BN / 8][4] = {};
+    // S = Q Kᵀ: this warp's MT x 16 rows x BN keys.
+    float s[MT][BN / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t a[4];
-      if constexpr (Tr::kQInRegs) {
+      uint32_t a[MT][4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = qf[kk][i];
-      } else {
-        ldsm_x4(s_q + q_row + qv_ch.at(kk), a[0], a[1], a[2], a[3]);
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (Tr::kQInRegs) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[mt][i] = qf[kk][i];
+        } else {
+          ldsm_x4(s_q + q_row + mt * 16 * D * 2 + qv_ch.at(kk), a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+        }
       }
 #pragma unroll
       for (int nn = 0; nn < BN / 16; ++nn) {
         uint32_t b0, b1, b2, b3;
         ldsm_x4(sk + k_row + nn * 16 * D * 2 + k_ch.at(kk), b0, b1, b2, b3);
-        mma<kF16>(s[2 * nn], a, b0, b1);
-        mma<kF16>(s[2 * nn + 1], a, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma<kF16>(s[mt][2 * nn], a[mt], b0, b1);
+          mma<kF16>(s[mt][2 * nn + 1], a[mt], b2, b3);
+        }
       }
     }
 
@@ -210,55 +234,67 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
     const int key0 = n * BN;
     if (key0 + BN > lk || (kCausal && key0 + BN - 1 > row_w + shift)) {
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + j * 8 + 2 * (lane % 4) + (e & 1);
-          const int row = row_w + lane / 4 + (e / 2) * 8;
-          if (key >= lk || (kCausal && key > row + shift)) s[j][e] = -INFINITY;
-        }
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = key0 + j * 8 + 2 * (lane % 4) + (e & 1);
+            const int row = row_w + mt * 16 + lane / 4 + (e / 2) * 8;
+            if (key >= lk || (kCausal && key > row + shift)) s[mt][j][e] = -INFINITY;
+          }
     }
 
-    // Online softmax of the thread's two rows (lane / 4 and lane / 4 + 8), log2 domain.
+    // Online softmax of the thread's rows (lane / 4 and lane / 4 + 8 of each m tile), log2 domain.
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m_run[r];
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
-      const float corr = exp2f(m_run[r] * p.scale_log2 - base);
-      m_run[r] = mx;
-      float sum = 0.0f;
+      for (int r = 0; r < 2; ++r) {
+        float mx = m_run[mt][r];
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
+        for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float base = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
+        const float corr = exp2f(m_run[mt][r] * p.scale_log2 - base);
+        m_run[mt][r] = mx;
+        float sum = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float x = exp2f(fmaf(s[j][2 * r + e], p.scale_log2, -base));
-          s[j][2 * r + e] = x;
-          sum += x;
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float x = exp2f(fmaf(s[mt][j][2 * r + e], p.scale_log2, -base));
+            s[mt][j][2 * r + e] = x;
+            sum += x;
+          }
+        l_run[mt][r] = l_run[mt][r] * corr + sum;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          o[mt][j][2 * r] *= corr;
+          o[mt][j][2 * r + 1] *= corr;
         }
-      l_run[r] = l_run[r] * corr + sum;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[j][2 * r] *= corr;
-        o[j][2 * r + 1] *= corr;
       }
-    }
 
     // O += P V: P from the S accumulators (the m16n8 C layout is the A layout's halves).
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint32_t a[4] = {pack<kF16>(s[2 * kk][0], s[2 * kk][1]), pack<kF16>(s[2 * kk][2], s[2 * kk][3]),
-                             pack<kF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             pack<kF16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = pack<kF16>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack<kF16>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack<kF16>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack<kF16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dd = 0; dd < D / 16; ++dd) {
         uint32_t b0, b1, b2, b3;
         ldsm_x4_t(sv + v_row + kk * 16 * D * 2 + qv_ch.at(dd), b0, b1, b2, b3);
-        mma<kF16>(o[2 * dd], a, b0, b1);
-        mma<kF16>(o[2 * dd + 1], a, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma<kF16>(o[mt][2 * dd], a[mt], b0, b1);
+          mma<kF16>(o[mt][2 * dd + 1], a[mt], b2, b3);
+        }
       }
     }
     __syncthreads();  // the next iteration's copies overwrite this stage
@@ -268,18 +304,20 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
   // Normalize and store; a row that saw no key gets zeros.
   uint16_t* og = static_cast<uint16_t*>(p.out) + (q0 + m0) * q_stride + h * D;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const int row = warp * 16 + lane / 4 + r * 8;
-    if (m0 + row >= lq) continue;
-    uint16_t* dst = og + row * q_stride + 2 * (lane % 4);
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-      *reinterpret_cast<uint32_t*>(dst + j * 8) = pack<kF16>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
-  }
+    for (int r = 0; r < 2; ++r) {
+      float l = l_run[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const int row = warp * MT * 16 + mt * 16 + lane / 4 + r * 8;
+      if (m0 + row >= lq) continue;
+      uint16_t* dst = og + row * q_stride + 2 * (lane % 4);
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<uint32_t*>(dst + j * 8) = pack<kF16>(o[mt][j][2 * r] * inv, o[mt][j][2 * r + 1] * inv);
+    }
 }
 
 template <class Tr, bool kF16, bool kCausal>
