@@ -39,16 +39,20 @@ struct PrefillTraits {
 // The shape table: one entry per head dim (docs/cuda.md, "Prefill"). Registers from
 // `nvcc -Xptxas -v` (sm_90, no spills; a spill fails the build):
 //   d64:  64 x 64, 4 warps x 16 rows, q in registers, 142 registers, 40 KB smem, 3 blocks/SM.
-//   d128: 64 x 64, 4 warps x 16 rows, q in registers, 198 registers, 80 KB smem, 2 blocks/SM
-//         (128 x 64 with 8 warps needs <= 128 registers for 2 blocks/SM: spills 280 B).
+//   d128: 128 x 32, 4 warps x 32 rows (2 m tiles: each K/V fragment feeds 2 MMAs), q re-read
+//         from smem, 245 registers, 64 KB smem, 2 blocks/SM. Measured on the H200 (TFLOP/s,
+//         B 1, 32/8 heads, causal 16k / full 16k): 276 / 283; 64 x 64 x 4 warps x 16 rows
+//         (q in registers, 198 registers, 2 blocks/SM): 257 / 260; 128 x 64 x 8 warps: 263 /
+//         270; 256 x 32 x 8 warps x 32 rows: 265 / 275; 64 x 32, 3 blocks/SM: 233 / 244.
+//         128 x 64 x 4 warps x 32 rows spills (255 registers).
 //   d256: 64 x 32, 4 warps x 16 rows, q re-read from smem, 239 registers, 96 KB smem, 2 blocks/SM.
 // KVF_PF128_{M,N,W,B,Q} override the d128 entry for bench/cuda/run.sh's prefill variants.
 #ifndef KVF_PF128_M
-#define KVF_PF128_M 64
-#define KVF_PF128_N 64
+#define KVF_PF128_M 128
+#define KVF_PF128_N 32
 #define KVF_PF128_W 4
 #define KVF_PF128_B 2
-#define KVF_PF128_Q true
+#define KVF_PF128_Q false
 #endif
 template <int D> struct PrefillTraitsFor;
 template <> struct PrefillTraitsFor<64> : PrefillTraits<64, 64, 64, 4, 3, true> {};
