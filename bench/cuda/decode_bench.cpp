@@ -13,51 +13,26 @@
 #include <string>
 #include <vector>
 
+#include "event_timer.h"
 #include "exec/cuda/attention.h"
+
 
 int bench_fill_bf16(void* p, size_t n, uint64_t seed);
 
 namespace {
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    const cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-
-double median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void copy_bandwidth() {
   const size_t bytes = size_t{4} << 30;
   void *a = nullptr, *b = nullptr;
-  CHECK(cudaMalloc(&a, bytes));
-  CHECK(cudaMalloc(&b, bytes));
-  CHECK(cudaMemset(a, 1, bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < 13; ++i) {
-    CHECK(cudaEventRecord(e0));
-    CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    CHECK(cudaEventElapsedTime(&t, e0, e1));
-    if (i >= 3) ms.push_back(t);
-  }
-  const double t = median(ms);
+  KVF_BENCH_CHECK(cudaMalloc(&a, bytes));
+  KVF_BENCH_CHECK(cudaMalloc(&b, bytes));
+  KVF_BENCH_CHECK(cudaMemset(a, 1, bytes));
+  const double t = kvf::bench_cuda::median_event_ms(
+      3, 10, [&](int) { KVF_BENCH_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
   std::printf("copy bytes=%zu ms=%.4f TBps=%.3f\n", 2 * bytes, t, 2.0 * bytes / (t * 1e-3) / 1e12);
-  CHECK(cudaFree(a));
-  CHECK(cudaFree(b));
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
+  KVF_BENCH_CHECK(cudaFree(a));
+  KVF_BENCH_CHECK(cudaFree(b));
 }
 
 void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
@@ -69,22 +44,22 @@ void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
   const int sets = static_cast<int>(std::max<size_t>(1, (l2x4 + kv_bytes - 1) / kv_bytes));
   std::vector<void*> ks(sets), vs(sets);
   for (int s = 0; s < sets; ++s) {
-    CHECK(cudaMalloc(&ks[s], elems * 2));
-    CHECK(cudaMalloc(&vs[s], elems * 2));
+    KVF_BENCH_CHECK(cudaMalloc(&ks[s], elems * 2));
+    KVF_BENCH_CHECK(cudaMalloc(&vs[s], elems * 2));
     if (bench_fill_bf16(ks[s], elems, 11 + s) != 0 || bench_fill_bf16(vs[s], elems, 977 + s) != 0) std::exit(1);
   }
   float *q = nullptr, *out = nullptr;
   int32_t *lens = nullptr, *map = nullptr;
-  CHECK(cudaMalloc(&q, sizeof(float) * batch * hq * d));
-  CHECK(cudaMalloc(&out, sizeof(float) * batch * hq * d));
-  CHECK(cudaMalloc(&lens, sizeof(int32_t) * batch));
+  KVF_BENCH_CHECK(cudaMalloc(&q, sizeof(float) * batch * hq * d));
+  KVF_BENCH_CHECK(cudaMalloc(&out, sizeof(float) * batch * hq * d));
+  KVF_BENCH_CHECK(cudaMalloc(&lens, sizeof(int32_t) * batch));
   std::vector<float> hqv(static_cast<size_t>(batch) * hq * d);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   for (float& x : hqv) x = uni(rng);
-  CHECK(cudaMemcpy(q, hqv.data(), hqv.size() * 4, cudaMemcpyHostToDevice));
+  KVF_BENCH_CHECK(cudaMemcpy(q, hqv.data(), hqv.size() * 4, cudaMemcpyHostToDevice));
   std::vector<int32_t> hl(batch, ctx);
-  CHECK(cudaMemcpy(lens, hl.data(), hl.size() * 4, cudaMemcpyHostToDevice));
+  KVF_BENCH_CHECK(cudaMemcpy(lens, hl.data(), hl.size() * 4, cudaMemcpyHostToDevice));
   if (paged) {
     // The same bytes as a pool [B * ctx, Hkv, D] of 16-token pages, shuffled.
     const int pages = batch * ctx / 16;
@@ -94,8 +69,8 @@ void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
     std::vector<int32_t> hm(static_cast<size_t>(batch) * ctx);
     for (int b = 0; b < batch; ++b)
       for (int t = 0; t < ctx; ++t) hm[static_cast<size_t>(b) * ctx + t] = order[b * (ctx / 16) + t / 16] * 16 + t % 16;
-    CHECK(cudaMalloc(&map, hm.size() * 4));
-    CHECK(cudaMemcpy(map, hm.data(), hm.size() * 4, cudaMemcpyHostToDevice));
+    KVF_BENCH_CHECK(cudaMalloc(&map, hm.size() * 4));
+    KVF_BENCH_CHECK(cudaMemcpy(map, hm.data(), hm.size() * 4, cudaMemcpyHostToDevice));
   }
   DecodeAttentionArgs a;
   a.batch = batch;
@@ -119,43 +94,29 @@ void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
     std::exit(1);
   }
   void* ws = nullptr;
-  if (plan.value().workspace_bytes) CHECK(cudaMalloc(&ws, plan.value().workspace_bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < reps + 3; ++i) {
+  if (plan.value().workspace_bytes) KVF_BENCH_CHECK(cudaMalloc(&ws, plan.value().workspace_bytes));
+  const double t = kvf::bench_cuda::median_event_ms(3, reps, [&](int i) {
     a.k = ks[i % sets];
     a.v = vs[i % sets];
-    CHECK(cudaEventRecord(e0));
     kvf::Status st = decode_attention(a, plan.value(), ws, nullptr);
     if (!st.ok()) {
       std::fprintf(stderr, "decode: %s\n", st.error().to_string().c_str());
       std::exit(1);
     }
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    CHECK(cudaEventElapsedTime(&t, e0, e1));
-    if (i >= 3) ms.push_back(t);
-  }
-  CHECK(cudaGetLastError());
-  const double t = median(ms);
+  });
   std::printf("decode impl=kvforge B=%d ctx=%d layout=%s splits=%d chunk=%d us=%.2f TBps=%.3f sets=%d\n", batch,
               ctx, force_splits ? (paged ? "paged-forced" : "dense-forced") : (paged ? "paged" : "dense"), plan.value().splits, plan.value().chunk, t * 1e3,
               kv_bytes / (t * 1e-3) / 1e12, sets);
   std::fflush(stdout);
   for (int s = 0; s < sets; ++s) {
-    CHECK(cudaFree(ks[s]));
-    CHECK(cudaFree(vs[s]));
+    KVF_BENCH_CHECK(cudaFree(ks[s]));
+    KVF_BENCH_CHECK(cudaFree(vs[s]));
   }
-  CHECK(cudaFree(q));
-  CHECK(cudaFree(out));
-  CHECK(cudaFree(lens));
-  if (map) CHECK(cudaFree(map));
-  if (ws) CHECK(cudaFree(ws));
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
+  KVF_BENCH_CHECK(cudaFree(q));
+  KVF_BENCH_CHECK(cudaFree(out));
+  KVF_BENCH_CHECK(cudaFree(lens));
+  if (map) KVF_BENCH_CHECK(cudaFree(map));
+  if (ws) KVF_BENCH_CHECK(cudaFree(ws));
 }
 
 }  // namespace
@@ -163,7 +124,7 @@ void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 30;
   cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  KVF_BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device name=\"%s\" sms=%d l2=%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize);
   if (argc > 2 && std::string(argv[2]) == "quick") {  // the variant sweep's shapes
     for (int batch : {1, 8, 32})

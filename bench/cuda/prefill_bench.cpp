@@ -8,20 +8,14 @@
 #include <cstdlib>
 #include <vector>
 
+#include "event_timer.h"
 #include "exec/cuda/attention.h"
+
 
 int bench_fill_bf16(void* p, size_t n, uint64_t seed);
 
 namespace {
 
-#define CHECK(call)                                                                                \
-  do {                                                                                             \
-    const cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 void prefill(int len, bool causal, int reps) {
   using namespace kvf::exec::cuda;
@@ -29,14 +23,14 @@ void prefill(int len, bool causal, int reps) {
   const size_t nq = static_cast<size_t>(len) * hq * d, nk = static_cast<size_t>(len) * hkv * d;
   void *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
   int32_t* cu = nullptr;
-  CHECK(cudaMalloc(&q, nq * 2));
-  CHECK(cudaMalloc(&k, nk * 2));
-  CHECK(cudaMalloc(&v, nk * 2));
-  CHECK(cudaMalloc(&out, nq * 2));
-  CHECK(cudaMalloc(&cu, 2 * sizeof(int32_t)));
+  KVF_BENCH_CHECK(cudaMalloc(&q, nq * 2));
+  KVF_BENCH_CHECK(cudaMalloc(&k, nk * 2));
+  KVF_BENCH_CHECK(cudaMalloc(&v, nk * 2));
+  KVF_BENCH_CHECK(cudaMalloc(&out, nq * 2));
+  KVF_BENCH_CHECK(cudaMalloc(&cu, 2 * sizeof(int32_t)));
   if (bench_fill_bf16(q, nq, 5) || bench_fill_bf16(k, nk, 6) || bench_fill_bf16(v, nk, 7)) std::exit(1);
   const int32_t cu_h[2] = {0, len};
-  CHECK(cudaMemcpy(cu, cu_h, sizeof cu_h, cudaMemcpyHostToDevice));
+  KVF_BENCH_CHECK(cudaMemcpy(cu, cu_h, sizeof cu_h, cudaMemcpyHostToDevice));
   PrefillAttentionArgs a;
   a.batch = batch;
   a.q_heads = hq;
@@ -50,36 +44,22 @@ void prefill(int len, bool causal, int reps) {
   a.max_seqlen_q = len;
   a.scale = 0.08838834764831845f;
   a.causal = causal;
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < reps + 3; ++i) {
-    CHECK(cudaEventRecord(e0));
+  const double t = kvf::bench_cuda::median_event_ms(3, reps, [&](int) {
     const kvf::Status st = prefill_attention(a);
     if (!st.ok()) {
       std::fprintf(stderr, "prefill_attention: %s\n", st.error().message().c_str());
       std::exit(1);
     }
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    CHECK(cudaEventElapsedTime(&t, e0, e1));
-    if (i >= 3) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  const double t = ms[ms.size() / 2];
+  });
   const double flops = 4.0 * batch * hq * static_cast<double>(len) * len * d / (causal ? 2.0 : 1.0);
   std::printf("prefill impl=kvforge L=%d causal=%d us=%.1f TFLOPs=%.1f\n", len, causal ? 1 : 0, t * 1e3,
               flops / (t * 1e-3) / 1e12);
   std::fflush(stdout);
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  CHECK(cudaFree(q));
-  CHECK(cudaFree(k));
-  CHECK(cudaFree(v));
-  CHECK(cudaFree(out));
-  CHECK(cudaFree(cu));
+  KVF_BENCH_CHECK(cudaFree(q));
+  KVF_BENCH_CHECK(cudaFree(k));
+  KVF_BENCH_CHECK(cudaFree(v));
+  KVF_BENCH_CHECK(cudaFree(out));
+  KVF_BENCH_CHECK(cudaFree(cu));
 }
 
 }  // namespace

@@ -55,21 +55,9 @@ struct Case {
   }
 };
 
-uint64_t seed() {
-  if (const char* s = std::getenv("KVF_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  ~DevBuf() {
-    if (p) (void)cudaFree(p);
-  }
-};
-
-double g_worst = 0;
-int g_cases = 0;
+using kvf::testing::DevBuf;
+using kvf::testing::worst_error;
+uint64_t seed() { return kvf::testing::test_seed(); }
 
 // Runs one case: every output finite and ‖Δ‖/‖ref‖ <= 1e-2.
 void run_case(const Case& c, uint64_t sd) {
@@ -224,18 +212,12 @@ void run_case(const Case& c, uint64_t sd) {
                      << plan.value().chunk << ")";
   const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   EXPECT_LE(rel, 1e-2) << "splits " << plan.value().splits << " chunk " << plan.value().chunk;
-  g_worst = std::max(g_worst, rel);
-  ++g_cases;
+  worst_error().add(rel);
 }
 
-// Prints the worst error of the test's cases (the reference sees the same 16-bit inputs, so
-// this is the fp32 accumulation error alone).
+// Prints the worst error of the test's cases when it ends.
 struct Worst {
-  ~Worst() {
-    if (g_cases > 0) std::printf("[ worst ] %d cases, max rel L2 %.3g\n", g_cases, g_worst);
-    g_worst = 0;
-    g_cases = 0;
-  }
+  ~Worst() { worst_error().print_and_reset(); }
 };
 
 const std::vector<std::vector<int>> kLens = {{1, 7}, {129, 1}, {4097, 7}, {7, 4097}, {0, 129}};

@@ -6,7 +6,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -68,6 +71,45 @@ inline float f16_to_f32(uint16_t b) {
   _Float16 h;
   std::memcpy(&h, &b, 2);
   return static_cast<float>(h);
+}
+
+
+// Fresh random inputs on every run (METHOD: the fast version must compute the same function
+// on any input); KVF_TEST_SEED=N replays one.
+inline uint64_t test_seed() {
+  if (const char* s = std::getenv("KVF_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+// A device allocation freed at scope exit.
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  DevBuf() = default;
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  ~DevBuf() {
+    if (p) (void)cudaFree(p);
+  }
+};
+
+// The worst ‖Δ‖/‖ref‖ over one test's cases, printed when the test ends: the reference sees
+// the same 16-bit inputs, so this is the kernel's fp32 accumulation error alone.
+struct WorstError {
+  double worst = 0;
+  int cases = 0;
+  void add(double rel) {
+    worst = std::max(worst, rel);
+    ++cases;
+  }
+  void print_and_reset() {
+    if (cases > 0) std::printf("[ worst ] %d cases, max rel L2 %.3g\n", cases, worst);
+    *this = {};
+  }
+};
+inline WorstError& worst_error() {
+  static WorstError w;
+  return w;
 }
 
 }  // namespace kvf::testing

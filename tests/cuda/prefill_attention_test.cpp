@@ -42,21 +42,9 @@ struct Case {
   }
 };
 
-uint64_t seed() {
-  if (const char* s = std::getenv("KVF_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  ~DevBuf() {
-    if (p) (void)cudaFree(p);
-  }
-};
-
-double g_worst = 0;
-int g_cases = 0;
+using kvf::testing::DevBuf;
+using kvf::testing::worst_error;
+uint64_t seed() { return kvf::testing::test_seed(); }
 
 void run_case(const Case& c, uint64_t sd) {
   SCOPED_TRACE(c.name() + " seed " + std::to_string(sd));
@@ -165,22 +153,20 @@ void run_case(const Case& c, uint64_t sd) {
   ASSERT_EQ(bad, 0u) << bad << " of " << out.size() << " outputs not finite";
   const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   EXPECT_LE(rel, 1e-2);
-  g_worst = std::max(g_worst, rel);
-  ++g_cases;
+  worst_error().add(rel);
 }
 
 class CudaPrefill : public ::testing::Test {
  protected:
   void SetUp() override {
-    g_worst = 0;
-    g_cases = 0;
+    worst_error() = {};
     sd_ = seed();
     std::printf("[ seed  ] %llu\n", static_cast<unsigned long long>(sd_));
   }
   void TearDown() override {
-    if (g_cases) std::printf("[ worst ] %d cases, max rel L2 %.3g\n", g_cases, g_worst);
+    worst_error().print_and_reset();
   }
-  void run(const Case& c) { run_case(c, sd_ + static_cast<uint64_t>(g_cases) * 7919); }
+  void run(const Case& c) { run_case(c, sd_ + static_cast<uint64_t>(worst_error().cases) * 7919); }
   uint64_t sd_ = 0;
 };
 
