@@ -262,8 +262,18 @@ Result<std::vector<AhbmSweepTable>> ahbm_sweep_scenario(const AhbmSweepOptions& 
   if (o.context < 1 || o.prefill_context < 1) return invalid_input("ahbm sweep: contexts must be at least 1");
   Sweep sw(base, o.seed);
   std::vector<AhbmSweepTable> out;
-  for (auto* table : {prefetch_table, tile_table, mapping_table, gqa_table, allocation_table, ring_table, reduction_table}) {
-    Result<AhbmSweepTable> t = table(sw, o);
+  using Maker = Result<AhbmSweepTable> (*)(Sweep&, const AhbmSweepOptions&);
+  const std::pair<const char*, Maker> tables[] = {
+      {"prefetch", prefetch_table}, {"tile", tile_table}, {"mapping", mapping_table},  {"gqa", gqa_table},
+      {"allocation", allocation_table}, {"ring", ring_table}, {"reduction", reduction_table}};
+  for (const std::string& name : o.only) {
+    if (std::none_of(std::begin(tables), std::end(tables), [&](const auto& t) { return name == t.first; })) {
+      return invalid_input("ahbm sweep: no table named ", name);
+    }
+  }
+  for (const auto& [name, make] : tables) {
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), name) == o.only.end()) continue;
+    Result<AhbmSweepTable> t = make(sw, o);
     if (!t) return t.take_error();
     out.push_back(std::move(*t));
   }

@@ -85,6 +85,7 @@ struct AhbmSweepOptions {
   int n_pe = 8;                    // PEs per reduction group for decode-sp
   int64_t max_context = 131072;    // the reduction table's longest context
   int64_t prefill_context = 2048;  // prompt tokens of the prefill and ring rows
+  std::vector<std::string> only{};  // table names to run; empty: all
   uint64_t seed = 1;
 };
 struct AhbmSweepTable {

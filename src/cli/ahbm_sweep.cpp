@@ -65,6 +65,9 @@ void add_ahbm_sweep_command(CLI::App& ahbm, const std::shared_ptr<std::function<
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   s->add_option("--seed", c->o.seed, "random Q, K, V")->capture_default_str();
+  s->add_option("--only", c->o.only, "run only these tables (comma-separated: prefetch, tile, mapping, gqa, "
+                                     "allocation, ring, reduction)")
+      ->delimiter(',');
   s->add_flag("--no-png", c->no_png, "CSV only (no gnuplot needed)");
   s->callback([=] { *run_fn = [=] { return sweep(*c); }; });
 }

@@ -10,10 +10,18 @@
 namespace kvf::bench {
 namespace {
 
-const AhbmSweepTable& table(const std::vector<AhbmSweepTable>& all, const std::string& name) {
-  auto it = std::find_if(all.begin(), all.end(), [&](const AhbmSweepTable& t) { return t.name == name; });
-  if (it == all.end()) throw std::runtime_error("no table " + name);
-  return *it;
+// Runs one table of the sweep on a small context (each test runs in its own process, so
+// each computes only what it checks).
+AhbmSweepTable table(const std::string& name) {
+  AhbmSweepOptions o;
+  o.context = 4096;
+  o.max_context = 8192;
+  o.prefill_context = 1024;
+  o.only = {name};
+  Result<std::vector<AhbmSweepTable>> r = ahbm_sweep_scenario(o);
+  if (!r) throw std::runtime_error(r.error().message());
+  if (r->size() != 1 || r->front().name != name) throw std::runtime_error("no table " + name);
+  return std::move(r->front());
 }
 
 std::string cell(const AhbmSweepTable& t, size_t row, const std::string& column) {
@@ -23,35 +31,34 @@ std::string cell(const AhbmSweepTable& t, size_t row, const std::string& column)
 }
 double num(const AhbmSweepTable& t, size_t row, const std::string& column) { return std::stod(cell(t, row, column)); }
 
-class AhbmSweep : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
+
+TEST(AhbmSweep, EveryTableHasRowsAndAPlotAndUnknownNamesAreRefused) {
+  for (const char* name : {"prefetch", "tile", "mapping", "gqa", "allocation", "ring", "reduction"}) {
     AhbmSweepOptions o;
-    o.context = 4096;
-    o.max_context = 8192;
-    o.prefill_context = 1024;
+    o.context = 256;
+    o.max_context = 512;
+    o.prefill_context = 64;
+    o.only = {name};
     Result<std::vector<AhbmSweepTable>> r = ahbm_sweep_scenario(o);
     ASSERT_TRUE(r) << r.error().message();
-    tables_ = new std::vector<AhbmSweepTable>(std::move(*r));
-  }
-  static void TearDownTestSuite() { delete tables_; }
-  static std::vector<AhbmSweepTable>* tables_;
-};
-std::vector<AhbmSweepTable>* AhbmSweep::tables_ = nullptr;
-
-TEST_F(AhbmSweep, EveryTableHasRowsAndAPlot) {
-  ASSERT_EQ(tables_->size(), 7u);
-  for (const AhbmSweepTable& t : *tables_) {
+    ASSERT_EQ(r->size(), 1u) << name;
+    const AhbmSweepTable& t = r->front();
+    EXPECT_EQ(t.name, name);
     EXPECT_FALSE(t.table.rows.empty()) << t.name;
     EXPECT_FALSE(t.ys.empty()) << t.name;
     for (size_t y : t.ys) EXPECT_LT(y, t.table.columns.size()) << t.name;
   }
+  AhbmSweepOptions o;
+  o.only = {"prefetch", "bogus"};
+  Result<std::vector<AhbmSweepTable>> r = ahbm_sweep_scenario(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("no table named bogus"), std::string::npos);
 }
 
 // ADR §9.1: one composite in flight leaves the DMA idle during compute; two keep decode's DMA
 // busy. §9.4: the ring still gains from a third (its state spills share the DMA).
-TEST_F(AhbmSweep, PrefetchTwoBeatsOne) {
-  const AhbmSweepTable& t = table(*tables_, "prefetch");
+TEST(AhbmSweep, PrefetchTwoBeatsOne) {
+  const AhbmSweepTable t = table("prefetch");
   ASSERT_EQ(t.table.rows.size(), 4u);
   for (size_t col : {2, 4, 6}) {
     const std::string name = t.table.columns[col];
@@ -62,16 +69,16 @@ TEST_F(AhbmSweep, PrefetchTwoBeatsOne) {
   for (size_t col : {2, 4}) EXPECT_EQ(num(t, 3, t.table.columns[col]), num(t, 1, t.table.columns[col]));
 }
 
-TEST_F(AhbmSweep, TileTooLargeForSramIsRefusedNotSimulated) {
-  const AhbmSweepTable& t = table(*tables_, "tile");
+TEST(AhbmSweep, TileTooLargeForSramIsRefusedNotSimulated) {
+  const AhbmSweepTable t = table("tile");
   EXPECT_EQ(cell(t, t.table.rows.size() - 1, "tile"), "512");
   EXPECT_EQ(cell(t, t.table.rows.size() - 1, "note"), "refused: SRAM");
   EXPECT_LE(num(t, 2, "sram_bytes_per_pe"), 512 * 1024);
 }
 
 // ADR §4: depth 3 for N = 8, every pair one hop under the searched numbering.
-TEST_F(AhbmSweep, TreeDepthThreeWithNeighbourHopsAtEight) {
-  const AhbmSweepTable& t = table(*tables_, "mapping");
+TEST(AhbmSweep, TreeDepthThreeWithNeighbourHopsAtEight) {
+  const AhbmSweepTable t = table("mapping");
   const size_t last = t.table.rows.size() - 1;
   EXPECT_EQ(cell(t, last, "n_pe"), "8");
   EXPECT_EQ(cell(t, last, "tree_depth"), "3");
@@ -80,8 +87,8 @@ TEST_F(AhbmSweep, TreeDepthThreeWithNeighbourHopsAtEight) {
 }
 
 // ADR §5.2: batching the G = 8 query rows loads each K/V tile once: 8x fewer bytes.
-TEST_F(AhbmSweep, GqaBatchingCutsKvBytesEightfold) {
-  const AhbmSweepTable& t = table(*tables_, "gqa");
+TEST(AhbmSweep, GqaBatchingCutsKvBytesEightfold) {
+  const AhbmSweepTable t = table("gqa");
   for (size_t r = 0; r < t.table.rows.size(); ++r) {
     EXPECT_EQ(num(t, r, "kv_dma_bytes unbatched"), 8 * num(t, r, "kv_dma_bytes batched"));
   }
@@ -89,8 +96,8 @@ TEST_F(AhbmSweep, GqaBatchingCutsKvBytesEightfold) {
   EXPECT_GT(num(t, t.table.rows.size() - 1, "time ratio"), 4.0);
 }
 
-TEST_F(AhbmSweep, QueryHeadPerCubeHoldsEveryKvHeadOnEveryCube) {
-  const AhbmSweepTable& t = table(*tables_, "allocation");
+TEST(AhbmSweep, QueryHeadPerCubeHoldsEveryKvHeadOnEveryCube) {
+  const AhbmSweepTable t = table("allocation");
   ASSERT_EQ(t.table.rows.size(), 2u);
   EXPECT_EQ(cell(t, 1, "policy"), "query-head-per-CUBE");
   EXPECT_EQ(num(t, 1, "kv_resident_bytes_per_cube"), 8 * num(t, 0, "kv_resident_bytes_per_cube"));
@@ -101,8 +108,8 @@ TEST_F(AhbmSweep, QueryHeadPerCubeHoldsEveryKvHeadOnEveryCube) {
 // ADR §5.5: contiguous shards skip N(N-1)/2 of N² ring steps (43.75 % at N = 8); strided
 // shards skip none but balance the ranks. At 1024 tokens that wins up to N = 4 and ties at
 // N = 8 (docs/ahbm.md: 1.3x at 2048, 1.5x at 4096).
-TEST_F(AhbmSweep, RingSkipsAboutHalfTheStepsWithContiguousShards) {
-  const AhbmSweepTable& t = table(*tables_, "ring");
+TEST(AhbmSweep, RingSkipsAboutHalfTheStepsWithContiguousShards) {
+  const AhbmSweepTable t = table("ring");
   const size_t last = t.table.rows.size() - 1;
   ASSERT_EQ(cell(t, last, "n_pe"), "8");
   EXPECT_EQ(cell(t, last, "steps"), "512");  // 8 KV heads x 8 ranks x 8 steps
@@ -116,8 +123,8 @@ TEST_F(AhbmSweep, RingSkipsAboutHalfTheStepsWithContiguousShards) {
 
 // ADR §5.3/§6 at batch 1: the reduction costs about the same at every context, so its
 // share shrinks as the sweep grows.
-TEST_F(AhbmSweep, ReductionShareShrinksWithContext) {
-  const AhbmSweepTable& t = table(*tables_, "reduction");
+TEST(AhbmSweep, ReductionShareShrinksWithContext) {
+  const AhbmSweepTable t = table("reduction");
   ASSERT_GE(t.table.rows.size(), 3u);
   for (size_t r = 1; r < t.table.rows.size(); ++r) {
     EXPECT_LT(num(t, r, "reduction_share"), num(t, r - 1, "reduction_share"));
