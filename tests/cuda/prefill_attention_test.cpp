@@ -251,16 +251,19 @@ TEST(CudaPrefillPlan, Refusals) {
   a.max_seqlen_q = 1;
   a.head_dim = 96;
   Status s = check_prefill_attention(a);
+  ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code(), ErrorCode::kUnsupported);
   a.head_dim = 128;
   a.q_heads = 6;
   a.kv_heads = 4;
-  s = check_prefill_attention(a);
-  EXPECT_EQ(s.error().code(), ErrorCode::kInvalidInput);
+  Status s2 = check_prefill_attention(a);
+  ASSERT_FALSE(s2.ok());
+  EXPECT_EQ(s2.error().code(), ErrorCode::kInvalidInput);
   a.q_heads = 8;
   a.k = nullptr;
-  s = check_prefill_attention(a);
-  EXPECT_EQ(s.error().code(), ErrorCode::kInvalidInput);
+  Status s3 = check_prefill_attention(a);
+  ASSERT_FALSE(s3.ok());
+  EXPECT_EQ(s3.error().code(), ErrorCode::kInvalidInput);
   a.k = &dummy;
   EXPECT_TRUE(check_prefill_attention(a).ok());
 }
