@@ -41,6 +41,9 @@ struct Case {
   float softcap = 0.0f;
   bool alibi = false;
   int window = 0;
+  // The reference reads the same 16-bit K/V, so what differs is fp32 accumulation alone;
+  // 1e-2 is the bound for bf16 inputs, SplitCounts holds the combine to 1e-5.
+  double tolerance = 1e-2;
   std::string name() const {
     std::string s = std::string(type == KvType::kBF16 ? "bf16" : "f16") + " B" + std::to_string(batch) + " Hq" +
                     std::to_string(hq) + "/" + std::to_string(hkv) + " Lq" + std::to_string(lq) + " d" +
@@ -211,7 +214,7 @@ void run_case(const Case& c, uint64_t sd) {
   EXPECT_EQ(bad, 0u) << "outputs not written or NaN (splits " << plan.value().splits << ", chunk "
                      << plan.value().chunk << ")";
   const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  EXPECT_LE(rel, 1e-2) << "splits " << plan.value().splits << " chunk " << plan.value().chunk;
+  EXPECT_LE(rel, c.tolerance) << "splits " << plan.value().splits << " chunk " << plan.value().chunk;
   worst_error().add(rel);
 }
 
@@ -299,6 +302,7 @@ TEST(CudaDecode, SplitCounts) {
       c.lens = {4097, 1, 129, 0};
       c.batch = 4;
       c.capacity = 5000;
+      c.tolerance = 1e-5;  // the fp32 partials (o, m, l) and their combine
       run_case(c, sd + splits + page);
     }
 }
