@@ -76,11 +76,6 @@ std::optional<std::string> model_file(const std::string& relative) {
   return std::nullopt;
 }
 
-uint64_t test_seed() {
-  if (const char* s = std::getenv("KVF_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
 std::string as_test_name(std::string s) {
   for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
   return s;

@@ -13,6 +13,7 @@
 #include "eval/oracle.h"
 #include "ir/builder.h"
 #include "models/model.h"
+#include "test_seed.h"
 
 namespace kvf::testing {
 
@@ -52,8 +53,6 @@ std::optional<std::string> model_file(const std::string& relative);
 // A model name made fit for a parameterized test's name: every non-alphanumeric becomes '_'.
 std::string as_test_name(std::string s);
 
-// Seed for a test: fresh per run unless KVF_TEST_SEED is set; printed on failure by callers.
-uint64_t test_seed();
 
 // A model for tests: "synthetic:<spec>" as is, any other name a checkpoint directory under
 // tests/fixtures/ (made by tools/make_fixtures.py). Aborts loudly when it cannot be opened.

@@ -7,12 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "test_seed.h"
 
 namespace kvf::testing {
 
@@ -73,13 +74,6 @@ inline float f16_to_f32(uint16_t b) {
   return static_cast<float>(h);
 }
 
-
-// Fresh random inputs on every run (METHOD: the fast version must compute the same function
-// on any input); KVF_TEST_SEED=N replays one.
-inline uint64_t test_seed() {
-  if (const char* s = std::getenv("KVF_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-}
 
 // A device allocation freed at scope exit.
 template <class T>

@@ -1,0 +1,46 @@
+// The rule every model-gated test relies on (tests/testing.h, model_file): a missing shared
+// model is a skip on a developer's machine and a failure under KVF_REQUIRE_MODELS=1 (CI), so
+// no GTEST_SKIP after model_file can pass CI silently.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "testing.h"
+
+namespace kvf {
+namespace {
+
+// Sets an environment variable for one scope and puts the old value back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(SharedModels, MissingFileFailsWhenModelsAreRequired) {
+  ScopedEnv require("KVF_REQUIRE_MODELS", "1");
+  EXPECT_NONFATAL_FAILURE(EXPECT_FALSE(testing::model_file("no/such/model.gguf")),
+                          "required model file is missing");
+}
+
+TEST(SharedModels, MissingFileIsNulloptWithoutTheRequirement) {
+  ScopedEnv require("KVF_REQUIRE_MODELS", nullptr);
+  EXPECT_FALSE(testing::model_file("no/such/model.gguf"));
+}
+
+}  // namespace
+}  // namespace kvf
