@@ -1,8 +1,11 @@
-// Times the CUDA decode kernel on the shapes (B 1/8/32, Hq/Hkv 32/8, D 128, context
-// 8k/32k/128k), dense and paged (shuffled 16-token pages), and the device-to-device copy
-// bandwidth, with CUDA events: the median of repeats, rotating input sets so that each
-// launch reads at least 4x the L2 from memory. Effective TB/s counts the unique K/V bytes
-// (2 * B * Hkv * ctx * D * 2). One line per measurement, "key=value" words, for run.sh.
+// Times the CUDA decode kernels on the shapes (B 1/8/32, Hq/Hkv 32/8, D 128, context
+// 8k/32k/128k), dense and paged (shuffled 16-token pages), on the tensor cores and on the
+// SIMT kernel, and the device-to-device copy bandwidth. Each time is the median over
+// repeats of a CUDA graph of back-to-back decodes divided by their count (what a decode
+// step replayed from a graph costs; us_launch, one launch between two events, adds the
+// host's launch latency), rotating input sets so each launch reads at least 4x the L2 from
+// memory. Effective TB/s counts the unique K/V bytes (2 * B * Hkv * ctx * D * 2). One line
+// per measurement, "key=value" words, for run.sh.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,7 +38,7 @@ void copy_bandwidth() {
   KVF_BENCH_CHECK(cudaFree(b));
 }
 
-void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
+void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKernel kernel, int force_splits = 0) {
   using namespace kvf::exec::cuda;
   const int hq = 32, hkv = 8, d = 128;
   const size_t elems = static_cast<size_t>(batch) * hkv * ctx * d;  // per K (and per V)
@@ -88,6 +91,7 @@ void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
   a.scale = 0.08838834764831845f;
   a.out = out;
   a.num_splits = force_splits;
+  a.kernel = kernel;
   kvf::Result<DecodePlan> plan = plan_decode_attention(a);
   if (!plan.ok()) {
     std::fprintf(stderr, "plan: %s\n", plan.error().to_string().c_str());
@@ -95,18 +99,24 @@ void decode(int batch, int ctx, bool paged, int reps, int force_splits = 0) {
   }
   void* ws = nullptr;
   if (plan.value().workspace_bytes) KVF_BENCH_CHECK(cudaMalloc(&ws, plan.value().workspace_bytes));
-  const double t = kvf::bench_cuda::median_event_ms(3, reps, [&](int i) {
+  auto launch = [&](int i, cudaStream_t stream) {
     a.k = ks[i % sets];
     a.v = vs[i % sets];
-    kvf::Status st = decode_attention(a, plan.value(), ws, nullptr);
+    kvf::Status st = decode_attention(a, plan.value(), ws, stream);
     if (!st.ok()) {
       std::fprintf(stderr, "decode: %s\n", st.error().to_string().c_str());
       std::exit(1);
     }
-  });
-  std::printf("decode impl=kvforge B=%d ctx=%d layout=%s splits=%d chunk=%d us=%.2f TBps=%.3f sets=%d\n", batch,
-              ctx, force_splits ? (paged ? "paged-forced" : "dense-forced") : (paged ? "paged" : "dense"), plan.value().splits, plan.value().chunk, t * 1e3,
-              kv_bytes / (t * 1e-3) / 1e12, sets);
+  };
+  const double t1 = kvf::bench_cuda::median_event_ms(3, reps, [&](int i) { launch(i, nullptr); });
+  // Enough launches per graph to cycle the sets and to make a replay >= ~2 ms.
+  const int per_graph = std::max(sets, std::min(64, static_cast<int>(2e-3 / (t1 * 1e-3)) + 1));
+  const double t = kvf::bench_cuda::median_graph_ms(2, reps, per_graph, launch);
+  const bool tc = plan.value().tensor_cores;
+  std::printf("decode impl=%s B=%d ctx=%d layout=%s splits=%d chunk=%d us=%.2f TBps=%.3f us_launch=%.2f sets=%d graph=%d\n",
+              tc ? "kvforge" : "kvforge-simt", batch, ctx,
+              force_splits ? (paged ? "paged-forced" : "dense-forced") : (paged ? "paged" : "dense"), plan.value().splits,
+              plan.value().chunk, t * 1e3, kv_bytes / (t * 1e-3) / 1e12, t1 * 1e3, sets, per_graph);
   std::fflush(stdout);
   for (int s = 0; s < sets; ++s) {
     KVF_BENCH_CHECK(cudaFree(ks[s]));
@@ -126,20 +136,27 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   KVF_BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device name=\"%s\" sms=%d l2=%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize);
+  using kvf::exec::cuda::DecodeKernel;
+  const DecodeKernel tc = DecodeKernel::kTensorCores, simt = DecodeKernel::kSimt;
   if (argc > 2 && std::string(argv[2]) == "quick") {  // the variant sweep's shapes
     for (int batch : {1, 8, 32})
-      for (bool paged : {false, true}) decode(batch, batch == 1 ? 131072 : 32768, paged, reps);
+      for (int ctx : {8192, 131072})
+        for (bool paged : {false, true}) decode(batch, ctx, paged, reps, tc);
     return 0;
   }
   copy_bandwidth();
-  for (int batch : {1, 8, 32})
-    for (int ctx : {8192, 32768, 131072})
-      for (bool paged : {false, true}) decode(batch, ctx, paged, reps);
-  // Split-count sweep on two shapes (layout=dense-forced lines; the table ignores them).
+  for (DecodeKernel k : {tc, simt})
+    for (int batch : {1, 8, 32})
+      for (int ctx : {8192, 32768, 131072})
+        for (bool paged : {false, true}) decode(batch, ctx, paged, reps, k);
+  // Split-count sweep of the tensor-core kernel on three shapes (layout=dense-forced lines;
+  // the table ignores them).
   if (const char* sw = std::getenv("KVF_BENCH_SWEEP"); sw && sw[0] == '1') {
-    for (int splits : {2, 4, 8, 16, 24, 33, 48, 66, 99, 132, 198, 264}) decode(1, 131072, false, reps, splits);
-    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16, 24, 33}) decode(8, 32768, false, reps, splits);
-    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16, 24, 33}) decode(8, 32768, true, reps, splits);
+    for (int splits : {8, 16, 24, 33, 48, 66, 99, 132}) decode(1, 131072, false, reps, tc, splits);
+    for (int splits : {4, 8, 16, 33, 66}) decode(1, 8192, false, reps, tc, splits);
+    for (int splits : {1, 2, 3, 4, 6, 8, 12, 16}) decode(8, 32768, false, reps, tc, splits);
+    for (int splits : {16, 24, 33, 48, 66}) decode(1, 131072, true, reps, tc, splits);
+    for (int splits : {2, 3, 4, 6, 8}) decode(8, 32768, true, reps, tc, splits);
   }
   return 0;
 }

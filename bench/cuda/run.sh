@@ -44,16 +44,17 @@ echo "test rc=$test_rc"
 "$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"
 
-# Tile variants of the d128 kernel (KVF_BENCH_VARIANTS="G16U4S3B1 G8U2S4B1 ..."): G threads per
-# key, U keys per thread per stage, S pipeline stages, B min blocks in __launch_bounds__;
-# quick shapes only.
+# Variants of the d128 tensor-core decode kernel (KVF_BENCH_VARIANTS="W4S3E1 W4S4E0 ..."): W warps
+# per block, S pipeline stages per warp, E 1/0 for q and P split into two 16-bit parts or
+# rounded to one; quick shapes only, after the variant's decode tests.
 for v in ${KVF_BENCH_VARIANTS:-}; do
-  [[ $v =~ ^G([0-9]+)U([0-9]+)S([0-9]+)B([0-9]+)$ ]] || { echo "bad variant $v"; continue; }
+  [[ $v =~ ^W([0-9]+)S([0-9]+)E([01])$ ]] || { echo "bad variant $v"; continue; }
   vb="$BUILD-$v"
-  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-    "-DKVF_CUDA_DEFINES=KVF_D128_G=${BASH_REMATCH[1]};KVF_D128_U=${BASH_REMATCH[2]};KVF_D128_S=${BASH_REMATCH[3]};KVF_MIN_BLOCKS=${BASH_REMATCH[4]}" \
-    >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_decode >>"$vb.log" 2>&1 \
-    || { echo "variant $v: build failed"; tail -5 "$vb.log"; continue; }
+  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
+    "-DKVF_CUDA_DEFINES=KVF_DMMA_W=${BASH_REMATCH[1]};KVF_DMMA_S=${BASH_REMATCH[2]};KVF_DMMA_EXACT=${BASH_REMATCH[3]}" \
+    >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_decode test_cuda >>"$vb.log" 2>&1 \
+    || { echo "variant $v: build failed"; grep -E "error|spill" "$vb.log" | head -5; continue; }
+  KVF_REQUIRE_GPU=1 "$vb/test_cuda" --gtest_filter='CudaDecode.*' 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$v: /"
   "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"
 done
 
@@ -75,6 +76,7 @@ done
 echo
 echo "== decode, Hq/Hkv 32/8, D 128, bf16 K/V, one query row; TB/s of unique K/V bytes; median of $REPS =="
 touch "$OUT/prefill_variants.log"
-python3 "$ROOT/bench/cuda/table.py" "$OUT/bench.log" "$OUT/prefill.log" "$OUT/prefill_variants.log" "$OUT/torch.log" | tee "$OUT/table.txt"
+touch "$OUT/variants.log"
+python3 "$ROOT/bench/cuda/table.py" "$OUT/bench.log" "$OUT/variants.log" "$OUT/prefill.log" "$OUT/prefill_variants.log" "$OUT/torch.log" | tee "$OUT/table.txt"
 echo "tests: rc=$test_rc ($(grep -c '^\[       OK' "$OUT/test.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/test.log") failed lines)"
 exit $test_rc

@@ -26,20 +26,52 @@ for r in rows:
         get[(r["impl"], r["layout"], int(r["B"]), int(r["ctx"]))] = r
 if copy:
     print(f"device-to-device copy: {float(copy[0]['TBps']):.2f} TB/s (bytes read + written)")
-hdr = ("B", "ctx", "dense TB/s", "dense us", "paged TB/s", "paged/dense", "flash TB/s", "x flash",
+f = lambda x: float(x) if x not in (None, "nan") else float("nan")
+hdr = ("B", "ctx", "dense TB/s", "dense us", "paged TB/s", "paged/dense", "simt TB/s", "flash TB/s", "x flash",
        "cudnn TB/s", "x cudnn", "splits")
+print("tensor-core kernel (kvforge) and the SIMT one; per decode in a CUDA graph (torch too)")
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
-f = lambda x: float(x) if x not in (None, "nan") else float("nan")
 for b in (1, 8, 32):
     for ctx in (8192, 32768, 131072):
         d = get.get(("kvforge", "dense", b, ctx), {})
         p = get.get(("kvforge", "paged", b, ctx), {})
+        sm = get.get(("kvforge-simt", "dense", b, ctx), {})
         fl = get.get(("torch_flash", "dense", b, ctx), {})
         cu = get.get(("torch_cudnn", "dense", b, ctx), {})
-        dt, pt, ft, ct = f(d.get("TBps")), f(p.get("TBps")), f(fl.get("TBps")), f(cu.get("TBps"))
-        print(f"| {b} | {ctx // 1024}k | {dt:.2f} | {f(d.get('us')):.1f} | {pt:.2f} | {pt / dt:.3f} | {ft:.2f} | "
-              f"{dt / ft:.2f} | {ct:.2f} | {dt / ct:.2f} | {d.get('splits', '?')} |")
+        dt, pt, st, ft, ct = (f(x.get("TBps")) for x in (d, p, sm, fl, cu))
+        print(f"| {b} | {ctx // 1024}k | {dt:.2f} | {f(d.get('us')):.1f} | {pt:.2f} | {pt / dt:.3f} | {st:.2f} | "
+              f"{ft:.2f} | {dt / ft:.2f} | {ct:.2f} | {dt / ct:.2f} | {d.get('splits', '?')} |")
+if any("us_launch" in r for r in get.values()):
+    print()
+    print("one launch between two events (adds the host's launch latency; torch: Python dispatch too), us")
+    print("| B | ctx | kvforge | simt | flash | cudnn |")
+    print("|---|---|---|---|---|---|")
+    for b in (1, 8, 32):
+        for ctx in (8192, 32768, 131072):
+            cells = [f(get.get((i, "dense", b, ctx), {}).get("us_launch"))
+                     for i in ("kvforge", "kvforge-simt", "torch_flash", "torch_cudnn")]
+            print(f"| {b} | {ctx // 1024}k | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+variants = sorted({i for (i, _, _, _) in get if i.startswith("kvforge-W")})
+if variants:
+    print()
+    print("d128 decode variants, dense / paged TB/s (x the default kernel)")
+    shapes = sorted({(b, c) for (i, _, b, c) in get if i in variants})
+    print("| variant | " + " | ".join(f"B{b} {c // 1024}k" for b, c in shapes) + " |")
+    print("|---|" + "---|" * len(shapes))
+    for i in variants:
+        cells = []
+        for b, c in shapes:
+            t, base = f(get.get((i, "dense", b, c), {}).get("TBps")), f(get.get(("kvforge", "dense", b, c), {}).get("TBps"))
+            tp = f(get.get((i, "paged", b, c), {}).get("TBps"))
+            cells.append(f"{t:.2f}/{tp:.2f} ({t / base:.2f})")
+        print(f"| {i[len('kvforge-'):]} | " + " | ".join(cells) + " |")
+forced_rows = [r for r in rows if r["kind"] == "decode" and r.get("layout", "").endswith("-forced")]
+for lay, b, c in sorted({(r["layout"], int(r["B"]), int(r["ctx"])) for r in forced_rows}):
+    rs = sorted((r for r in forced_rows if (r["layout"], int(r["B"]), int(r["ctx"])) == (lay, b, c)),
+                key=lambda r: int(r["splits"]))
+    print(f"split sweep {lay.split('-')[0]} B={b} ctx={c // 1024}k, splits: TB/s: " +
+          ", ".join(f"{r['splits']}: {f(r['TBps']):.2f}" for r in rs))
 
 pre = {}
 for r in rows:

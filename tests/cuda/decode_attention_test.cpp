@@ -1,5 +1,6 @@
-// The CUDA split-KV decode kernel (exec/cuda/attention.h) against an f64 attention on the
-// host, on fresh random inputs: every head-dim pair, bf16 and f16, dense caches and paged
+// The CUDA split-KV decode kernels (exec/cuda/attention.h), the SIMT one and, for head dims
+// 64 and 128, the tensor-core one (every case runs on each kernel that implements it),
+// against an f64 attention on the host, on fresh random inputs: every head-dim pair, bf16 and f16, dense caches and paged
 // pools of shuffled blocks (16-token pages and pages of one token), live lengths shorter
 // than the capacity (1, 7, 129, 4097 and 0), GQA groups, Lq up to 8, forced and chosen
 // split counts, softcap / ALiBi / sliding window. Outputs and the split scratch are NaN
@@ -16,6 +17,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "exec/cuda/attention.h"
@@ -41,6 +43,7 @@ struct Case {
   float softcap = 0.0f;
   bool alibi = false;
   int window = 0;
+  DecodeKernel kernel = DecodeKernel::kSimt;  // run_case sets it
   // The reference reads the same 16-bit K/V, so what differs is fp32 accumulation alone;
   // 1e-2 is the bound for bf16 inputs, SplitCounts holds the combine to 1e-5.
   double tolerance = 1e-2;
@@ -54,6 +57,7 @@ struct Case {
     if (softcap > 0) s += " softcap";
     if (alibi) s += " alibi";
     if (window) s += " window" + std::to_string(window);
+    s += kernel == DecodeKernel::kTensorCores ? " tensor-cores" : " simt";
     return s;
   }
 };
@@ -62,8 +66,8 @@ using kvf::testing::DevBuf;
 using kvf::testing::worst_error;
 uint64_t seed() { return kvf::testing::test_seed(); }
 
-// Runs one case: every output finite and ‖Δ‖/‖ref‖ <= 1e-2.
-void run_case(const Case& c, uint64_t sd) {
+// Runs one case on c.kernel: every output finite and ‖Δ‖/‖ref‖ within c.tolerance.
+void run_case_on(const Case& c, uint64_t sd) {
   SCOPED_TRACE(c.name() + " seed " + std::to_string(sd));
   std::mt19937_64 rng(sd);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
@@ -187,8 +191,10 @@ void run_case(const Case& c, uint64_t sd) {
   a.window = c.window;
   a.out = dout.p;
   a.num_splits = c.splits;
+  a.kernel = c.kernel;
   Result<DecodePlan> plan = plan_decode_attention(a);
   ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  ASSERT_EQ(plan.value().tensor_cores, c.kernel == DecodeKernel::kTensorCores);
   if (plan.value().workspace_bytes > 0) {
     KVF_CUDA_CHECK(cudaMalloc(&dws.p, plan.value().workspace_bytes));
     KVF_CUDA_CHECK(cudaMemset(dws.p, 0xff, plan.value().workspace_bytes));
@@ -216,6 +222,16 @@ void run_case(const Case& c, uint64_t sd) {
   const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   EXPECT_LE(rel, c.tolerance) << "splits " << plan.value().splits << " chunk " << plan.value().chunk;
   worst_error().add(rel);
+}
+
+// Runs the case on the SIMT kernel and, where it has the head dims, the tensor-core one.
+void run_case(Case c, uint64_t sd) {
+  c.kernel = DecodeKernel::kSimt;
+  run_case_on(c, sd);
+  if (c.dk == c.dv && (c.dk == 64 || c.dk == 128)) {
+    c.kernel = DecodeKernel::kTensorCores;
+    run_case_on(c, sd);
+  }
 }
 
 // Prints the worst error of the test's cases when it ends.
@@ -343,16 +359,21 @@ TEST(CudaDecode, FullyMaskedRowsAreZero) {
   run_case(c, seed() + 1);
 }
 
-TEST(CudaDecode, PlanRefusals) {
+// Arguments the planner accepts (it reads no memory): every pointer set to a dummy.
+DecodeAttentionArgs plan_only_args(int capacity) {
+  static float dummy = 0;
+  static int32_t len = 1;
   DecodeAttentionArgs a;
-  float dummy = 0;
-  int32_t len = 1;
   a.q = &dummy;
   a.k = a.v = &dummy;
   a.out = &dummy;
   a.lens = &len;
-  a.capacity = 16;
-  a.max_len = 16;
+  a.capacity = a.max_len = capacity;
+  return a;
+}
+
+TEST(CudaDecode, PlanRefusals) {
+  DecodeAttentionArgs a = plan_only_args(16);
   a.dk = 96;
   a.dv = 96;
   Result<DecodePlan> r = plan_decode_attention(a);
@@ -369,6 +390,38 @@ TEST(CudaDecode, PlanRefusals) {
   Result<DecodePlan> r3 = plan_decode_attention(a);
   ASSERT_FALSE(r3.ok());
   EXPECT_EQ(r3.error().code(), ErrorCode::kInvalidInput);
+  a.q_heads = a.kv_heads = 1;
+  a.dk = a.dv = 256;  // the tensor-core kernel has d 64 and 128 only
+  a.kernel = DecodeKernel::kTensorCores;
+  Result<DecodePlan> r4 = plan_decode_attention(a);
+  ASSERT_FALSE(r4.ok());
+  EXPECT_EQ(r4.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(r4.error().to_string().find("tensor-core"), std::string::npos) << r4.error().to_string();
+}
+
+// kAuto takes the tensor cores where they have the head dims, the SIMT kernel elsewhere;
+// a tensor-core block holds 16 query rows.
+TEST(CudaDecode, AutoPicksTheKernel) {
+  KVF_NEED_GPU();  // the plan reads the device's SM count and occupancy
+  DecodeAttentionArgs a = plan_only_args(4096);
+  a.q_heads = 32;
+  a.kv_heads = 8;
+  for (auto [dk, dv, tc] : {std::tuple{64, 64, true}, {128, 128, true}, {256, 256, false}, {192, 128, false}}) {
+    a.dk = dk;
+    a.dv = dv;
+    Result<DecodePlan> r = plan_decode_attention(a);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(r.value().tensor_cores, tc) << dk << "/" << dv;
+    if (tc) {
+      EXPECT_EQ(r.value().rows, 16);
+    }
+  }
+  a.dk = a.dv = 128;
+  a.kernel = DecodeKernel::kSimt;
+  Result<DecodePlan> r = plan_decode_attention(a);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r.value().tensor_cores);
+  EXPECT_EQ(r.value().rows, 4);
 }
 
 }  // namespace

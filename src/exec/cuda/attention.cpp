@@ -28,12 +28,12 @@ int sm_count() {
 
 int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
-int blocks_per_sm(int dk, int rows, bool paged) {
+int blocks_per_sm(int dk, int rows, bool paged, bool tc) {
   switch (dk) {
-    case 64: return detail::blocks_per_sm_d64(rows, paged);
-    case 128: return detail::blocks_per_sm_d128(rows, paged);
-    case 256: return detail::blocks_per_sm_d256(rows, paged);
-    case 192: return detail::blocks_per_sm_d192_128(rows, paged);
+    case 64: return detail::blocks_per_sm_d64(rows, paged, tc);
+    case 128: return detail::blocks_per_sm_d128(rows, paged, tc);
+    case 256: return detail::blocks_per_sm_d256(rows, paged, tc);
+    case 192: return detail::blocks_per_sm_d192_128(rows, paged, tc);
     default: return 0;
   }
 }
@@ -41,10 +41,15 @@ int blocks_per_sm(int dk, int rows, bool paged) {
 }  // namespace
 
 Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
-  const detail::DecodeTraits tr = detail::decode_traits(a.dk, a.dv);
-  if (tr.keys_per_iter == 0)
+  if (detail::decode_traits(a.dk, a.dv, false).keys_per_iter == 0)
     return unsupported("cuda decode_attention: head dims (dk ", a.dk, ", dv ", a.dv,
                        "); supported: (64,64) (128,128) (256,256) (192,128)");
+  const bool has_tc = detail::decode_traits(a.dk, a.dv, true).keys_per_iter > 0;
+  if (a.kernel == DecodeKernel::kTensorCores && !has_tc)
+    return unsupported("cuda decode_attention: the tensor-core kernel takes head dims (64,64) and (128,128), not (",
+                       a.dk, ",", a.dv, ")");
+  const bool tc = has_tc && a.kernel != DecodeKernel::kSimt;
+  const detail::DecodeTraits tr = detail::decode_traits(a.dk, a.dv, tc);
   if (a.batch < 1 || a.q_heads < 1 || a.kv_heads < 1 || a.q_heads % a.kv_heads != 0)
     return invalid_input("cuda decode_attention: batch ", a.batch, ", q_heads ", a.q_heads, ", kv_heads ",
                          a.kv_heads, " (q_heads must be a positive multiple of kv_heads)");
@@ -61,16 +66,23 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   const int n_rep = a.q_heads / a.kv_heads;
   const int qr = n_rep * a.lq;
   DecodePlan plan;
-  plan.rows = 1;
+  plan.tensor_cores = tc;
+  plan.rows = tc ? tr.max_rows : 1;
   while (plan.rows < qr && plan.rows < tr.max_rows) plan.rows *= 2;
   plan.row_blocks = (qr + plan.rows - 1) / plan.rows;
 
-  // Splits: every block does equal work, so the time goes with the number of waves of
-  // resident blocks (SMs times blocks per SM). Take the fewest splits whose blocks fill
-  // their last wave to 90% (else the best fill), chunks of at least 128 keys: more, shorter
-  // splits cost pipeline fill and merge work per block (docs/cuda.md, the split sweep).
+  // Splits: every block does equal work, so the time goes with the most work any unit
+  // gets. The SIMT kernel is issue-bound and wants every resident slot (SMs times blocks per
+  // SM) busy: the fewest splits whose blocks fill their last wave of slots to 90%. The
+  // tensor-core kernel is memory-bound: what counts is the balance of blocks over SMs, with
+  // one block per SM for dense caches (it keeps enough bytes in flight; B = 1 on the H200:
+  // 16 splits) and two for paged pools, whose scattered 256-byte rows want twice the
+  // requests in flight (B = 1: 33 splits); the fewest splits that fill that to 95%.
+  // Chunks of at least 128 keys either way (docs/cuda.md, the split sweeps).
   const int sms = std::max(1, sm_count());
-  const int per_sm = std::max(1, blocks_per_sm(a.dk, plan.rows, a.read_map != nullptr));
+  const bool paged = a.read_map != nullptr;
+  const int per_sm = tc ? (paged ? 2 : 1) : std::max(1, blocks_per_sm(a.dk, plan.rows, paged, tc));
+  const double want = tc ? 0.95 : 0.9;
   const int span = std::max(1, a.max_len);
   const long pairs = static_cast<long>(a.batch) * a.kv_heads * plan.row_blocks;
   int splits = a.num_splits;
@@ -87,7 +99,7 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
         best = fill;
         splits = s;
       }
-      if (fill >= 0.9 || waves > 8) break;
+      if (fill >= want || waves > 8) break;
     }
   }
   splits = std::clamp(splits, 1, 1024);
@@ -131,6 +143,7 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   p.softcap = a.softcap;
   p.window = a.window;
   p.kv_f16 = a.kv_type == KvType::kF16 ? 1 : 0;
+  p.tensor_cores = plan.tensor_cores ? 1 : 0;
   int rc = 0;
   if (a.dk == 64) rc = detail::launch_decode_d64(p, stream);
   else if (a.dk == 128) rc = detail::launch_decode_d128(p, stream);

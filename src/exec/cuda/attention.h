@@ -23,6 +23,11 @@ namespace kvf::exec::cuda {
 
 enum class KvType { kBF16, kF16 };
 
+// Which decode kernel: the tensor-core one (head dims 64 and 128: mma.sync over the group's
+// query rows, q and P split into 16-bit high and low parts) or the SIMT one (every head dim).
+// kAuto takes the tensor cores where they have an instantiation.
+enum class DecodeKernel { kAuto, kSimt, kTensorCores };
+
 struct DecodeAttentionArgs {
   KvType kv_type = KvType::kBF16;
   int batch = 1, q_heads = 1, kv_heads = 1, lq = 1;
@@ -41,14 +46,16 @@ struct DecodeAttentionArgs {
   int window = 0;                  // 0: none
   float* out = nullptr;            // device f32 [B, Hq, Lq, dv]
   int num_splits = 0;              // 0: chosen from max_len and the SM count
+  DecodeKernel kernel = DecodeKernel::kAuto;
 };
 
 // What decode_attention() will launch: splits of `chunk` keys, query rows handled `rows`
 // at a time per block, and the scratch it needs for the split partials.
 struct DecodePlan {
+  bool tensor_cores = false;  // the kernel chosen (DecodeKernel)
   int splits = 1;
   int chunk = 0;
-  int rows = 1;          // query rows per block (n_rep * Lq rounded up to 1, 2, 4 or 8)
+  int rows = 1;          // query rows per block (SIMT: n_rep * Lq rounded up to 1, 2, 4 or 8; tensor cores: 16)
   int row_blocks = 1;    // blocks per (b, kv head, split) over the n_rep * Lq rows
   size_t workspace_bytes = 0;
 };

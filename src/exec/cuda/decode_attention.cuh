@@ -19,11 +19,12 @@
 #include <cstdint>
 
 #include "exec/cuda/decode_launch.h"
+#include "exec/cuda/decode_merge.cuh"
+#include "exec/cuda/decode_mma.cuh"
 
 namespace kvf::exec::cuda::detail {
 
 inline constexpr int kThreads = 128;
-inline constexpr float kLog2e = 1.4426950408889634f;
 
 // Tile shapes for one (dk, dv) pair: threads per key G, unroll U, most rows per block.
 template <int DK, int DV>
@@ -113,16 +114,12 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   float* red_ml = q_s + RB * DK;           // [KPP][RB][2]   (after the pipeline is drained)
   float* red_acc = red_ml + KPP * RB * 2;  // [KPP][RB][DV]
 
-  const int rb = blockIdx.x % p.row_blocks;
-  const int split = blockIdx.x / p.row_blocks;
-  const int hkv = blockIdx.y, b = blockIdx.z;
-  const int len = p.lens[b];
-  const int t0 = split * p.chunk;
-  if (p.splits > 1 && t0 >= len) return;  // the combine reads only the splits a row has
-  const int t1 = (split == p.splits - 1) ? len : min(t0 + p.chunk, len);
+  const SplitBlock blk(p);
+  if (blk.skip) return;
+  const int rb = blk.rb, split = blk.split, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
   const int qr = p.n_rep * p.lq;
-  const bool extras = p.softcap > 0.0f || p.alibi != nullptr;
-  const float qscale = extras ? p.scale : p.scale * kLog2e;
+  const bool extras = blk.extras;
+  const float qscale = blk.qscale;
 
   for (int idx = threadIdx.x; idx < RB * DK; idx += kThreads) {
     const int r = idx / DK, d = idx % DK, gr = rb * RB + r;
@@ -297,6 +294,7 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   }
 
   cp_async_wait<0>();
+  asm volatile("griddepcontrol.launch_dependents;");  // the combine may launch; it waits for this grid's end
   __syncthreads();  // the merge reuses the pipeline's shared memory
   // Merge the block's KPP groups. Every lane of a group holds the same (m, l).
 #pragma unroll
@@ -313,39 +311,17 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < RB * DV; idx += kThreads) {
-    const int r = idx / DV, d = idx % DV, gr = rb * RB + r;
-    if (gr >= qr) continue;
-    float mmax = -INFINITY;
-    for (int g = 0; g < KPP; ++g) mmax = fmaxf(mmax, red_ml[(g * RB + r) * 2]);
-    float sl = 0.0f, sa = 0.0f;
-    if (mmax != -INFINITY) {
-      for (int g = 0; g < KPP; ++g) {
-        const float w = exp2f(red_ml[(g * RB + r) * 2] - mmax);  // exp2(-inf) = 0
-        sl += red_ml[(g * RB + r) * 2 + 1] * w;
-        sa += red_acc[(g * RB + r) * DV + d] * w;
-      }
-    }
-    const int h = hkv * p.n_rep + gr / p.lq, i = gr % p.lq;
-    const size_t row = (static_cast<size_t>(b) * p.hq + h) * p.lq + i;
-    if (p.splits == 1) {
-      p.out[row * DV + d] = sl > 0.0f ? sa / sl : 0.0f;
-    } else {
-      const size_t pr = row * p.splits + split;
-      p.part_acc[pr * DV + d] = sa;
-      if (d == 0) {
-        p.part_ml[pr * 2] = mmax;
-        p.part_ml[pr * 2 + 1] = sl;
-      }
-    }
-  }
+  merge_and_store<DV>(p, red_ml, red_acc, KPP, RB, rb, b, hkv, split);
 }
 
-// One block per output row (b, h, i): merges the row's non-empty splits.
+// One block per output row (b, h, i): merges the row's non-empty splits. Launched as a
+// programmatic dependent of the split kernel: its blocks may start while the split kernel's
+// last blocks run and wait here until that grid has finished and its writes are visible.
 template <int DV>
 __global__ void __launch_bounds__(DV) decode_combine_kernel(const DecodeParams p) {
   __shared__ float w_s[1024];
   __shared__ float inv_l;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   const size_t row = blockIdx.x;
   const int b = static_cast<int>(row / (static_cast<size_t>(p.hq) * p.lq));
   const int len = p.lens[b];
@@ -370,6 +346,10 @@ __global__ void __launch_bounds__(DV) decode_combine_kernel(const DecodeParams p
   for (int s = 0; s < ns; ++s) a += w_s[s] * pa[static_cast<size_t>(s) * DV];
   p.out[row * DV + d] = inv_l > 0.0f ? a * inv_l : 0.0f;
 }
+
+// Whether decode_mma.cuh has an instantiation for (dk, dv).
+template <int DK, int DV>
+constexpr bool has_mma() { return DK == DV && (DK == 64 || DK == 128); }
 
 // Raises the kernel's dynamic shared memory limit once (it may pass 48 KB).
 template <typename T, int DK, int DV, int RB, bool PAGED>
@@ -401,7 +381,11 @@ int blocks_per_sm() {
 // Resident blocks per multiprocessor of the split kernel launch_decode would run for p
 // (bf16 and f16 share their resources; the row count and layout pick the instantiation).
 template <int DK, int DV>
-int occupancy(int rows, bool paged) {
+int occupancy(int rows, bool paged, bool tensor_cores) {
+  if (tensor_cores) {
+    if constexpr (has_mma<DK, DV>()) return mma_blocks_per_sm<DK>(paged);
+    return 0;
+  }
   constexpr bool k8 = Tile<DK, DV>::kMaxRows >= 8;
   using T = __nv_bfloat16;
   switch (rows) {
@@ -435,7 +419,14 @@ int launch_decode(const DecodeParams& p, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const bool paged = p.map != nullptr;
   cudaError_t e;
-  if (p.kv_f16) {
+  if (p.tensor_cores) {
+    if constexpr (has_mma<DK, DV>()) {
+      e = p.kv_f16 ? (paged ? launch_mma<__half, DK, true>(p, st) : launch_mma<__half, DK, false>(p, st))
+                   : (paged ? launch_mma<__nv_bfloat16, DK, true>(p, st) : launch_mma<__nv_bfloat16, DK, false>(p, st));
+    } else {
+      e = cudaErrorInvalidValue;
+    }
+  } else if (p.kv_f16) {
     e = paged ? launch_rows<__half, DK, DV, true>(p, st) : launch_rows<__half, DK, DV, false>(p, st);
   } else {
     e = paged ? launch_rows<__nv_bfloat16, DK, DV, true>(p, st)
@@ -443,8 +434,18 @@ int launch_decode(const DecodeParams& p, void* stream) {
   }
   if (e != cudaSuccess || p.splits == 1) return static_cast<int>(e);
   const unsigned rows = static_cast<unsigned>(p.batch) * p.hq * p.lq;
-  decode_combine_kernel<DV><<<rows, DV, 0, st>>>(p);
-  return static_cast<int>(cudaGetLastError());
+  // Programmatic dependent launch (sm_90): the combine's launch overlaps the split kernel's
+  // tail instead of following its end.
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(rows);
+  cfg.blockDim = dim3(DV);
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return static_cast<int>(cudaLaunchKernelEx(&cfg, decode_combine_kernel<DV>, p));
 }
 
 }  // namespace kvf::exec::cuda::detail

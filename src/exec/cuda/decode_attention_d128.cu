@@ -5,6 +5,8 @@ namespace kvf::exec::cuda::detail {
 
 int launch_decode_d128(const DecodeParams& p, void* stream) { return launch_decode<128, 128>(p, stream); }
 
-int blocks_per_sm_d128(int rows, bool paged) { return occupancy<128, 128>(rows, paged); }
+int blocks_per_sm_d128(int rows, bool paged, bool tensor_cores) {
+  return occupancy<128, 128>(rows, paged, tensor_cores);
+}
 
 }  // namespace kvf::exec::cuda::detail

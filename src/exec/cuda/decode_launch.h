@@ -6,6 +6,8 @@
 
 namespace kvf::exec::cuda::detail {
 
+inline constexpr float kLog2e = 1.4426950408889634f;
+
 // Everything a decode launch reads; pointers are device pointers.
 struct DecodeParams {
   const float* q;          // [B, Hq, Lq, dk]
@@ -22,6 +24,7 @@ struct DecodeParams {
   float scale, softcap;
   int window;
   int kv_f16;              // 0: bf16, 1: f16
+  int tensor_cores;        // 1: the mma.sync kernel (decode_mma.cuh), 0: the SIMT kernel
 };
 
 // Keys one block visits per pass (threads / threads-per-key) times the unroll: chunks are
@@ -30,10 +33,8 @@ struct DecodeTraits {
   int keys_per_iter;
   int max_rows;
 };
-DecodeTraits decode_traits(int dk, int dv);
-
-// Dynamic shared memory one block of the (dk, dv, rows) kernel asks for.
-int decode_smem_bytes(int dk, int dv, int rows);
+// {0, 0} when that kernel has no instantiation for (dk, dv).
+DecodeTraits decode_traits(int dk, int dv, bool tensor_cores);
 
 // Launch the split kernel and, when splits > 1, the combine kernel. Returns a cudaError_t.
 int launch_decode_d64(const DecodeParams& p, void* stream);
@@ -43,9 +44,9 @@ int launch_decode_d192_128(const DecodeParams& p, void* stream);
 
 // Resident blocks per multiprocessor of the split kernel for `rows` query rows per block
 // (0 when the device cannot say). Sets the kernel's shared-memory limit as a side effect.
-int blocks_per_sm_d64(int rows, bool paged);
-int blocks_per_sm_d128(int rows, bool paged);
-int blocks_per_sm_d256(int rows, bool paged);
-int blocks_per_sm_d192_128(int rows, bool paged);
+int blocks_per_sm_d64(int rows, bool paged, bool tensor_cores);
+int blocks_per_sm_d128(int rows, bool paged, bool tensor_cores);
+int blocks_per_sm_d256(int rows, bool paged, bool tensor_cores);
+int blocks_per_sm_d192_128(int rows, bool paged, bool tensor_cores);
 
 }  // namespace kvf::exec::cuda::detail

@@ -5,12 +5,9 @@
 // registers (no score matrix in memory). Not here: wgmma/TMA (sm_90a) — later work.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <cstdint>
 
+#include "exec/cuda/mma_ptx.cuh"
 #include "exec/cuda/prefill_launch.h"
 
 namespace kvf::exec::cuda::detail {
@@ -62,66 +59,15 @@ template <> struct PrefillTraitsFor<256> : PrefillTraits<256, 64, 32, 4, 2, fals
 
 namespace prefill {
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-
-// c += a * b, m16n8k16, f32 accumulation.
-template <bool kF16>
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (kF16) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-// Two floats as a 16-bit pair, the lower index in the low half.
-template <bool kF16>
-__device__ __forceinline__ uint32_t pack(float lo, float hi) {
-  if constexpr (kF16) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  }
-}
-
-// Byte offset of (row, 16-byte chunk) in a [rows, D] tile: chunks XOR-swizzled by row % 8,
-// so the 8 rows of an ldmatrix 8x8 (and a cp.async row) hit 8 different bank groups.
-template <int D>
-__device__ __forceinline__ uint32_t swz(int row, int chunk) {
-  return static_cast<uint32_t>(row * D + ((chunk ^ (row & 7)) * 8)) * 2u;
-}
-
-// An ldmatrix lane reads rows whose row % 8 is lane % 8 and chunks 2 kk + c (c in {0, 1}), so
-// its swizzled chunk is (2 kk) ^ y with y = c ^ (lane % 8): four per-lane byte offsets
-// (kk % 4) plus a constant 128 bytes per 4 kk. Keeps the address registers to a handful.
-struct LaneChunks {
-  uint32_t off[4];
-  __device__ __forceinline__ explicit LaneChunks(int y) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) off[j] = static_cast<uint32_t>(((2 * j) ^ y) * 16);
-  }
-  __device__ __forceinline__ uint32_t at(int kk) const { return off[kk & 3] + (kk >> 2) * 128; }
-};
+using ptx::commit;
+using ptx::cp_async16;
+using ptx::LaneChunks;
+using ptx::ldsm_x4;
+using ptx::ldsm_x4_t;
+using ptx::mma;
+using ptx::pack;
+using ptx::swz;
+using ptx::wait;
 
 // Copies `rows` rows of D 16-bit values (global stride `stride` elements) into a swizzled
 // tile; rows at or past `valid` are zero-filled (their source is not read).
