@@ -1,6 +1,7 @@
-// Times the CUDA prefill kernel on the shapes (B 1, Hq/Hkv 32/8, D 128, L 4k and
-// 16k, causal; plus non-causal for reference) with CUDA events, the median of repeats.
-// TFLOP/s counts 4 * B * Hq * L^2 * D, halved for causal. One "key=value" line per shape.
+// Times the CUDA prefill kernels (the default, wgmma on an H200, and mma.sync) on the
+// issue's shapes (B 1, Hq/Hkv 32/8, D 128, L 4k and 16k, causal; plus non-causal for
+// reference) with CUDA events, the median of repeats. TFLOP/s counts 4 * B * Hq * L^2 * D,
+// halved for causal. One "key=value" line per shape and kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,7 +18,7 @@ int bench_fill_bf16(void* p, size_t n, uint64_t seed);
 namespace {
 
 
-void prefill(int len, bool causal, int reps) {
+void prefill(int len, bool causal, int reps, kvf::exec::cuda::PrefillKernel kernel) {
   using namespace kvf::exec::cuda;
   const int batch = 1, hq = 32, hkv = 8, d = 128;
   const size_t nq = static_cast<size_t>(len) * hq * d, nk = static_cast<size_t>(len) * hkv * d;
@@ -44,6 +45,9 @@ void prefill(int len, bool causal, int reps) {
   a.max_seqlen_q = len;
   a.scale = 0.08838834764831845f;
   a.causal = causal;
+  a.kernel = kernel;
+  const char* impl = prefill_kernel_for(a) == PrefillKernel::kWgmma ? "kvforge" : "kvforge-mma.sync";
+  if (kernel == PrefillKernel::kMmaSync) impl = "kvforge-mma.sync";
   const double t = kvf::bench_cuda::median_event_ms(3, reps, [&](int) {
     const kvf::Status st = prefill_attention(a);
     if (!st.ok()) {
@@ -52,7 +56,7 @@ void prefill(int len, bool causal, int reps) {
     }
   });
   const double flops = 4.0 * batch * hq * static_cast<double>(len) * len * d / (causal ? 2.0 : 1.0);
-  std::printf("prefill impl=kvforge L=%d causal=%d us=%.1f TFLOPs=%.1f\n", len, causal ? 1 : 0, t * 1e3,
+  std::printf("prefill impl=%s L=%d causal=%d us=%.1f TFLOPs=%.1f\n", impl, len, causal ? 1 : 0, t * 1e3,
               flops / (t * 1e-3) / 1e12);
   std::fflush(stdout);
   KVF_BENCH_CHECK(cudaFree(q));
@@ -66,7 +70,9 @@ void prefill(int len, bool causal, int reps) {
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
-  for (bool causal : {true, false})
-    for (int len : {4096, 16384}) prefill(len, causal, reps);
+  using kvf::exec::cuda::PrefillKernel;
+  for (PrefillKernel k : {PrefillKernel::kAuto, PrefillKernel::kMmaSync})
+    for (bool causal : {true, false})
+      for (int len : {4096, 16384}) prefill(len, causal, reps, k);
   return 0;
 }

@@ -80,7 +80,8 @@ for r in rows:
 if pre:
     print()
     print("prefill B=1, Hq/Hkv 32/8, D 128, bf16; TFLOP/s = 4*B*H*L^2*D (/2 causal)")
-    hdr = ("causal", "L", "kvforge us", "kvforge TFLOP/s", "flash TFLOP/s", "x flash", "cudnn TFLOP/s", "x cudnn")
+    hdr = ("causal", "L", "kvforge us", "kvforge TFLOP/s", "mma.sync TFLOP/s", "flash TFLOP/s", "x flash",
+           "cudnn TFLOP/s", "x cudnn")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for c in (1, 0):
@@ -88,9 +89,11 @@ if pre:
             k = pre.get(("kvforge", c, L), {})
             fl = pre.get(("torch_flash", c, L), {})
             cu = pre.get(("torch_cudnn", c, L), {})
-            kt, ft, ct = f(k.get("TFLOPs")), f(fl.get("TFLOPs")), f(cu.get("TFLOPs"))
-            print(f"| {c} | {L // 1024}k | {f(k.get('us')):.0f} | {kt:.1f} | {ft:.1f} | {kt / ft:.2f} | {ct:.1f} | {kt / ct:.2f} |")
-    variants = sorted({i for (i, _, _) in pre if i.startswith("kvforge-")})
+            ms = pre.get(("kvforge-mma.sync", c, L), {})
+            kt, mt, ft, ct = (f(x.get("TFLOPs")) for x in (k, ms, fl, cu))
+            print(f"| {c} | {L // 1024}k | {f(k.get('us')):.0f} | {kt:.1f} | {mt:.1f} | {ft:.1f} | {kt / ft:.2f} | "
+                  f"{ct:.1f} | {kt / ct:.2f} |")
+    variants = sorted({i for (i, _, _) in pre if i.startswith("kvforge-M")})
     if variants:
         print()
         print("d128 prefill tile variants, TFLOP/s (x the default kernel)")

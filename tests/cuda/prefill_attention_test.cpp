@@ -33,12 +33,13 @@ struct Case {
   std::vector<int> lq = {1, 7, 129};  // query length per sequence
   std::vector<int> lk = {};           // key length per sequence (empty: = lq)
   bool causal = true;
+  PrefillKernel kernel = PrefillKernel::kMmaSync;  // run_case sets it
   std::string name() const {
     std::string s = std::string(type == KvType::kBF16 ? "bf16" : "f16") + " Hq" + std::to_string(hq) + "/" +
                     std::to_string(hkv) + " d" + std::to_string(d) + (causal ? " causal" : " full") + " lq/lk";
     for (size_t i = 0; i < lq.size(); ++i)
       s += " " + std::to_string(lq[i]) + "/" + std::to_string(lk.empty() ? lq[i] : lk[i]);
-    return s;
+    return s + (kernel == PrefillKernel::kWgmma ? " wgmma" : " mma.sync");
   }
 };
 
@@ -46,7 +47,14 @@ using kvf::testing::DevBuf;
 using kvf::testing::worst_error;
 uint64_t seed() { return kvf::testing::test_seed(); }
 
-void run_case(const Case& c, uint64_t sd) {
+// Whether this device runs the wgmma kernel (head dim 128 on sm_90).
+bool has_wgmma() {
+  PrefillAttentionArgs a;
+  a.head_dim = 128;
+  return prefill_kernel_for(a) == PrefillKernel::kWgmma;
+}
+
+void run_case_on(const Case& c, uint64_t sd) {
   SCOPED_TRACE(c.name() + " seed " + std::to_string(sd));
   std::mt19937_64 rng(sd);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
@@ -133,6 +141,8 @@ void run_case(const Case& c, uint64_t sd) {
   a.max_seqlen_q = *std::max_element(c.lq.begin(), c.lq.end());
   a.scale = scale;
   a.causal = c.causal;
+  a.kernel = c.kernel;
+  ASSERT_EQ(prefill_kernel_for(a), c.kernel);
   const Status st = prefill_attention(a);
   ASSERT_TRUE(st.ok()) << st.error().message();
   KVF_CUDA_CHECK(cudaDeviceSynchronize());
@@ -154,6 +164,16 @@ void run_case(const Case& c, uint64_t sd) {
   const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   EXPECT_LE(rel, 1e-2);
   worst_error().add(rel);
+}
+
+// Runs the case on mma.sync and, for head dim 128 on an sm_90 device, on wgmma.
+void run_case(Case c, uint64_t sd) {
+  c.kernel = PrefillKernel::kMmaSync;
+  run_case_on(c, sd);
+  if (c.d == 128 && has_wgmma()) {
+    c.kernel = PrefillKernel::kWgmma;
+    run_case_on(c, sd);
+  }
 }
 
 class CudaPrefill : public ::testing::Test {
@@ -266,6 +286,24 @@ TEST(CudaPrefillPlan, Refusals) {
   EXPECT_EQ(s3.error().code(), ErrorCode::kInvalidInput);
   a.k = &dummy;
   EXPECT_TRUE(check_prefill_attention(a).ok());
+  a.head_dim = 64;  // the wgmma kernel has head dim 128 only
+  a.kernel = PrefillKernel::kWgmma;
+  Status s4 = check_prefill_attention(a);
+  ASSERT_FALSE(s4.ok());
+  EXPECT_EQ(s4.error().code(), ErrorCode::kUnsupported);
+}
+
+// On an H200 (sm_90) kAuto takes wgmma for head dim 128 and mma.sync for the others.
+TEST(CudaPrefillPlan, AutoPicksWgmmaOnHopper) {
+  KVF_NEED_GPU();
+  int major = 0;
+  KVF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  PrefillAttentionArgs a;
+  for (int d : {64, 128, 256}) {
+    a.head_dim = d;
+    const bool want = d == 128 && major == 9;
+    EXPECT_EQ(prefill_kernel_for(a), want ? PrefillKernel::kWgmma : PrefillKernel::kMmaSync) << "d" << d;
+  }
 }
 
 }  // namespace

@@ -4,27 +4,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "exec/cuda/decode_launch.h"
+#include "exec/cuda/device_props.h"
 
 namespace kvf::exec::cuda {
 namespace {
-
-// Multiprocessors of the current device, read once per device.
-int sm_count() {
-  static std::mutex mu;
-  static int cached[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-  std::lock_guard<std::mutex> lock(mu);
-  if (cached[dev] == 0) {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-    cached[dev] = n;
-  }
-  return cached[dev];
-}
 
 int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
@@ -79,7 +64,7 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   // 16 splits) and two for paged pools, whose scattered 256-byte rows want twice the
   // requests in flight (B = 1: 33 splits); the fewest splits that fill that to 95%.
   // Chunks of at least 128 keys either way (docs/cuda.md, the split sweeps).
-  const int sms = std::max(1, sm_count());
+  const int sms = std::max(1, detail::sm_count());
   const bool paged = a.read_map != nullptr;
   const int per_sm = tc ? (paged ? 2 : 1) : std::max(1, blocks_per_sm(a.dk, plan.rows, paged, tc));
   const double want = tc ? 0.95 : 0.9;

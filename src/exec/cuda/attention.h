@@ -78,6 +78,11 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
 // lk > lq the rows are the last lq positions, as in chunked prefill). A row that sees no
 // key (causal with lq > lk, or lk = 0) gets zeros. Q, K, V and out are 16-bit (kv_type),
 // accumulation is f32 on the tensor cores.
+// Which prefill kernel: Hopper's warpgroup MMA (head dim 128 on an sm_90 device: wgmma from
+// shared memory, 128-row blocks of two warpgroups) or mma.sync (every head dim, any sm_90+
+// device). kAuto takes wgmma where it runs.
+enum class PrefillKernel { kAuto, kMmaSync, kWgmma };
+
 struct PrefillAttentionArgs {
   KvType kv_type = KvType::kBF16;  // of q, k, v and out
   int batch = 1, q_heads = 1, kv_heads = 1;
@@ -91,11 +96,15 @@ struct PrefillAttentionArgs {
   int max_seqlen_q = 0;                // host bound on every query length: sizes the grid
   float scale = 1.0f;
   bool causal = false;
+  PrefillKernel kernel = PrefillKernel::kAuto;
 };
 
-// can_implement: kUnsupported for other head dims or grid limits, kInvalidInput for bad
-// shapes or missing pointers. Needs no workspace.
+// can_implement: kUnsupported for other head dims, grid limits, or kWgmma where it cannot
+// run; kInvalidInput for bad shapes or missing pointers. Needs no workspace.
 Status check_prefill_attention(const PrefillAttentionArgs& a);
+
+// The kernel prefill_attention(a) runs (kMmaSync or kWgmma), after the checks pass.
+PrefillKernel prefill_kernel_for(const PrefillAttentionArgs& a);
 
 // Checks, then launches on `stream` (a cudaStream_t, or null for the default stream).
 Status prefill_attention(const PrefillAttentionArgs& a, void* stream = nullptr);

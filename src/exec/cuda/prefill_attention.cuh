@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "exec/cuda/mma_ptx.cuh"
+#include "exec/cuda/prefill_block.cuh"
 #include "exec/cuda/prefill_launch.h"
 
 namespace kvf::exec::cuda::detail {
@@ -87,21 +88,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
   using namespace prefill;
   constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN, MT = Tr::kMT;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int m_block = gridDim.x - 1 - blockIdx.x;  // the longest causal blocks first
-  const int q0 = p.cu_q[b], lq = p.cu_q[b + 1] - q0;
-  const int k0 = p.cu_k[b], lk = p.cu_k[b + 1] - k0;
-  const int m0 = m_block * BM;
-  if (m0 >= lq) return;
+  const PrefillBlock blk(p, D, BM, BN, kCausal);
+  if (blk.skip) return;
+  const int m0 = blk.m0, lq = blk.lq, lk = blk.lk, shift = blk.shift, n_blocks = blk.n_blocks;
+  const int64_t q_stride = blk.q_stride, kv_stride = blk.kv_stride;
+  const uint16_t *qg = blk.qg, *kg = blk.kg, *vg = blk.vg;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int shift = lk - lq;  // causal, bottom-right: query row i sees keys j <= i + shift
-  const int n_end = kCausal ? min(lk, max(0, m0 + BM + shift)) : lk;
-  const int n_blocks = (n_end + BN - 1) / BN;
-
-  const int64_t q_stride = static_cast<int64_t>(p.hq) * D, kv_stride = static_cast<int64_t>(p.hkv) * D;
-  const uint16_t* qg = static_cast<const uint16_t*>(p.q) + (q0 + m0) * q_stride + h * D;
-  const uint16_t* kg = static_cast<const uint16_t*>(p.k) + k0 * kv_stride + (h / p.n_rep) * D;
-  const uint16_t* vg = static_cast<const uint16_t*>(p.v) + k0 * kv_stride + (h / p.n_rep) * D;
 
   const uint32_t s_q = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t s_k = s_q + Tr::kQBytes, s_v = s_k + 2 * Tr::kTileBytes;
@@ -252,7 +244,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
   wait<0>();  // no copy outlives the block (n_blocks == 0 leaves the q copies unwaited)
 
   // Normalize and store; a row that saw no key gets zeros.
-  uint16_t* og = static_cast<uint16_t*>(p.out) + (q0 + m0) * q_stride + h * D;
+  uint16_t* og = blk.out(p);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -1,0 +1,13 @@
+// What the host code asks of the current CUDA device, read once per device: its SM count
+// and whether it runs the sm_90a (Hopper) kernels. Plain C++, no CUDA headers.
+#pragma once
+
+namespace kvf::exec::cuda::detail {
+
+// Multiprocessors of the current device; 0 when there is none or it cannot be read.
+int sm_count();
+
+// Whether the current device is compute capability 9.0, which the *_sm90a.cu kernels need.
+bool is_sm90();
+
+}  // namespace kvf::exec::cuda::detail
