@@ -40,6 +40,14 @@ KVF_REQUIRE_GPU=1 "$BUILD/test_cuda" 2>&1 | tee "$OUT/test.log" | grep -E "^\[ +
 test_rc=${PIPESTATUS[0]}
 echo "test rc=$test_rc"
 
+# KVF_SANITIZE=1: compute-sanitizer memcheck over one test of each kernel family.
+if [ "${KVF_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  KVF_REQUIRE_GPU=1 compute-sanitizer --tool memcheck "$BUILD/test_cuda" \
+    --gtest_filter='CudaDecode.PagedShuffledBlocks:CudaDecode.SplitCounts:CudaPrefill.EveryHeadDimVarlen:CudaPrefill.GqaGroups' \
+    >"$OUT/sanitizer.log" 2>&1
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer.log" | tail -4
+fi
+
 "$BUILD/bench_cuda_prefill" "$REPS" 2>&1 | tee "$OUT/prefill.log"
 "$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"

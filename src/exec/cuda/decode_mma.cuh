@@ -239,14 +239,14 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float base = mx == -INFINITY ? 0.0f : mx;  // nothing visible yet: p = 0, corr = 0
-      const float corr = exp2f(m_run[j] - base);
+      const float corr = exp2_fast(m_run[j] - base);
       m_run[j] = mx;
       float sum = 0.0f;
 #pragma unroll
       for (int n = 0; n < 2; ++n)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float x = exp2f(s[n][2 * j + e] - base);
+          const float x = exp2_fast(s[n][2 * j + e] - base);
           s[n][2 * j + e] = x;
           sum += x;
         }

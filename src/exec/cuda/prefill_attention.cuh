@@ -62,6 +62,7 @@ namespace prefill {
 
 using ptx::commit;
 using ptx::cp_async16;
+using ptx::exp2_fast;
 using ptx::LaneChunks;
 using ptx::ldsm_x4;
 using ptx::ldsm_x4_t;
@@ -198,14 +199,14 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float base = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
-        const float corr = exp2f(m_run[mt][r] * p.scale_log2 - base);
+        const float corr = exp2_fast(m_run[mt][r] * p.scale_log2 - base);
         m_run[mt][r] = mx;
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float x = exp2f(fmaf(s[mt][j][2 * r + e], p.scale_log2, -base));
+            const float x = exp2_fast(fmaf(s[mt][j][2 * r + e], p.scale_log2, -base));
             s[mt][j][2 * r + e] = x;
             sum += x;
           }
