@@ -43,6 +43,7 @@ void prefill(int len, bool causal, int reps, kvf::exec::cuda::PrefillKernel kern
   a.out = out;
   a.cu_seqlens_q = a.cu_seqlens_k = cu;
   a.max_seqlen_q = len;
+  a.total_q = a.total_k = len;
   a.scale = 0.08838834764831845f;
   a.causal = causal;
   a.kernel = kernel;

@@ -51,6 +51,7 @@ uint64_t seed() { return kvf::testing::test_seed(); }
 bool has_wgmma() {
   PrefillAttentionArgs a;
   a.head_dim = 128;
+  a.total_q = a.total_k = 1;
   return prefill_kernel_for(a) == PrefillKernel::kWgmma;
 }
 
@@ -139,6 +140,8 @@ void run_case_on(const Case& c, uint64_t sd) {
   a.cu_seqlens_q = dcq.p;
   a.cu_seqlens_k = dck.p;
   a.max_seqlen_q = *std::max_element(c.lq.begin(), c.lq.end());
+  a.total_q = tq;
+  a.total_k = tk;
   a.scale = scale;
   a.causal = c.causal;
   a.kernel = c.kernel;
@@ -299,11 +302,15 @@ TEST(CudaPrefillPlan, AutoPicksWgmmaOnHopper) {
   int major = 0;
   KVF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   PrefillAttentionArgs a;
+  a.total_q = a.total_k = 4096;
   for (int d : {64, 128, 256}) {
     a.head_dim = d;
     const bool want = d == 128 && major == 9;
     EXPECT_EQ(prefill_kernel_for(a), want ? PrefillKernel::kWgmma : PrefillKernel::kMmaSync) << "d" << d;
   }
+  a.head_dim = 128;
+  a.total_q = a.total_k = 0;  // unknown totals: no TMA maps, so mma.sync
+  EXPECT_EQ(prefill_kernel_for(a), PrefillKernel::kMmaSync);
 }
 
 }  // namespace

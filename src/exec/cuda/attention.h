@@ -78,9 +78,9 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
 // lk > lq the rows are the last lq positions, as in chunked prefill). A row that sees no
 // key (causal with lq > lk, or lk = 0) gets zeros. Q, K, V and out are 16-bit (kv_type),
 // accumulation is f32 on the tensor cores.
-// Which prefill kernel: Hopper's warpgroup MMA (head dim 128 on an sm_90 device: wgmma from
-// shared memory, 128-row blocks of two warpgroups) or mma.sync (every head dim, any sm_90+
-// device). kAuto takes wgmma where it runs.
+// Which prefill kernel: Hopper's warpgroup MMA and TMA (head dim 128 on an sm_90 device,
+// total_q and total_k given: warp-specialized, 128-row blocks of two consumer warpgroups)
+// or mma.sync (every head dim, any sm_90+ device). kAuto takes wgmma where it runs.
 enum class PrefillKernel { kAuto, kMmaSync, kWgmma };
 
 struct PrefillAttentionArgs {
@@ -94,6 +94,8 @@ struct PrefillAttentionArgs {
   const int32_t* cu_seqlens_q = nullptr;  // device i32 [batch + 1], from 0, non-decreasing
   const int32_t* cu_seqlens_k = nullptr;  // device i32 [batch + 1], from 0, non-decreasing
   int max_seqlen_q = 0;                // host bound on every query length: sizes the grid
+  int total_q = 0, total_k = 0;        // rows of q/out and of k/v (cu_seqlens_*[batch]); the wgmma
+                                       // kernel's TMA needs them, 0 (unknown) keeps kAuto on mma.sync
   float scale = 1.0f;
   bool causal = false;
   PrefillKernel kernel = PrefillKernel::kAuto;

@@ -26,12 +26,17 @@ Status check_prefill_attention(const PrefillAttentionArgs& a) {
     return unsupported("cuda prefill_attention: the wgmma kernel takes head_dim 128, not ", a.head_dim);
   if (a.kernel == PrefillKernel::kWgmma && !detail::is_sm90())
     return unsupported("cuda prefill_attention: the wgmma kernel needs an sm_90 (Hopper) device");
+  if (a.total_q < 0 || a.total_k < 0 || (a.total_q > 0 && a.total_q < a.max_seqlen_q))
+    return invalid_input("cuda prefill_attention: total_q ", a.total_q, ", total_k ", a.total_k,
+                         " (rows of q and k; total_q >= max_seqlen_q)");
+  if (a.kernel == PrefillKernel::kWgmma && a.total_q == 0 && a.max_seqlen_q > 0)
+    return invalid_input("cuda prefill_attention: the wgmma kernel needs total_q and total_k (its TMA maps)");
   return Status();
 }
 
 PrefillKernel prefill_kernel_for(const PrefillAttentionArgs& a) {
   if (a.kernel != PrefillKernel::kAuto) return a.kernel;
-  return a.head_dim == 128 && detail::is_sm90() ? PrefillKernel::kWgmma : PrefillKernel::kMmaSync;
+  return a.head_dim == 128 && a.total_q > 0 && detail::is_sm90() ? PrefillKernel::kWgmma : PrefillKernel::kMmaSync;
 }
 
 Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
@@ -48,6 +53,8 @@ Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
   p.hkv = a.kv_heads;
   p.n_rep = a.q_heads / a.kv_heads;
   p.max_seqlen_q = a.max_seqlen_q;
+  p.total_q = a.total_q;
+  p.total_k = a.total_k;
   p.scale_log2 = a.scale * 1.4426950408889634f;
   p.causal = a.causal ? 1 : 0;
   p.f16 = a.kv_type == KvType::kF16 ? 1 : 0;

@@ -1,70 +1,98 @@
-// Prefill attention for head dim 128 on Hopper's warpgroup MMA (wgmma; this file is built
-// for sm_90a only, cmake/kvf_cuda.cmake). Same contract as prefill_attention.cuh's mma.sync
-// kernel (prefill_attention.h semantics: varlen, GQA, causal bottom-right aligned, rows
-// without keys get zeros); see docs/cuda.md, "Prefill on wgmma".
+// Prefill attention for head dim 128 on Hopper's warpgroup MMA (wgmma) and tensor memory
+// accelerator (TMA); this file is built for sm_90a only (cmake/kvf_cuda.cmake). Same
+// contract as prefill_attention.cuh's mma.sync kernel (attention.h: varlen, GQA, causal
+// bottom-right aligned, rows without keys get zeros); see docs/cuda.md, "Prefill on wgmma".
 //
-// A block owns 128 query rows of one head of one sequence: two consumer warpgroups of 64
-// rows each. Q (128 x 128) and three stages of K and V tiles (128 keys each) sit in shared
-// memory in the hardware's 128-byte-swizzled layout, written by cp.async from all 256
-// threads. S = Q Kᵀ is 8 wgmma m64n128k16 with both operands in shared memory; O += P V is
-// 8 wgmma with P from registers (converted from S: the accumulator layout is the A layout)
-// and V read transposed (MN-major) from shared memory. The two are pipelined within a
-// warpgroup: the wgmma of S for tile j and of P V for tile j - 1 are issued together, and
-// the softmax of tile j runs while the tensor cores still work on P V of tile j - 1.
+// A block owns 128 query rows of one head of one sequence: two warpgroups of 64 rows each.
+// Thread 0 also loads Q once and the K/V tiles of 128 keys, one tile ahead, into a ring of
+// kStages stages with TMA, which writes the hardware's 128-byte-swizzled layout directly; a
+// stage's "full" mbarrier completes when its bytes land and its "empty" mbarrier when both
+// warpgroups are done with it, so the warpgroups never meet at a block barrier (a dedicated
+// producer warp would cost a warpgroup's worth of registers: ptxas then caps every thread at
+// 168 and the consumers spill; FA3 answers that with setmaxnreg). A warpgroup computes
+// S = Q Kᵀ as 8 wgmma m64n128k16 from shared memory and O += P V as 8 wgmma with P from
+// registers (converted from S: the accumulator layout is the A layout) and V read
+// transposed (MN-major); the S of tile j is issued together with the P V of tile j - 1, so
+// the softmax of tile j runs while the tensor cores work on P V.
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <cstdint>
 
 #include "exec/cuda/mma_ptx.cuh"
 #include "exec/cuda/prefill_block.cuh"
 #include "exec/cuda/prefill_launch.h"
+#include "exec/cuda/tma_ptx.cuh"
 #include "exec/cuda/wgmma_ptx.cuh"
 
 namespace kvf::exec::cuda::detail {
 namespace {
 
 constexpr int kD = 128;
-constexpr int kBlockM = 128;                      // query rows per block: 2 warpgroups x 64
-constexpr int kBlockN = 128;                      // keys per K/V tile
-constexpr int kThreads = 256;
-constexpr int kQBytes = kBlockM * kD * 2;         // 32 KB
-constexpr int kTileBytes = kBlockN * kD * 2;      // 32 KB, one K or V tile
-constexpr int kStages = 3;  // tiles j + 1 (loading), j (S = Q Kᵀ), j - 1 (P V) resident at once
-constexpr int kSmemBytes = kQBytes + 2 * kStages * kTileBytes + 1024;  // + 1024-byte alignment slack
+constexpr int kBlockM = 128;                  // query rows per block: 2 consumer warpgroups x 64
+constexpr int kBlockN = 128;                  // keys per K/V tile
+constexpr int kThreads = 256;                 // two warpgroups
+constexpr int kStages = 3;                    // K/V ring: tiles j + 1 (loading), j (Q Kᵀ), j - 1 (P V)
+constexpr int kQBytes = kBlockM * kD * 2;     // 32 KB
+constexpr int kTileBytes = kBlockN * kD * 2;  // 32 KB, one K or V tile
+constexpr int kHalfBytes = kTileBytes / 2;    // one TMA box: 128 rows x 64 columns
+constexpr int kBarBytes = 8 * (1 + 2 * kStages);
+constexpr int kSmemBytes = kQBytes + 2 * kStages * kTileBytes + kBarBytes + 1024;  // + 1024-byte alignment slack
 
-// Copies `rows` rows of 128 16-bit values (global stride `stride` elements) into a tile in
-// the two-half 128B-swizzled layout; rows at or past `valid` are zero-filled, unread.
-__device__ __forceinline__ void load_tile(uint32_t dst, const uint16_t* src, int64_t stride, int rows, int valid) {
-  for (int i = threadIdx.x; i < rows * 16; i += kThreads) {
-    const int r = i / 16, c = i % 16;
-    const bool ok = r < valid;
-    ptx::cp_async16(dst + wgmma::sw128_offset(rows, r, c), src + (ok ? r : 0) * stride + c * 8, ok ? 16 : 0);
-  }
-}
+// TMA maps of q/out [total_q, Hq, 128] and k, v [total_k, Hkv, 128] (16-bit): boxes of 64
+// columns x 1 head x 128 tokens, 128B swizzle.
+struct Maps {
+  CUtensorMap q, k, v;
+};
 
 template <bool kF16, bool kCausal>
-__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const PrefillParams p) {
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_wgmma_kernel(const __grid_constant__ Maps maps, const PrefillParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char wg_smem[];
   const uint32_t s_q = (static_cast<uint32_t>(__cvta_generic_to_shared(wg_smem)) + 1023u) & ~1023u;
   const uint32_t s_k = s_q + kQBytes, s_v = s_k + kStages * kTileBytes;
+  const uint32_t bar_q = s_v + kStages * kTileBytes;  // q landed
+  auto bar_full = [&](int st) { return bar_q + 8 * (1 + st); };              // stage st landed
+  auto bar_empty = [&](int st) { return bar_q + 8 * (1 + kStages + st); };   // consumers done with st
   const PrefillBlock blk(p, kD, kBlockM, kBlockN, kCausal);
   if (blk.skip) return;
   const int m0 = blk.m0, lq = blk.lq, lk = blk.lk, shift = blk.shift, n_blocks = blk.n_blocks;
-  const int64_t q_stride = blk.q_stride, kv_stride = blk.kv_stride;
-  const uint16_t *qg = blk.qg, *kg = blk.kg, *vg = blk.vg;
-  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-  auto load_kv = [&](int n, int stage) {
-    const int valid = min(kBlockN, lk - n * kBlockN);
-    load_tile(s_k + stage * kTileBytes, kg + n * kBlockN * kv_stride, kv_stride, kBlockN, valid);
-    load_tile(s_v + stage * kTileBytes, vg + n * kBlockN * kv_stride, kv_stride, kBlockN, valid);
-  };
-  load_tile(s_q, qg, q_stride, kBlockM, lq - m0);
-  if (n_blocks > 0) load_kv(n_blocks - 1, 0);
-  ptx::commit();
+  const int warp_id = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    tma::mbar_init(bar_q, 1);
+    for (int st = 0; st < kStages; ++st) {
+      tma::mbar_init(bar_full(st), 1);
+      tma::mbar_init(bar_empty(st), kThreads);
+    }
+    tma::mbar_fence_init();
+  }
+  __syncthreads();
 
+  // Thread 0's loads: q, then tile j into stage j % kStages once both warpgroups have
+  // released the tile kStages before it.
+  const int q_tok = p.cu_q[blk.b] + m0, k_tok = p.cu_k[blk.b], hkv = blk.h / p.n_rep;
+  auto load_tile = [&](int j) {
+    const int st = j % kStages, n = n_blocks - 1 - j;
+    if (j >= kStages) tma::mbar_wait(bar_empty(st), (j / kStages - 1) & 1);
+    const uint32_t sk = s_k + st * kTileBytes, sv = s_v + st * kTileBytes;
+    tma::mbar_arrive_expect_tx(bar_full(st), 2 * kTileBytes);
+    tma::load_3d(sk, &maps.k, 0, hkv, k_tok + n * kBlockN, bar_full(st));
+    tma::load_3d(sk + kHalfBytes, &maps.k, 64, hkv, k_tok + n * kBlockN, bar_full(st));
+    tma::load_3d(sv, &maps.v, 0, hkv, k_tok + n * kBlockN, bar_full(st));
+    tma::load_3d(sv + kHalfBytes, &maps.v, 64, hkv, k_tok + n * kBlockN, bar_full(st));
+  };
+  if (threadIdx.x == 0) {
+    tma::mbar_arrive_expect_tx(bar_q, kQBytes);
+    tma::load_3d(s_q, &maps.q, 0, blk.h, q_tok, bar_q);
+    tma::load_3d(s_q + kQBytes / 2, &maps.q, 64, blk.h, q_tok, bar_q);
+    if (n_blocks > 0) load_tile(0);
+  }
+
+  const int wg = warp_id / 4, warp = warp_id % 4;
   // The thread's rows (block-relative): r0 = 64 wg + 16 warp + lane / 4 and r0 + 8.
   const int r0 = wg * 64 + warp * 16 + lane / 4;
   const int row_wg = m0 + wg * 64;  // the warpgroup's first query row
@@ -84,17 +112,14 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
     for (int kk = 0; kk < kBlockN / 16; ++kk) wgmma::mma_rs_t<kF16>(o, pa[kk], v_desc(sv, kk));
     wgmma::commit();
   };
+  tma::mbar_wait(bar_q, 0);
 
   // KV tiles from the last (the diagonal ones, masked) down to the first.
   for (int it = 0; it < n_blocks; ++it) {
     const int n = n_blocks - 1 - it, stage = it % kStages;
-    ptx::wait<0>();  // tile it has landed (this thread's copies, issued one iteration ago)
-    wgmma::fence_proxy_async();  // ... visible to wgmma's async proxy
-    __syncthreads();  // every thread's copies; and every warpgroup is done with tile it - 2
-    if (it + 1 < n_blocks) {  // into tile it - 2's stage; tiles it (S) and it - 1 (P V) stay
-      load_kv(n - 1, (it + 1) % kStages);
-      ptx::commit();
-    }
+    // Tile it + 1 goes into tile it - 2's stage: tiles it (Q Kᵀ) and it - 1 (P V) stay.
+    if (threadIdx.x == 0 && it + 1 < n_blocks) load_tile(it + 1);
+    tma::mbar_wait(bar_full(stage), (it / kStages) & 1);
     const uint32_t sk = s_k + stage * kTileBytes;
 
     // S = Q Kᵀ for tile it, then P V for tile it - 1, both in flight; wait for S only.
@@ -105,8 +130,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) wgmma::mma_ss<kF16>(s, q_desc(kk), k_desc(sk, kk));
     wgmma::commit();
+    if (it > 0) issue_pv(s_v + ((it - 1) % kStages) * kTileBytes);
     if (it > 0) {
-      issue_pv(s_v + ((it - 1) % kStages) * kTileBytes);
       wgmma::wait<1>();
     } else {
       wgmma::wait<0>();
@@ -147,8 +172,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
         }
       l_run[r] = l_run[r] * corr[r] + sum;
     }
-    wgmma::wait<0>();  // P V of tile it - 1: o and pa are free
+    wgmma::wait<0>();  // P V of tile it - 1: o and pa are free, and so is its stage
     wgmma::fence_operands(o);
+    if (it > 0) tma::mbar_arrive(bar_empty((it - 1) % kStages));
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       o[4 * j] *= corr[0];
@@ -171,7 +197,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
     wgmma::wait<0>();
     wgmma::fence_operands(o);
   }
-  ptx::wait<0>();  // no copy outlives the block (n_blocks == 0 leaves the q copies unwaited)
 
   // Normalize and store; a row that saw no key gets zeros.
   uint16_t* og = blk.out(p);
@@ -183,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     const int row = r0 + 8 * r;
     if (m0 + row >= lq) continue;
-    uint16_t* dst = og + row * q_stride + 2 * (lane % 4);
+    uint16_t* dst = og + row * blk.q_stride + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < 16; ++j)
       *reinterpret_cast<uint32_t*>(dst + j * 8) = ptx::pack<kF16>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
@@ -193,13 +218,43 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Prefil
 #endif
 }
 
+// cuTensorMapEncodeTiled from the driver, found once through the runtime (no -lcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A map of a [tokens, heads, 128] 16-bit tensor in boxes of 64 columns x 1 head x 128
+// tokens. No tokens: a zeroed map, which no block reads (every block has zero key tiles).
+bool encode(CUtensorMap* map, const void* base, int tokens, int heads, bool f16) {
+  *map = CUtensorMap{};
+  if (tokens <= 0) return true;
+  const PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+  if (fn == nullptr) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kD), static_cast<cuuint64_t>(heads),
+                              static_cast<cuuint64_t>(tokens)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(kD) * 2, static_cast<cuuint64_t>(heads) * kD * 2};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(kBlockN)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  return fn(map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base),
+            dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <bool kF16, bool kCausal>
-int launch_as(const PrefillParams& p, void* stream) {
+int launch_as(const Maps& maps, const PrefillParams& p, void* stream) {
   auto* k = prefill_wgmma_kernel<kF16, kCausal>;
   cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (e != cudaSuccess) return static_cast<int>(e);
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.hq, p.batch);
-  k<<<grid, kThreads, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+  k<<<grid, kThreads, kSmemBytes, static_cast<cudaStream_t>(stream)>>>(maps, p);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -207,8 +262,12 @@ int launch_as(const PrefillParams& p, void* stream) {
 
 int launch_prefill_d128_wgmma(const PrefillParams& p, void* stream) {
   if (p.max_seqlen_q <= 0) return 0;
-  if (p.f16) return p.causal ? launch_as<true, true>(p, stream) : launch_as<true, false>(p, stream);
-  return p.causal ? launch_as<false, true>(p, stream) : launch_as<false, false>(p, stream);
+  Maps maps;
+  if (!encode(&maps.q, p.q, p.total_q, p.hq, p.f16) || !encode(&maps.k, p.k, p.total_k, p.hkv, p.f16) ||
+      !encode(&maps.v, p.v, p.total_k, p.hkv, p.f16))
+    return static_cast<int>(cudaErrorInvalidValue);
+  if (p.f16) return p.causal ? launch_as<true, true>(maps, p, stream) : launch_as<true, false>(maps, p, stream);
+  return p.causal ? launch_as<false, true>(maps, p, stream) : launch_as<false, false>(maps, p, stream);
 }
 
 }  // namespace kvf::exec::cuda::detail

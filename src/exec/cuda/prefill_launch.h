@@ -16,6 +16,7 @@ struct PrefillParams {
   const int32_t* cu_q;       // [B + 1] cumulative query lengths
   const int32_t* cu_k;       // [B + 1] cumulative key lengths
   int batch, hq, hkv, n_rep, max_seqlen_q;
+  int total_q, total_k;      // rows of q/out and of k/v (the wgmma kernel's TMA maps)
   float scale_log2;          // softmax scale * log2(e)
   int causal;                // 0/1, bottom-right aligned
   int f16;                   // 0: bf16, 1: f16
