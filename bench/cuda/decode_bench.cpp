@@ -138,6 +138,10 @@ int main(int argc, char** argv) {
   std::printf("device name=\"%s\" sms=%d l2=%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize);
   using kvf::exec::cuda::DecodeKernel;
   const DecodeKernel tc = DecodeKernel::kTensorCores, simt = DecodeKernel::kSimt;
+  if (argc > 5 && std::string(argv[2]) == "shape") {  // one shape: B ctx paged(0/1), for ncu
+    decode(std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]) != 0, reps, tc);
+    return 0;
+  }
   if (argc > 2 && std::string(argv[2]) == "quick") {  // the variant sweep's shapes
     for (int batch : {1, 8, 32})
       for (int ctx : {8192, 131072})
