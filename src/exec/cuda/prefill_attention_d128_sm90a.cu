@@ -3,13 +3,13 @@
 // contract as prefill_attention.cuh's mma.sync kernel (attention.h: varlen, GQA, causal
 // bottom-right aligned, rows without keys get zeros); see docs/cuda.md, "Prefill on wgmma".
 //
-// A block owns 128 query rows of one head of one sequence: two warpgroups of 64 rows each.
-// Thread 0 also loads Q once and the K/V tiles of 128 keys, one tile ahead, into a ring of
-// kStages stages with TMA, which writes the hardware's 128-byte-swizzled layout directly; a
-// stage's "full" mbarrier completes when its bytes land and its "empty" mbarrier when both
-// warpgroups are done with it, so the warpgroups never meet at a block barrier (a dedicated
-// producer warp would cost a warpgroup's worth of registers: ptxas then caps every thread at
-// 168 and the consumers spill; FA3 answers that with setmaxnreg). A warpgroup computes
+// A block owns 128 query rows of one head of one sequence and is warp-specialized: two
+// consumer warpgroups of 64 rows each and a producer warpgroup, which gives most of its
+// registers to the consumers (setmaxnreg) and whose first thread loads Q once and the K/V
+// tiles of 128 keys into a ring of kStages stages with TMA; TMA writes the hardware's
+// 128-byte-swizzled layout directly. A stage's "full" mbarrier completes when its bytes land
+// and its "empty" mbarrier when both consumers are done with it, so nobody meets at a block
+// barrier in the key loop. A consumer warpgroup computes
 // S = Q Kᵀ as 8 wgmma m64n128k16 from shared memory and O += P V as 8 wgmma with P from
 // registers (converted from S: the accumulator layout is the A layout) and V read
 // transposed (MN-major); the S of tile j is issued together with the P V of tile j - 1, so
@@ -34,7 +34,9 @@ namespace {
 constexpr int kD = 128;
 constexpr int kBlockM = 128;                  // query rows per block: 2 consumer warpgroups x 64
 constexpr int kBlockN = 128;                  // keys per K/V tile
-constexpr int kThreads = 256;                 // two warpgroups
+constexpr int kConsumers = 256;               // two consumer warpgroups
+constexpr int kThreads = kConsumers + 128;    // + a producer warpgroup (one thread issues TMA)
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // setmaxnreg: 128 x 40 + 256 x 232 <= 64K
 constexpr int kStages = 3;                    // K/V ring: tiles j + 1 (loading), j (Q Kᵀ), j - 1 (P V)
 constexpr int kQBytes = kBlockM * kD * 2;     // 32 KB
 constexpr int kTileBytes = kBlockN * kD * 2;  // 32 KB, one K or V tile
@@ -66,13 +68,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     tma::mbar_init(bar_q, 1);
     for (int st = 0; st < kStages; ++st) {
       tma::mbar_init(bar_full(st), 1);
-      tma::mbar_init(bar_empty(st), kThreads);
+      tma::mbar_init(bar_empty(st), kConsumers);
     }
     tma::mbar_fence_init();
   }
   __syncthreads();
 
-  // Thread 0's loads: q, then tile j into stage j % kStages once both warpgroups have
+  // The producer's loads: q, then tile j into stage j % kStages once both consumers have
   // released the tile kStages before it.
   const int q_tok = p.cu_q[blk.b] + m0, k_tok = p.cu_k[blk.b], hkv = blk.h / p.n_rep;
   auto load_tile = [&](int j) {
@@ -85,12 +87,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     tma::load_3d(sv, &maps.v, 0, hkv, k_tok + n * kBlockN, bar_full(st));
     tma::load_3d(sv + kHalfBytes, &maps.v, 64, hkv, k_tok + n * kBlockN, bar_full(st));
   };
-  if (threadIdx.x == 0) {
-    tma::mbar_arrive_expect_tx(bar_q, kQBytes);
-    tma::load_3d(s_q, &maps.q, 0, blk.h, q_tok, bar_q);
-    tma::load_3d(s_q + kQBytes / 2, &maps.q, 64, blk.h, q_tok, bar_q);
-    if (n_blocks > 0) load_tile(0);
+  if (warp_id >= kConsumers / 32) {  // the producer warpgroup: gives registers back, one thread loads
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
+    if (threadIdx.x == kConsumers) {
+      tma::mbar_arrive_expect_tx(bar_q, kQBytes);
+      tma::load_3d(s_q, &maps.q, 0, blk.h, q_tok, bar_q);
+      tma::load_3d(s_q + kQBytes / 2, &maps.q, 64, blk.h, q_tok, bar_q);
+      for (int j = 0; j < n_blocks; ++j) load_tile(j);
+    }
+    return;
   }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
 
   const int wg = warp_id / 4, warp = warp_id % 4;
   // The thread's rows (block-relative): r0 = 64 wg + 16 warp + lane / 4 and r0 + 8.
@@ -117,8 +124,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // KV tiles from the last (the diagonal ones, masked) down to the first.
   for (int it = 0; it < n_blocks; ++it) {
     const int n = n_blocks - 1 - it, stage = it % kStages;
-    // Tile it + 1 goes into tile it - 2's stage: tiles it (Q Kᵀ) and it - 1 (P V) stay.
-    if (threadIdx.x == 0 && it + 1 < n_blocks) load_tile(it + 1);
     tma::mbar_wait(bar_full(stage), (it / kStages) & 1);
     const uint32_t sk = s_k + stage * kTileBytes;
 
