@@ -33,12 +33,19 @@ struct Case {
   std::vector<int> lq = {1, 7, 129};  // query length per sequence
   std::vector<int> lk = {};           // key length per sequence (empty: = lq)
   bool causal = true;
+  float softcap = 0.0f;
+  bool alibi = false;
+  int window = 0;
   PrefillKernel kernel = PrefillKernel::kMmaSync;  // run_case sets it
+  bool mods() const { return softcap > 0.0f || alibi || window > 0; }
   std::string name() const {
     std::string s = std::string(type == KvType::kBF16 ? "bf16" : "f16") + " Hq" + std::to_string(hq) + "/" +
                     std::to_string(hkv) + " d" + std::to_string(d) + (causal ? " causal" : " full") + " lq/lk";
     for (size_t i = 0; i < lq.size(); ++i)
       s += " " + std::to_string(lq[i]) + "/" + std::to_string(lk.empty() ? lq[i] : lk[i]);
+    if (softcap > 0) s += " softcap";
+    if (alibi) s += " alibi";
+    if (window) s += " window" + std::to_string(window);
     return s + (kernel == PrefillKernel::kWgmma ? " wgmma" : " mma.sync");
   }
 };
@@ -80,28 +87,34 @@ void run_case_on(const Case& c, uint64_t sd) {
   for (size_t i = 0; i < k.size(); ++i) kd[i] = widen16(k[i]);
   for (size_t i = 0; i < v.size(); ++i) vd[i] = widen16(v[i]);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<float> slopes(c.hq, 0.0f);
+  for (int h = 0; h < c.hq; ++h) slopes[h] = c.alibi ? std::pow(2.0f, -8.0f * (h + 1) / c.hq) : 0.0f;
 
-  // f64 reference; a row with no visible key is zero.
+  // f64 reference; a row with no visible key is zero. Row i is at key position
+  // pos = i + lk - lq; it sees keys j < lk, j <= pos if causal, j > pos - window.
   std::vector<double> ref(q.size(), 0.0), s, acc(d);
   for (int b = 0; b < batch; ++b)
     for (int i = 0; i < c.lq[b]; ++i)
       for (int h = 0; h < c.hq; ++h) {
-        const int g = h / n_rep;
-        const int last = c.causal ? std::min(lk[b] - 1, i + lk[b] - c.lq[b]) : lk[b] - 1;
-        if (last < 0) continue;
+        const int g = h / n_rep, pos = i + lk[b] - c.lq[b];
+        const int last = c.causal ? std::min(lk[b] - 1, pos) : lk[b] - 1;
+        const int first = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+        if (last < first) continue;
         const double* qr = &qd[(static_cast<size_t>(cu_q[b] + i) * c.hq + h) * d];
         s.assign(last + 1, 0.0);
         double mx = -INFINITY;
-        for (int j = 0; j <= last; ++j) {
+        for (int j = first; j <= last; ++j) {
           const double* kr = &kd[(static_cast<size_t>(cu_k[b] + j) * c.hkv + g) * d];
           double dot = 0;
           for (int e = 0; e < d; ++e) dot += qr[e] * kr[e];
-          s[j] = dot * scale;
+          double x = dot * scale;
+          if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
+          s[j] = x + static_cast<double>(slopes[h]) * (j - pos);
           mx = std::max(mx, s[j]);
         }
         double l = 0;
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int j = 0; j <= last; ++j) {
+        for (int j = first; j <= last; ++j) {
           const double p = std::exp(s[j] - mx);
           l += p;
           const double* vr = &vd[(static_cast<size_t>(cu_k[b] + j) * c.hkv + g) * d];
@@ -113,6 +126,9 @@ void run_case_on(const Case& c, uint64_t sd) {
 
   DevBuf<uint16_t> dq, dk, dv, dout;
   DevBuf<int32_t> dcq, dck;
+  DevBuf<float> dslopes;
+  KVF_CUDA_CHECK(cudaMalloc(&dslopes.p, slopes.size() * 4));
+  KVF_CUDA_CHECK(cudaMemcpy(dslopes.p, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
   KVF_CUDA_CHECK(cudaMalloc(&dq.p, std::max<size_t>(2, q.size() * 2)));
   KVF_CUDA_CHECK(cudaMalloc(&dk.p, std::max<size_t>(2, k.size() * 2)));
   KVF_CUDA_CHECK(cudaMalloc(&dv.p, std::max<size_t>(2, v.size() * 2)));
@@ -144,6 +160,9 @@ void run_case_on(const Case& c, uint64_t sd) {
   a.total_k = tk;
   a.scale = scale;
   a.causal = c.causal;
+  a.softcap = c.softcap;
+  a.alibi = c.alibi ? dslopes.p : nullptr;
+  a.window = c.window;
   a.kernel = c.kernel;
   ASSERT_EQ(prefill_kernel_for(a), c.kernel);
   const Status st = prefill_attention(a);
@@ -169,11 +188,12 @@ void run_case_on(const Case& c, uint64_t sd) {
   worst_error().add(rel);
 }
 
-// Runs the case on mma.sync and, for head dim 128 on an sm_90 device, on wgmma.
+// Runs the case on mma.sync and, for head dim 128 without softcap/ALiBi/window on an sm_90
+// device, on wgmma.
 void run_case(Case c, uint64_t sd) {
   c.kernel = PrefillKernel::kMmaSync;
   run_case_on(c, sd);
-  if (c.d == 128 && has_wgmma()) {
+  if (c.d == 128 && !c.mods() && has_wgmma()) {
     c.kernel = PrefillKernel::kWgmma;
     run_case_on(c, sd);
   }
@@ -251,6 +271,35 @@ TEST_F(CudaPrefill, LongSequence4097) {
   }
 }
 
+// Softcap, ALiBi and sliding windows (mma.sync; the wgmma kernel refuses them), every head
+// dim, causal and not, over chunked and plain sequences; window 1 leaves each row one key.
+TEST_F(CudaPrefill, SoftcapAlibiWindow) {
+  KVF_NEED_GPU();
+  for (int d : {64, 128, 256})
+    for (bool causal : {true, false}) {
+      Case c;
+      c.d = d;
+      c.causal = causal;
+      c.lq = {129, 7, 300};
+      c.lk = {129, 200, 300};
+      c.softcap = 5.0f;
+      run(c);
+      c.softcap = 0.0f;
+      c.alibi = true;
+      run(c);
+      c.alibi = false;
+      c.window = 100;
+      run(c);
+      c.window = 1;
+      run(c);
+      c.softcap = 30.0f;  // all three at once
+      c.alibi = true;
+      c.window = 64;
+      run(c);
+      if (HasFatalFailure()) return;
+    }
+}
+
 // Causal with fewer keys than queries: the first rows see no key and must be zeros; a
 // sequence with no keys at all is zeros too; an empty query sequence writes nothing.
 TEST_F(CudaPrefill, RowsWithoutKeysAreZero) {
@@ -294,6 +343,17 @@ TEST(CudaPrefillPlan, Refusals) {
   Status s4 = check_prefill_attention(a);
   ASSERT_FALSE(s4.ok());
   EXPECT_EQ(s4.error().code(), ErrorCode::kUnsupported);
+  a.head_dim = 128;  // ... and no softcap, ALiBi or window
+  a.window = 16;
+  Status s5 = check_prefill_attention(a);
+  ASSERT_FALSE(s5.ok());
+  EXPECT_EQ(s5.error().code(), ErrorCode::kUnsupported);
+  a.kernel = PrefillKernel::kAuto;
+  EXPECT_EQ(prefill_kernel_for(a), PrefillKernel::kMmaSync);
+  a.window = -1;
+  Status s6 = check_prefill_attention(a);
+  ASSERT_FALSE(s6.ok());
+  EXPECT_EQ(s6.error().code(), ErrorCode::kInvalidInput);
 }
 
 // On an H200 (sm_90) kAuto takes wgmma for head dim 128 and mma.sync for the others.

@@ -72,15 +72,18 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
 // ---- Prefill (prefill_attention.cpp, prefill_attention.cuh) ----
 // Variable-length batches packed along tokens: sequence b has query rows
 // [cu_seqlens_q[b], cu_seqlens_q[b+1]) and keys [cu_seqlens_k[b], cu_seqlens_k[b+1]).
-// For its query row i (of lq) and head h:
-//   out[i,h,:] = sum_j softmax_j(q[i,h,:] . k[j,h/n_rep,:] * scale) v[j,h/n_rep,:]
-// over keys j < lk, and with causal also j <= i + (lk - lq) (bottom-right aligned: with
-// lk > lq the rows are the last lq positions, as in chunked prefill). A row that sees no
-// key (causal with lq > lk, or lk = 0) gets zeros. Q, K, V and out are 16-bit (kv_type),
+// For its query row i (of lq), at key position p_i = i + (lk - lq) (bottom-right aligned:
+// with lk > lq the rows are the last lq positions, as in chunked prefill), and head h:
+//   s[j] = transform(q[i,h,:] . k[j,h/n_rep,:] * scale) + alibi[h] * (j - p_i)
+//   out[i,h,:] = sum_j softmax(s)[j] v[j,h/n_rep,:]
+// over keys j < lk, with causal also j <= p_i, and with a window W > 0 also j > p_i - W;
+// transform is the identity or softcap * tanh(x / softcap). A row that sees no key
+// (causal with lq > lk, lk = 0, ...) gets zeros. Q, K, V and out are 16-bit (kv_type),
 // accumulation is f32 on the tensor cores.
 // Which prefill kernel: Hopper's warpgroup MMA and TMA (head dim 128 on an sm_90 device,
-// total_q and total_k given: warp-specialized, 128-row blocks of two consumer warpgroups)
-// or mma.sync (every head dim, any sm_90+ device). kAuto takes wgmma where it runs.
+// total_q and total_k given, no softcap/ALiBi/window: warp-specialized, 128-row blocks of
+// two consumer warpgroups) or mma.sync (everything, any sm_90+ device). kAuto takes wgmma
+// where it runs.
 enum class PrefillKernel { kAuto, kMmaSync, kWgmma };
 
 struct PrefillAttentionArgs {
@@ -98,6 +101,9 @@ struct PrefillAttentionArgs {
                                        // kernel's TMA needs them, 0 (unknown) keeps kAuto on mma.sync
   float scale = 1.0f;
   bool causal = false;
+  float softcap = 0.0f;                // 0: none
+  const float* alibi = nullptr;        // device f32 [Hq] slopes or null
+  int window = 0;                      // 0: none
   PrefillKernel kernel = PrefillKernel::kAuto;
 };
 

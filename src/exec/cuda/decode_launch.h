@@ -6,8 +6,6 @@
 
 namespace kvf::exec::cuda::detail {
 
-inline constexpr float kLog2e = 1.4426950408889634f;
-
 // Everything a decode launch reads; pointers are device pointers.
 struct DecodeParams {
   const float* q;          // [B, Hq, Lq, dk]

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "exec/cuda/decode_launch.h"
+#include "exec/cuda/mma_ptx.cuh"
 
 namespace kvf::exec::cuda::detail {
 

@@ -22,6 +22,8 @@ Status check_prefill_attention(const PrefillAttentionArgs& a) {
   if (a.max_seqlen_q < 0) return invalid_input("cuda prefill_attention: max_seqlen_q ", a.max_seqlen_q);
   if (!(a.scale > 0.0f) || !std::isfinite(a.scale))
     return invalid_input("cuda prefill_attention: scale ", a.scale, " (must be finite and > 0)");
+  if (!(a.softcap >= 0.0f) || !std::isfinite(a.softcap) || a.window < 0)
+    return invalid_input("cuda prefill_attention: softcap ", a.softcap, ", window ", a.window, " (must be >= 0)");
   if (a.kernel == PrefillKernel::kWgmma && a.head_dim != 128)
     return unsupported("cuda prefill_attention: the wgmma kernel takes head_dim 128, not ", a.head_dim);
   if (a.kernel == PrefillKernel::kWgmma && !detail::is_sm90())
@@ -29,6 +31,8 @@ Status check_prefill_attention(const PrefillAttentionArgs& a) {
   if (a.total_q < 0 || a.total_k < 0 || (a.total_q > 0 && a.total_q < a.max_seqlen_q))
     return invalid_input("cuda prefill_attention: total_q ", a.total_q, ", total_k ", a.total_k,
                          " (rows of q and k; total_q >= max_seqlen_q)");
+  if (a.kernel == PrefillKernel::kWgmma && (a.softcap > 0.0f || a.alibi != nullptr || a.window > 0))
+    return unsupported("cuda prefill_attention: the wgmma kernel has no softcap, ALiBi or window (mma.sync has)");
   if (a.kernel == PrefillKernel::kWgmma && a.total_q == 0 && a.max_seqlen_q > 0)
     return invalid_input("cuda prefill_attention: the wgmma kernel needs total_q and total_k (its TMA maps)");
   return Status();
@@ -36,7 +40,9 @@ Status check_prefill_attention(const PrefillAttentionArgs& a) {
 
 PrefillKernel prefill_kernel_for(const PrefillAttentionArgs& a) {
   if (a.kernel != PrefillKernel::kAuto) return a.kernel;
-  return a.head_dim == 128 && a.total_q > 0 && detail::is_sm90() ? PrefillKernel::kWgmma : PrefillKernel::kMmaSync;
+  const bool mods = a.softcap > 0.0f || a.alibi != nullptr || a.window > 0;
+  return a.head_dim == 128 && a.total_q > 0 && !mods && detail::is_sm90() ? PrefillKernel::kWgmma
+                                                                           : PrefillKernel::kMmaSync;
 }
 
 Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
@@ -56,6 +62,11 @@ Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
   p.total_q = a.total_q;
   p.total_k = a.total_k;
   p.scale_log2 = a.scale * 1.4426950408889634f;
+  p.scale = a.scale;
+  p.softcap = a.softcap;
+  p.inv_softcap = a.softcap > 0.0f ? 1.0f / a.softcap : 0.0f;
+  p.alibi = a.alibi;
+  p.window = a.window;
   p.causal = a.causal ? 1 : 0;
   p.f16 = a.kv_type == KvType::kF16 ? 1 : 0;
   int rc = 0;

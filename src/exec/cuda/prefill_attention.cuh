@@ -92,6 +92,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
   const PrefillBlock blk(p, D, BM, BN, kCausal);
   if (blk.skip) return;
   const int m0 = blk.m0, lq = blk.lq, lk = blk.lk, shift = blk.shift, n_blocks = blk.n_blocks;
+  const int n_tiles = blk.n_tiles;
+  const ScoreMods mods(p, blk.h, lk, kCausal);
+  const float sl2 = mods.softmax_scale(p);
   const int64_t q_stride = blk.q_stride, kv_stride = blk.kv_stride;
   const uint16_t *qg = blk.qg, *kg = blk.kg, *vg = blk.vg;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -104,7 +107,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
     load_tile<Tr>(s_v + stage * Tr::kTileBytes, vg + n * BN * kv_stride, kv_stride, BN, valid);
   };
   load_tile<Tr>(s_q, qg, q_stride, BM, lq - m0);
-  if (n_blocks > 0) load_kv(n_blocks - 1, 0);
+  if (n_tiles > 0) load_kv(n_blocks - 1, 0);
   commit();
 
   float o[MT][D / 8][4] = {};
@@ -127,9 +130,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
   const LaneChunks qv_ch((lane / 16) ^ (lane % 8)), k_ch(((lane / 8) % 2) ^ (lane % 8));
 
   // KV tiles from the last (the diagonal ones, masked) down to the first.
-  for (int it = 0; it < n_blocks; ++it) {
+  for (int it = 0; it < n_tiles; ++it) {
     const int n = n_blocks - 1 - it, stage = it & 1;
-    if (it + 1 < n_blocks) {
+    if (it + 1 < n_tiles) {
       load_kv(n - 1, stage ^ 1);
       commit();
       wait<1>();
@@ -175,7 +178,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
     // Masks only where a key can be invisible to one of the warp's rows: past lk, or above
     // the diagonal.
     const int key0 = n * BN;
-    if (key0 + BN > lk || (kCausal && key0 + BN - 1 > row_w + shift)) {
+    if (mods.every_tile() || key0 + BN > lk || (kCausal && key0 + BN - 1 > row_w + shift)) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -184,7 +187,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
           for (int e = 0; e < 4; ++e) {
             const int key = key0 + j * 8 + 2 * (lane % 4) + (e & 1);
             const int row = row_w + mt * 16 + lane / 4 + (e / 2) * 8;
-            if (key >= lk || (kCausal && key > row + shift)) s[mt][j][e] = -INFINITY;
+            s[mt][j][e] = mods(s[mt][j][e], key, row + shift);
           }
     }
 
@@ -198,15 +201,15 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
         for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float base = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
-        const float corr = exp2_fast(m_run[mt][r] * p.scale_log2 - base);
+        const float base = mx == -INFINITY ? 0.0f : mx * sl2;
+        const float corr = exp2_fast(m_run[mt][r] * sl2 - base);
         m_run[mt][r] = mx;
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float x = exp2_fast(fmaf(s[mt][j][2 * r + e], p.scale_log2, -base));
+            const float x = exp2_fast(fmaf(s[mt][j][2 * r + e], sl2, -base));
             s[mt][j][2 * r + e] = x;
             sum += x;
           }
@@ -242,7 +245,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
     }
     __syncthreads();  // the next iteration's copies overwrite this stage
   }
-  wait<0>();  // no copy outlives the block (n_blocks == 0 leaves the q copies unwaited)
+  wait<0>();  // no copy outlives the block (n_tiles == 0 leaves the q copies unwaited)
 
   // Normalize and store; a row that saw no key gets zeros.
   uint16_t* og = blk.out(p);

@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const PrefillBlock blk(p, kD, kBlockM, kBlockN, kCausal);
   if (blk.skip) return;
   const int m0 = blk.m0, lq = blk.lq, lk = blk.lk, shift = blk.shift, n_blocks = blk.n_blocks;
+  const int n_tiles = blk.n_tiles;
   const int warp_id = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     tma::mbar_init(bar_q, 1);
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma::mbar_arrive_expect_tx(bar_q, kQBytes);
       tma::load_3d(s_q, &maps.q, 0, blk.h, q_tok, bar_q);
       tma::load_3d(s_q + kQBytes / 2, &maps.q, 64, blk.h, q_tok, bar_q);
-      for (int j = 0; j < n_blocks; ++j) load_tile(j);
+      for (int j = 0; j < n_tiles; ++j) load_tile(j);
     }
     return;
   }
@@ -122,7 +123,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   tma::mbar_wait(bar_q, 0);
 
   // KV tiles from the last (the diagonal ones, masked) down to the first.
-  for (int it = 0; it < n_blocks; ++it) {
+  const float sl2 = p.scale_log2;
+  for (int it = 0; it < n_tiles; ++it) {
     const int n = n_blocks - 1 - it, stage = it % kStages;
     tma::mbar_wait(bar_full(stage), (it / kStages) & 1);
     const uint32_t sk = s_k + stage * kTileBytes;
@@ -163,15 +165,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
-      corr[r] = ptx::exp2_fast(m_run[r] * p.scale_log2 - base);
+      const float base = mx == -INFINITY ? 0.0f : mx * sl2;
+      corr[r] = ptx::exp2_fast(m_run[r] * sl2 - base);
       m_run[r] = mx;
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < 16; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float x = ptx::exp2_fast(fmaf(s[4 * j + 2 * r + e], p.scale_log2, -base));
+          const float x = ptx::exp2_fast(fmaf(s[4 * j + 2 * r + e], sl2, -base));
           s[4 * j + 2 * r + e] = x;
           sum += x;
         }
@@ -196,9 +198,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       pa[kk][3] = ptx::pack<kF16>(s[8 * kk + 6], s[8 * kk + 7]);
     }
   }
-  if (n_blocks > 0) {  // P V of the last tile
+  if (n_tiles > 0) {  // P V of the last tile
     wgmma::fence();
-    issue_pv(s_v + ((n_blocks - 1) % kStages) * kTileBytes);
+    issue_pv(s_v + ((n_tiles - 1) % kStages) * kTileBytes);
     wgmma::wait<0>();
     wgmma::fence_operands(o);
   }
@@ -210,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float l = l_run[r];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float inv = l > 0.0f ? __frcp_rn(l) : 0.0f;
     const int row = r0 + 8 * r;
     if (m0 + row >= lq) continue;
     uint16_t* dst = og + row * blk.q_stride + 2 * (lane % 4);

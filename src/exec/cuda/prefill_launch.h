@@ -18,6 +18,10 @@ struct PrefillParams {
   int batch, hq, hkv, n_rep, max_seqlen_q;
   int total_q, total_k;      // rows of q/out and of k/v (the wgmma kernel's TMA maps)
   float scale_log2;          // softmax scale * log2(e)
+  float scale, softcap;      // softcap 0: none
+  float inv_softcap;         // 1 / softcap (0 without): no division in the kernels
+  const float* alibi;        // [Hq] slopes or null
+  int window;                // 0: none
   int causal;                // 0/1, bottom-right aligned
   int f16;                   // 0: bf16, 1: f16
 };
