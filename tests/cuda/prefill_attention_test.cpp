@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exec/cuda/attention.h"
@@ -228,16 +229,21 @@ TEST_F(CudaPrefill, EveryHeadDimVarlen) {
       }
 }
 
+// A case over sequences of lq queries and lk keys (lk empty: lk = lq).
+Case shaped(int d, bool causal, std::vector<int> lq, std::vector<int> lk) {
+  Case c;
+  c.d = d;
+  c.causal = causal;
+  c.lq = std::move(lq);
+  c.lk = std::move(lk);
+  return c;
+}
+
 TEST_F(CudaPrefill, ChunkedPrefillMoreKeysThanQueries) {
   KVF_NEED_GPU();
   for (int d : {64, 128, 256})
     for (bool causal : {true, false}) {
-      Case c;
-      c.d = d;
-      c.causal = causal;
-      c.lq = {7, 129, 1, 65};
-      c.lk = {300, 193, 129, 64 + 65};
-      run(c);
+      run(shaped(d, causal, {7, 129, 1, 65}, {300, 193, 129, 64 + 65}));
       if (HasFatalFailure()) return;
     }
 }
@@ -277,11 +283,7 @@ TEST_F(CudaPrefill, SoftcapAlibiWindow) {
   KVF_NEED_GPU();
   for (int d : {64, 128, 256})
     for (bool causal : {true, false}) {
-      Case c;
-      c.d = d;
-      c.causal = causal;
-      c.lq = {129, 7, 300};
-      c.lk = {129, 200, 300};
+      Case c = shaped(d, causal, {129, 7, 300}, {129, 200, 300});
       c.softcap = 5.0f;
       run(c);
       c.softcap = 0.0f;
