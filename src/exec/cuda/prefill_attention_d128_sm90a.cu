@@ -5,14 +5,14 @@
 //
 // A block owns 128 query rows of one head of one sequence and is warp-specialized: two
 // consumer warpgroups of 64 rows each and a producer warpgroup whose first thread loads Q
-// once and the K/V tiles of 128 keys into a ring of kStages stages with TMA; TMA writes the hardware's
-// 128-byte-swizzled layout directly. A stage's "full" mbarrier completes when its bytes land
-// and its "empty" mbarrier when both consumers are done with it, so nobody meets at a block
-// barrier in the key loop. A consumer warpgroup computes
-// S = Q Kᵀ as 8 wgmma m64n128k16 from shared memory and O += P V as 8 wgmma with P from
-// registers (converted from S: the accumulator layout is the A layout) and V read
-// transposed (MN-major); the S of tile j is issued together with the P V of tile j - 1, so
-// the softmax of tile j runs while the tensor cores work on P V.
+// once and the K/V tiles of 128 keys into a ring of kStages stages with TMA, which writes
+// the hardware's 128-byte-swizzled layout directly. A stage's "full" mbarrier completes when
+// its bytes land and its "empty" mbarrier when both consumers are done with it, so nobody
+// meets at a block barrier in the key loop. A consumer warpgroup computes S = Q Kᵀ as 8
+// wgmma m64n128k16 from shared memory and O += P V as 8 wgmma with P from registers
+// (converted from S: the accumulator layout is the A layout) and V read transposed
+// (MN-major); the S of tile j is issued together with the P V of tile j - 1, so the
+// softmax of tile j runs while the tensor cores work on P V.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
