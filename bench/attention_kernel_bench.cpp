@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -249,6 +250,30 @@ AttentionSchedule split_schedule(int64_t lk) {
 
 // ---- decode: K/V read bandwidth
 
+// The kernel's read rate over the machine's, measured in interleaved pairs (one bandwidth
+// read of the buffer, then the kernel for at least as long) so that both halves of each
+// ratio see the same moment of a shared machine's load; the median of `pairs` ratios.
+double paired_fraction_of_memory(int64_t threads, double kv_bytes, const std::function<void()>& run, int pairs = 7) {
+  ThreadPool& pool = pool_of(threads);
+  std::vector<double> ratio;
+  for (int i = 0; i < pairs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(read_all(pool));
+    const double bw_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t0 = std::chrono::steady_clock::now();
+    int calls = 0;
+    double k_s = 0;
+    do {
+      run();
+      ++calls;
+      k_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (k_s < bw_s);
+    ratio.push_back((kv_bytes * calls / k_s) / (double(kReadBytes) / bw_s));
+  }
+  std::sort(ratio.begin(), ratio.end());
+  return ratio[ratio.size() / 2];
+}
+
 // Times one decode over lk keys (kv_bytes of K/V read per call) and reports the read rate
 // next to the machine's memory bandwidth measured in the same run, by wall and CPU time.
 void time_decode(benchmark::State& state, const AttentionArgs& a, std::vector<float>& scratch, double kv_bytes,
@@ -270,6 +295,8 @@ void time_decode(benchmark::State& state, const AttentionArgs& a, std::vector<fl
   state.counters["of_mem"] = benchmark::Counter(gb / mem.wall, benchmark::Counter::kIsRate);
   state.counters["kv_GB/s_cpu"] = gb / cpu_s;
   state.counters["of_mem_cpu"] = gb / cpu_s / mem.cpu;
+  state.counters["of_mem_paired"] =
+      paired_fraction_of_memory(threads, kv_bytes, [&] { exec::cpu::attention(pool, a, s, scratch.data()); });
   state.SetLabel(exec::cpu::attention_isa_name(exec::cpu::AttentionIsa::kAuto));
 }
 
