@@ -361,12 +361,12 @@ TEST(CudaDecode, FullyMaskedRowsAreZero) {
 
 // Arguments the planner accepts (it reads no memory): every pointer set to a dummy.
 DecodeAttentionArgs plan_only_args(int capacity) {
-  static float dummy = 0;
+  alignas(16) static float dummy[4] = {};
   static int32_t len = 1;
   DecodeAttentionArgs a;
-  a.q = &dummy;
-  a.k = a.v = &dummy;
-  a.out = &dummy;
+  a.q = dummy;
+  a.k = a.v = dummy;
+  a.out = dummy;
   a.lens = &len;
   a.capacity = a.max_len = capacity;
   return a;
@@ -391,6 +391,12 @@ TEST(CudaDecode, PlanRefusals) {
   ASSERT_FALSE(r3.ok());
   EXPECT_EQ(r3.error().code(), ErrorCode::kInvalidInput);
   a.q_heads = a.kv_heads = 1;
+  const void* k = a.k;
+  a.k = static_cast<const char*>(k) + 8;  // the kernels copy 16-byte vectors of K and V
+  Result<DecodePlan> r5 = plan_decode_attention(a);
+  ASSERT_FALSE(r5.ok());
+  EXPECT_EQ(r5.error().code(), ErrorCode::kInvalidInput);
+  a.k = k;
   a.dk = a.dv = 256;  // the tensor-core kernel has d 64 and 128 only
   a.kernel = DecodeKernel::kTensorCores;
   Result<DecodePlan> r4 = plan_decode_attention(a);

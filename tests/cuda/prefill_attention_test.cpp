@@ -318,10 +318,10 @@ TEST_F(CudaPrefill, RowsWithoutKeysAreZero) {
 
 TEST(CudaPrefillPlan, Refusals) {
   PrefillAttentionArgs a;
-  int dummy = 0;
-  a.q = a.k = a.v = &dummy;
-  a.out = &dummy;
-  a.cu_seqlens_q = a.cu_seqlens_k = &dummy;
+  alignas(16) int dummy[4] = {};
+  a.q = a.k = a.v = dummy;
+  a.out = dummy;
+  a.cu_seqlens_q = a.cu_seqlens_k = dummy;
   a.max_seqlen_q = 1;
   a.head_dim = 96;
   Status s = check_prefill_attention(a);
@@ -338,7 +338,11 @@ TEST(CudaPrefillPlan, Refusals) {
   Status s3 = check_prefill_attention(a);
   ASSERT_FALSE(s3.ok());
   EXPECT_EQ(s3.error().code(), ErrorCode::kInvalidInput);
-  a.k = &dummy;
+  a.k = dummy + 1;  // 4 bytes off: the kernels copy 16-byte rows
+  Status s7 = check_prefill_attention(a);
+  ASSERT_FALSE(s7.ok());
+  EXPECT_EQ(s7.error().code(), ErrorCode::kInvalidInput);
+  a.k = dummy;
   EXPECT_TRUE(check_prefill_attention(a).ok());
   a.head_dim = 64;  // the wgmma kernel has head dim 128 only
   a.kernel = PrefillKernel::kWgmma;

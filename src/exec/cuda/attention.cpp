@@ -43,6 +43,9 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
     return unsupported("cuda decode_attention: batch/kv_heads over the grid limit 65535");
   if (!a.q || !a.k || !a.v || !a.lens || !a.out)
     return invalid_input("cuda decode_attention: q, k, v, lens and out must be set");
+  if (!detail::aligned(a.k, 16) || !detail::aligned(a.v, 16) || !detail::aligned(a.q, 8) ||
+      !detail::aligned(a.out, 4) || !detail::aligned(a.lens, 4) || !detail::aligned(a.read_map, 4))
+    return invalid_input("cuda decode_attention: k and v must be 16-byte aligned, q 8-byte, out, lens and read_map 4-byte");
   const int keys = a.read_map ? a.map_stride : a.capacity;
   if (keys < 1) return invalid_input("cuda decode_attention: ", a.read_map ? "map_stride" : "capacity", " ", keys);
   if (a.max_len < 0 || a.max_len > keys)

@@ -19,6 +19,8 @@ Status check_prefill_attention(const PrefillAttentionArgs& a) {
     return unsupported("cuda prefill_attention: batch/q_heads over the grid limit 65535");
   if (!a.q || !a.k || !a.v || !a.out || !a.cu_seqlens_q || !a.cu_seqlens_k)
     return invalid_input("cuda prefill_attention: q, k, v, out, cu_seqlens_q and cu_seqlens_k must be set");
+  if (!detail::aligned(a.q, 16) || !detail::aligned(a.k, 16) || !detail::aligned(a.v, 16) || !detail::aligned(a.out, 16))
+    return invalid_input("cuda prefill_attention: q, k, v and out must be 16-byte aligned (the kernels copy 16-byte rows)");
   if (a.max_seqlen_q < 0) return invalid_input("cuda prefill_attention: max_seqlen_q ", a.max_seqlen_q);
   if (!(a.scale > 0.0f) || !std::isfinite(a.scale))
     return invalid_input("cuda prefill_attention: scale ", a.scale, " (must be finite and > 0)");
