@@ -7,6 +7,7 @@
 
 #include "exec/cuda/decode_launch.h"
 #include "exec/cuda/device_props.h"
+#include "exec/cuda/split_rule.h"
 
 namespace kvf::exec::cuda {
 namespace {
@@ -24,6 +25,25 @@ int blocks_per_sm(int dk, int rows, bool paged, bool tc) {
 }
 
 }  // namespace
+
+int choose_splits(const SplitRuleInput& in) {
+  const long slots = static_cast<long>(std::max(1, in.sms)) * std::max(1, in.per_sm);
+  const int most = std::clamp(in.span / 128, 1, 1024);
+  const long pairs = std::max(1L, in.pairs);
+  double best = 0.0;
+  int splits = 1;
+  for (int s = 1; s <= most; ++s) {
+    const long blocks = pairs * s;
+    const long waves = (blocks + slots - 1) / slots;
+    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+    if (fill > best + 1e-9) {
+      best = fill;
+      splits = s;
+    }
+    if (fill >= in.want || waves > 8) break;
+  }
+  return splits;
+}
 
 Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   if (detail::decode_traits(a.dk, a.dv, false).keys_per_iter == 0)
@@ -65,7 +85,7 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   // tensor-core kernel is memory-bound: what counts is the balance of blocks over SMs, with
   // one block per SM for dense caches (it keeps enough bytes in flight; B = 1 on the H200:
   // 16 splits) and two for paged pools, whose scattered 256-byte rows want twice the
-  // requests in flight (B = 1: 33 splits); the fewest splits that fill that to 95%.
+  // requests in flight (B = 1: 32 splits); the fewest splits that fill that to 95%.
   // Chunks of at least 128 keys either way (docs/cuda.md, the split sweeps).
   const int sms = std::max(1, detail::sm_count());
   const bool paged = a.read_map != nullptr;
@@ -74,22 +94,7 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   const int span = std::max(1, a.max_len);
   const long pairs = static_cast<long>(a.batch) * a.kv_heads * plan.row_blocks;
   int splits = a.num_splits;
-  if (splits <= 0) {
-    const long slots = static_cast<long>(sms) * per_sm;
-    const int most = std::clamp(span / 128, 1, 1024);
-    double best = 0.0;
-    splits = 1;
-    for (int s = 1; s <= most; ++s) {
-      const long blocks = pairs * s;
-      const long waves = (blocks + slots - 1) / slots;
-      const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
-      if (fill > best + 1e-9) {
-        best = fill;
-        splits = s;
-      }
-      if (fill >= want || waves > 8) break;
-    }
-  }
+  if (splits <= 0) splits = choose_splits({pairs, sms, per_sm, want, span});
   splits = std::clamp(splits, 1, 1024);
   plan.chunk = round_up((span + splits - 1) / splits, tr.keys_per_iter);
   plan.splits = std::max(1, (span + plan.chunk - 1) / plan.chunk);

@@ -1,0 +1,42 @@
+// The decode split rule (exec/cuda/split_rule.h) on the H200's numbers, without a GPU: the
+// choices docs/cuda.md and the split sweeps in docs/benchmarks.md describe.
+#include <gtest/gtest.h>
+
+#include "exec/cuda/split_rule.h"
+
+namespace kvf::exec::cuda {
+namespace {
+
+constexpr int kH200Sms = 132;
+
+// Tensor-core kernel, Hq/Hkv 32/8 (one row block per KV head): dense caches balance one
+// block per SM, paged pools two.
+int tc_splits(int batch, int ctx, bool paged) {
+  return choose_splits({8L * batch, kH200Sms, paged ? 2 : 1, 0.95, ctx});
+}
+
+TEST(CudaSplitRule, TensorCoreChoicesOnTheH200) {
+  EXPECT_EQ(tc_splits(1, 131072, false), 16);  // 128 blocks on 132 SMs
+  EXPECT_EQ(tc_splits(1, 8192, false), 16);
+  EXPECT_EQ(tc_splits(8, 32768, false), 2);
+  EXPECT_EQ(tc_splits(32, 32768, false), 1);   // 256 blocks: two rounds, 97%, no combine
+  EXPECT_EQ(tc_splits(1, 131072, true), 32);   // 256 of 264 slots, 2 per SM
+  EXPECT_EQ(tc_splits(8, 32768, true), 4);
+}
+
+TEST(CudaSplitRule, SimtFillsResidentSlots) {
+  // SIMT d128 with 4 rows per block: 3 blocks per SM, 90% of the last wave.
+  EXPECT_EQ(choose_splits({8, kH200Sms, 3, 0.9, 131072}), 45);
+  EXPECT_EQ(choose_splits({64, kH200Sms, 3, 0.9, 32768}), 6);
+  EXPECT_EQ(choose_splits({256, kH200Sms, 3, 0.9, 32768}), 3);
+}
+
+TEST(CudaSplitRule, ShortRowsAndDegenerateInputs) {
+  EXPECT_EQ(choose_splits({8, kH200Sms, 1, 0.95, 100}), 1);   // chunks of at least 128 keys
+  EXPECT_EQ(choose_splits({8, kH200Sms, 1, 0.95, 1000}), 7);  // at most 1000 / 128 splits: the best fill
+  EXPECT_EQ(choose_splits({0, 0, 0, 0.95, 0}), 1);            // nothing to split
+  EXPECT_EQ(choose_splits({100000, kH200Sms, 1, 0.95, 1 << 20}), 1);  // already many rounds
+}
+
+}  // namespace
+}  // namespace kvf::exec::cuda
