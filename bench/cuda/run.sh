@@ -66,9 +66,10 @@ for v in ${KVF_BENCH_VARIANTS:-}; do
   "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"
 done
 
-# Tile variants of the d128 prefill kernel (KVF_PREFILL_VARIANTS="M128N32W4B2 ..."): M query
-# rows per block, N keys per K/V tile, W warps (M / (16 W) m tiles per warp), B min blocks;
-# q stays in registers when a warp has one m tile. Each variant's prefill tests run too.
+# Tile variants of the d128 mma.sync prefill kernel (KVF_PREFILL_VARIANTS="M128N32W4B2 ..."):
+# M query rows per block, N keys per K/V tile, W warps (M / (16 W) m tiles per warp), B min
+# blocks; q stays in registers when a warp has one m tile. Each variant's prefill tests run
+# too; only its mma.sync lines are kept (the wgmma kernel does not take these tiles).
 for v in ${KVF_PREFILL_VARIANTS:-}; do
   [[ $v =~ ^M([0-9]+)N([0-9]+)W([0-9]+)B([0-9]+)$ ]] || { echo "bad prefill variant $v"; continue; }
   qr=false; [ "${BASH_REMATCH[1]}" -eq $(( 16 * ${BASH_REMATCH[3]} )) ] && qr=true
@@ -78,7 +79,8 @@ for v in ${KVF_PREFILL_VARIANTS:-}; do
     >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_prefill test_cuda >>"$vb.log" 2>&1 \
     || { echo "prefill variant $v: build failed"; grep -E "error|spill" "$vb.log" | head -5; continue; }
   KVF_REQUIRE_GPU=1 "$vb/test_cuda" --gtest_filter='CudaPrefill*' 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$v: /"
-  "$vb/bench_cuda_prefill" "$REPS" 2>&1 | sed "s/^prefill impl=kvforge/prefill impl=kvforge-$v/" | tee -a "$OUT/prefill_variants.log"
+  "$vb/bench_cuda_prefill" "$REPS" 2>&1 | grep "impl=kvforge-mma.sync" \
+    | sed "s/^prefill impl=kvforge-mma.sync/prefill impl=kvforge-$v/" | tee -a "$OUT/prefill_variants.log"
 done
 
 echo

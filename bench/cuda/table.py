@@ -96,12 +96,12 @@ if pre:
     variants = sorted({i for (i, _, _) in pre if i.startswith("kvforge-M")})
     if variants:
         print()
-        print("d128 prefill tile variants, TFLOP/s (x the default kernel)")
+        print("d128 mma.sync prefill tile variants, TFLOP/s (x the default mma.sync tile)")
         print("| variant | causal 4k | causal 16k | full 4k | full 16k |")
         print("|---|---|---|---|---|")
         for i in variants:
             cells = []
             for c, L in ((1, 4096), (1, 16384), (0, 4096), (0, 16384)):
-                t, base = f(pre.get((i, c, L), {}).get("TFLOPs")), f(pre.get(("kvforge", c, L), {}).get("TFLOPs"))
+                t, base = f(pre.get((i, c, L), {}).get("TFLOPs")), f(pre.get(("kvforge-mma.sync", c, L), {}).get("TFLOPs"))
                 cells.append(f"{t:.1f} ({t / base:.2f})")
             print(f"| {i[len('kvforge-'):]} | " + " | ".join(cells) + " |")
