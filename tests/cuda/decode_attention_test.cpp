@@ -30,8 +30,7 @@ using kvf::testing::bf16_to_f32;
 using kvf::testing::f16_to_f32;
 using kvf::testing::f32_to_bf16;
 using kvf::testing::f32_to_f16;
-
-constexpr uint16_t kNaN16 = 0x7fff;  // a NaN in both bf16 and f16
+using kvf::testing::kNaN16;
 
 struct Case {
   KvType type = KvType::kBF16;

@@ -49,6 +49,8 @@ inline std::string gpu_missing() {
   } while (0)
 
 // Round-to-nearest-even f32 -> bf16 / f16 bits, and back.
+inline constexpr uint16_t kNaN16 = 0x7fff;  // a NaN in both bf16 and f16: poison for 16-bit buffers
+
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
