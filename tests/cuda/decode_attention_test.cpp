@@ -26,11 +26,7 @@
 namespace kvf::exec::cuda {
 namespace {
 
-using kvf::testing::bf16_to_f32;
-using kvf::testing::f16_to_f32;
-using kvf::testing::f32_to_bf16;
-using kvf::testing::f32_to_f16;
-using kvf::testing::kNaN16;
+using namespace kvf::testing;  // gpu_testing.h: 16-bit conversions, DevBuf, worst_error, kNaN16
 
 struct Case {
   KvType type = KvType::kBF16;
@@ -61,8 +57,6 @@ struct Case {
   }
 };
 
-using kvf::testing::DevBuf;
-using kvf::testing::worst_error;
 uint64_t seed() { return kvf::testing::test_seed(); }
 
 // Runs one case on c.kernel: every output finite and ‖Δ‖/‖ref‖ within c.tolerance.
