@@ -114,6 +114,7 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   float* red_ml = q_s + RB * DK;           // [KPP][RB][2]   (after the pipeline is drained)
   float* red_acc = red_ml + KPP * RB * 2;  // [KPP][RB][DV]
 
+  pdl_wait();  // before the first global access: the previous kernel may have written q, K/V or lens
   const SplitBlock blk(p);
   if (blk.skip) return;
   const int rb = blk.rb, split = blk.split, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
@@ -294,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   }
 
   cp_async_wait<0>();
-  asm volatile("griddepcontrol.launch_dependents;");  // the combine may launch; it waits for this grid's end
+  pdl_trigger();  // the combine may launch; it waits for this grid's end
   __syncthreads();  // the merge reuses the pipeline's shared memory
   // Merge the block's KPP groups. Every lane of a group holds the same (m, l).
 #pragma unroll
@@ -321,7 +322,8 @@ template <int DV>
 __global__ void __launch_bounds__(DV) decode_combine_kernel(const DecodeParams p) {
   __shared__ float w_s[1024];
   __shared__ float inv_l;
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  pdl_wait();
+  pdl_trigger();  // the next decode's split kernel may launch; it waits for this grid's end
   const size_t row = blockIdx.x;
   const int b = static_cast<int>(row / (static_cast<size_t>(p.hq) * p.lq));
   const int len = p.lens[b];
@@ -364,8 +366,7 @@ template <typename T, int DK, int DV, int RB, bool PAGED>
 cudaError_t launch_split(const DecodeParams& p, cudaStream_t st) {
   if (const cudaError_t e = prepare_split<T, DK, DV, RB, PAGED>(); e != cudaSuccess) return e;
   const dim3 grid(p.splits * p.row_blocks, p.hkv, p.batch);
-  decode_split_kernel<T, DK, DV, RB, PAGED><<<grid, kThreads, smem_bytes<DK, DV>(RB), st>>>(p);
-  return cudaGetLastError();
+  return launch_dependent(decode_split_kernel<T, DK, DV, RB, PAGED>, grid, dim3(kThreads), smem_bytes<DK, DV>(RB), st, p);
 }
 
 template <typename T, int DK, int DV, int RB, bool PAGED>
@@ -434,18 +435,7 @@ int launch_decode(const DecodeParams& p, void* stream) {
   }
   if (e != cudaSuccess || p.splits == 1) return static_cast<int>(e);
   const unsigned rows = static_cast<unsigned>(p.batch) * p.hq * p.lq;
-  // Programmatic dependent launch (sm_90): the combine's launch overlaps the split kernel's
-  // tail instead of following its end.
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(rows);
-  cfg.blockDim = dim3(DV);
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return static_cast<int>(cudaLaunchKernelEx(&cfg, decode_combine_kernel<DV>, p));
+  return static_cast<int>(launch_dependent(decode_combine_kernel<DV>, dim3(rows), dim3(DV), 0, st, p));
 }
 
 }  // namespace kvf::exec::cuda::detail

@@ -1,5 +1,6 @@
-// What both decode split kernels share: the block's place in the grid (its keys and rows),
-// and at the end the merge of its partial softmax states and the store of its query rows.
+// What both decode split kernels share: programmatic dependent launch, the block's place in
+// the grid (its keys and rows), and at the end the merge of its partial softmax states and
+// the store of its query rows.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +11,30 @@
 #include "exec/cuda/mma_ptx.cuh"
 
 namespace kvf::exec::cuda::detail {
+
+// Programmatic dependent launch (sm_90): every decode kernel is launched so that it may
+// start while the stream's previous kernel finishes; it waits here, before its first global
+// read or write, until that kernel has ended and its writes are visible, so the overlap is
+// the launch and block setup, never data. A kernel lets the next one launch early with
+// pdl_trigger() (the split kernels after their key loop, the combine at once).
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;"); }
+
+template <typename Kernel>
+cudaError_t launch_dependent(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                             const DecodeParams& p) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p);
+}
 
 // One block of the split grid: x = split * row_blocks + row block, y = KV head, z = batch
 // row. Keys [t0, t1) of row b; the last split runs to len whatever the chunk says.

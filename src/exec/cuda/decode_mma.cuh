@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   constexpr int W = Tr::kWarps, S = Tr::kStages, KT = D / 16;
   extern __shared__ __align__(128) unsigned char mma_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  pdl_wait();  // before the first global access: the previous kernel may have written q, K/V or lens
   const SplitBlock blk(p);
   if (blk.skip) return;
   const int rb = blk.rb, split = blk.split, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
@@ -278,7 +279,7 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
     }
   }
   wait<0>();
-  asm volatile("griddepcontrol.launch_dependents;");  // the combine may launch; it waits for this grid's end
+  pdl_trigger();  // the combine may launch; it waits for this grid's end
   __syncthreads();  // the merge reuses the pipelines' shared memory
 
   // Merge the warps: (m, l) [W][16][2], acc [W][16][D] f32.
@@ -313,8 +314,8 @@ template <typename T, int D, bool PAGED>
 cudaError_t launch_mma(const DecodeParams& p, cudaStream_t st) {
   if (const cudaError_t e = prepare_mma<T, D, PAGED>(); e != cudaSuccess) return e;
   const dim3 grid(p.splits * p.row_blocks, p.hkv, p.batch);
-  decode_mma_kernel<T, D, PAGED><<<grid, MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PAGED>::kSmemBytes, st>>>(p);
-  return cudaGetLastError();
+  return launch_dependent(decode_mma_kernel<T, D, PAGED>, grid, dim3(MmaDecode<D, PAGED>::kThreads),
+                          MmaDecode<D, PAGED>::kSmemBytes, st, p);
 }
 
 // Resident blocks per multiprocessor (bf16 and f16 share their resources).
