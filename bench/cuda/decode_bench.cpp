@@ -98,7 +98,10 @@ void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKer
     std::exit(1);
   }
   void* ws = nullptr;
-  if (plan.value().workspace_bytes) KVF_BENCH_CHECK(cudaMalloc(&ws, plan.value().workspace_bytes));
+  if (plan.value().workspace_bytes) {
+    KVF_BENCH_CHECK(cudaMalloc(&ws, plan.value().workspace_bytes));
+    KVF_BENCH_CHECK(cudaMemset(ws, 0, plan.value().counter_bytes));
+  }
   auto launch = [&](int i, cudaStream_t stream) {
     a.k = ks[i % sets];
     a.v = vs[i % sets];
@@ -142,10 +145,10 @@ int main(int argc, char** argv) {
     decode(std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]) != 0, reps, tc);
     return 0;
   }
-  if (argc > 2 && std::string(argv[2]) == "quick") {  // the variant sweep's shapes
-    for (int batch : {1, 8, 32})
-      for (int ctx : {8192, 131072})
-        for (bool paged : {false, true}) decode(batch, ctx, paged, reps, tc);
+  if (argc > 2 && std::string(argv[2]) == "quick") {  // the variants' shapes: B = 1 at every context, a few more
+    const int shapes[][2] = {{1, 8192}, {1, 32768}, {1, 131072}, {8, 8192}, {8, 32768}, {32, 32768}};
+    for (const auto& s : shapes)
+      for (bool paged : {false, true}) decode(s[0], s[1], paged, reps, tc);
     return 0;
   }
   copy_bandwidth();

@@ -66,6 +66,21 @@ for v in ${KVF_BENCH_VARIANTS:-}; do
   "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"
 done
 
+# Define variants of the decode kernels (KVF_BENCH_DEFS="name:MACRO=V,MACRO=V ..."): any of the
+# KVF_* compile-time switches, e.g. "sepcombine:KVF_DECODE_COMBINE_KERNEL=1"; the variant's
+# decode tests, then the quick shapes, labelled kvforge-<name>.
+for v in ${KVF_BENCH_DEFS:-}; do
+  [[ $v =~ ^([A-Za-z0-9_]+):([A-Za-z0-9_=,]+)$ ]] || { echo "bad define variant $v"; continue; }
+  name=${BASH_REMATCH[1]}
+  defs=${BASH_REMATCH[2]//,/;}
+  vb="$BUILD-$name"
+  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
+    "-DKVF_CUDA_DEFINES=$defs" >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_decode test_cuda >>"$vb.log" 2>&1 \
+    || { echo "variant $name: build failed"; grep -E "error|spill" "$vb.log" | head -5; continue; }
+  KVF_REQUIRE_GPU=1 "$vb/test_cuda" --gtest_filter='CudaDecode.*' 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$name: /"
+  "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$name/" | tee -a "$OUT/variants.log"
+done
+
 # Tile variants of the d128 mma.sync prefill kernel (KVF_PREFILL_VARIANTS="M128N32W4B2 ..."):
 # M query rows per block, N keys per K/V tile, W warps (M / (16 W) m tiles per warp), B min
 # blocks; q stays in registers when a warp has one m tile. Each variant's prefill tests run

@@ -188,32 +188,44 @@ void run_case_on(const Case& c, uint64_t sd) {
   Result<DecodePlan> plan = plan_decode_attention(a);
   ASSERT_TRUE(plan.ok()) << plan.error().to_string();
   ASSERT_EQ(plan.value().tensor_cores, c.kernel == DecodeKernel::kTensorCores);
-  if (plan.value().workspace_bytes > 0) {
-    KVF_CUDA_CHECK(cudaMalloc(&dws.p, plan.value().workspace_bytes));
-    KVF_CUDA_CHECK(cudaMemset(dws.p, 0xff, plan.value().workspace_bytes));
+  const DecodePlan& pl = plan.value();
+  if (pl.workspace_bytes > 0) {
+    ASSERT_LE(pl.counter_bytes, pl.workspace_bytes);
+    KVF_CUDA_CHECK(cudaMalloc(&dws.p, pl.workspace_bytes));
+    KVF_CUDA_CHECK(cudaMemset(dws.p, 0, pl.counter_bytes));  // the contract: counters zeroed once
+    KVF_CUDA_CHECK(cudaMemset(static_cast<char*>(dws.p) + pl.counter_bytes, 0xff,
+                              pl.workspace_bytes - pl.counter_bytes));  // partials: NaN
   }
-  KVF_CUDA_CHECK(cudaMemset(dout.p, 0xff, ref.size() * 4));  // NaN
-  Status st = decode_attention(a, plan.value(), dws.p, nullptr);
-  ASSERT_TRUE(st.ok()) << st.error().to_string();
-  KVF_CUDA_CHECK(cudaGetLastError());
-  KVF_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> out(ref.size());
-  KVF_CUDA_CHECK(cudaMemcpy(out.data(), dout.p, out.size() * 4, cudaMemcpyDeviceToHost));
-
+  // Twice on the same workspace: the first decode must leave its split counters as it found them.
   double num = 0, den = 0;
-  size_t bad = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!std::isfinite(out[i])) {
-      ++bad;
-      continue;
+  for (int rep = 0; rep < 2; ++rep) {
+    KVF_CUDA_CHECK(cudaMemset(dout.p, 0xff, ref.size() * 4));  // NaN
+    Status st = decode_attention(a, pl, dws.p, nullptr);
+    ASSERT_TRUE(st.ok()) << st.error().to_string();
+    KVF_CUDA_CHECK(cudaGetLastError());
+    KVF_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> out(ref.size());
+    KVF_CUDA_CHECK(cudaMemcpy(out.data(), dout.p, out.size() * 4, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!std::isfinite(out[i])) {
+        ++bad;
+        continue;
+      }
+      num += (out[i] - ref[i]) * (out[i] - ref[i]);
+      den += ref[i] * ref[i];
     }
-    num += (out[i] - ref[i]) * (out[i] - ref[i]);
-    den += ref[i] * ref[i];
+    ASSERT_EQ(bad, 0u) << "decode " << rep << ": outputs not written or NaN (splits " << pl.splits << ", chunk "
+                       << pl.chunk << ")";
   }
-  EXPECT_EQ(bad, 0u) << "outputs not written or NaN (splits " << plan.value().splits << ", chunk "
-                     << plan.value().chunk << ")";
+  if (pl.counter_bytes > 0) {
+    std::vector<unsigned char> counters(pl.counter_bytes);
+    KVF_CUDA_CHECK(cudaMemcpy(counters.data(), dws.p, counters.size(), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::count(counters.begin(), counters.end(), 0), static_cast<long>(counters.size()))
+        << "split counters not back at zero";
+  }
   const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  EXPECT_LE(rel, c.tolerance) << "splits " << plan.value().splits << " chunk " << plan.value().chunk;
+  EXPECT_LE(rel, c.tolerance) << "splits " << pl.splits << " chunk " << pl.chunk;
   worst_error().add(rel);
 }
 

@@ -102,7 +102,9 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
     return unsupported("cuda decode_attention: too many blocks");
   if (plan.splits > 1) {
     const size_t rows = static_cast<size_t>(a.batch) * a.q_heads * a.lq;
-    plan.workspace_bytes = rows * plan.splits * (static_cast<size_t>(a.dv) + 2) * sizeof(float);
+    const size_t counters = static_cast<size_t>(pairs) * sizeof(unsigned);
+    plan.counter_bytes = (counters + 255) / 256 * 256;  // the partials start 256-byte aligned
+    plan.workspace_bytes = plan.counter_bytes + rows * plan.splits * (static_cast<size_t>(a.dv) + 2) * sizeof(float);
   }
   return plan;
 }
@@ -119,7 +121,8 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   p.alibi = a.alibi;
   p.out = a.out;
   const size_t rows = static_cast<size_t>(a.batch) * a.q_heads * a.lq;
-  p.part_acc = static_cast<float*>(workspace);
+  p.counters = static_cast<unsigned*>(workspace);
+  p.part_acc = plan.splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.counter_bytes) : nullptr;
   p.part_ml = plan.splits > 1 ? p.part_acc + rows * plan.splits * a.dv : nullptr;
   p.batch = a.batch;
   p.hq = a.q_heads;

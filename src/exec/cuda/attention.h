@@ -58,14 +58,19 @@ struct DecodePlan {
   int rows = 1;          // query rows per block (SIMT: n_rep * Lq rounded up to 1, 2, 4 or 8; tensor cores: 16)
   int row_blocks = 1;    // blocks per (b, kv head, split) over the n_rep * Lq rows
   size_t workspace_bytes = 0;
+  size_t counter_bytes = 0;  // the workspace's first bytes: split arrival counters (see decode_attention)
 };
 
 // can_implement + the schedule: refuses unsupported shapes with kUnsupported and bad
 // arguments with kInvalidInput. Queries the current device's SM count once.
 Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a);
 
-// Launches on `stream` (a cudaStream_t, or null for the default stream). workspace is
-// device memory of at least plan.workspace_bytes; it needs no initialization.
+// Launches on `stream` (a cudaStream_t, or null for the default stream): one kernel, whose
+// last block per (row, KV head) merges the split partials. workspace is device memory of at
+// least plan.workspace_bytes. Its first plan.counter_bytes are arrival counters: zero them
+// once before the workspace's first decode (cudaMemset); every decode leaves them zero, so
+// a workspace kept across decodes (and CUDA graph replays) needs nothing more. The rest
+// needs no initialization. One decode at a time per workspace.
 Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, void* workspace,
                         void* stream = nullptr);
 

@@ -115,9 +115,10 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   float* red_acc = red_ml + KPP * RB * 2;  // [KPP][RB][DV]
 
   pdl_wait();  // before the first global access: the previous kernel may have written q, K/V or lens
+  pdl_trigger();
   const SplitBlock blk(p);
   if (blk.skip) return;
-  const int rb = blk.rb, split = blk.split, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
+  const int rb = blk.rb, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
   const int qr = p.n_rep * p.lq;
   const bool extras = blk.extras;
   const float qscale = blk.qscale;
@@ -295,7 +296,6 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   }
 
   cp_async_wait<0>();
-  pdl_trigger();  // the combine may launch; it waits for this grid's end
   __syncthreads();  // the merge reuses the pipeline's shared memory
   // Merge the block's KPP groups. Every lane of a group holds the same (m, l).
 #pragma unroll
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
     }
   }
   __syncthreads();
-  merge_and_store<DV>(p, red_ml, red_acc, KPP, RB, rb, b, hkv, split);
+  merge_and_store<DV>(p, blk, red_ml, red_acc, KPP, RB);
 }
 
 // One block per output row (b, h, i): merges the row's non-empty splits. Launched as a
@@ -433,7 +433,7 @@ int launch_decode(const DecodeParams& p, void* stream) {
     e = paged ? launch_rows<__nv_bfloat16, DK, DV, true>(p, st)
               : launch_rows<__nv_bfloat16, DK, DV, false>(p, st);
   }
-  if (e != cudaSuccess || p.splits == 1) return static_cast<int>(e);
+  if (e != cudaSuccess || p.splits == 1 || !KVF_DECODE_COMBINE_KERNEL) return static_cast<int>(e);
   const unsigned rows = static_cast<unsigned>(p.batch) * p.hq * p.lq;
   return static_cast<int>(launch_dependent(decode_combine_kernel<DV>, dim3(rows), dim3(DV), 0, st, p));
 }

@@ -17,6 +17,7 @@ struct DecodeParams {
   float* out;              // [B, Hq, Lq, dv]
   float* part_acc;         // [B*Hq*Lq, splits, dv] (splits > 1)
   float* part_ml;          // [B*Hq*Lq, splits, 2]  (splits > 1)
+  unsigned* counters;      // [B, Hkv, row_blocks] split arrivals, 0 between decodes (splits > 1)
   int batch, hq, hkv, lq, n_rep, cap, map_stride;
   int splits, chunk, rows, row_blocks;
   float scale, softcap;
@@ -34,7 +35,7 @@ struct DecodeTraits {
 // {0, 0} when that kernel has no instantiation for (dk, dv).
 DecodeTraits decode_traits(int dk, int dv, bool tensor_cores);
 
-// Launch the split kernel and, when splits > 1, the combine kernel. Returns a cudaError_t.
+// Launch the split kernel (and the combine kernel where that merges the splits). Returns a cudaError_t.
 int launch_decode_d64(const DecodeParams& p, void* stream);
 int launch_decode_d128(const DecodeParams& p, void* stream);
 int launch_decode_d256(const DecodeParams& p, void* stream);

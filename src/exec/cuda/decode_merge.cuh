@@ -1,6 +1,6 @@
 // What both decode split kernels share: programmatic dependent launch, the block's place in
-// the grid (its keys and rows), and at the end the merge of its partial softmax states and
-// the store of its query rows.
+// the grid (its keys and rows), and at the end the merge of its partial softmax states, the
+// store of its query rows and, for split rows, the merge of the splits by their last block.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,13 +10,24 @@
 #include "exec/cuda/decode_launch.h"
 #include "exec/cuda/mma_ptx.cuh"
 
+// 1: split rows are merged by a second kernel (decode_combine_kernel) instead of by the
+// last split block to finish; 0: no programmatic dependent launch. bench/cuda/run.sh's
+// define variants compare them.
+#ifndef KVF_DECODE_COMBINE_KERNEL
+#define KVF_DECODE_COMBINE_KERNEL 0
+#endif
+#ifndef KVF_DECODE_PDL
+#define KVF_DECODE_PDL 1
+#endif
+
 namespace kvf::exec::cuda::detail {
 
 // Programmatic dependent launch (sm_90): every decode kernel is launched so that it may
 // start while the stream's previous kernel finishes; it waits here, before its first global
 // read or write, until that kernel has ended and its writes are visible, so the overlap is
-// the launch and block setup, never data. A kernel lets the next one launch early with
-// pdl_trigger() (the split kernels after their key loop, the combine at once).
+// the launch and block setup, never data. Each kernel lets the next one launch as soon as
+// all of its own blocks run (pdl_trigger() right after the wait): the next kernel's blocks
+// then sit resident in griddepcontrol.wait instead of being launched after this grid ends.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;"); }
 
@@ -32,7 +43,7 @@ cudaError_t launch_dependent(Kernel kernel, dim3 grid, dim3 block, size_t smem, 
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = KVF_DECODE_PDL ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
@@ -40,7 +51,8 @@ cudaError_t launch_dependent(Kernel kernel, dim3 grid, dim3 block, size_t smem, 
 // row. Keys [t0, t1) of row b; the last split runs to len whatever the chunk says.
 struct SplitBlock {
   int rb, split, hkv, b, len, t0, t1;
-  bool skip;       // past the row's length: the combine reads only the splits a row has
+  int live;        // splits of row b that have keys (at least 1): the blocks its merge waits for
+  bool skip;       // a split past the row's length; split 0 always runs, so a row with no keys gets zeros
   bool extras;     // softcap or ALiBi: scores leave the log2 domain until transformed
   float qscale;    // what q is multiplied by: scale, times log2 e without extras
 
@@ -52,22 +64,73 @@ struct SplitBlock {
         len(p.lens[b]),
         t0(split * p.chunk),
         t1(split == p.splits - 1 ? len : min(t0 + p.chunk, len)),
-        skip(p.splits > 1 && t0 >= len),
+        live(len <= 0 ? 1 : min(p.splits, (len + p.chunk - 1) / p.chunk)),
+        skip(split > 0 && t0 >= len),
         extras(p.softcap > 0.0f || p.alibi != nullptr),
         qscale(extras ? p.scale : p.scale * kLog2e) {}
+
+  // Output row (b, h, i) of the block's query row gr (of n_rep * Lq).
+  __device__ size_t out_row(const DecodeParams& p, int gr) const {
+    const int h = hkv * p.n_rep + gr / p.lq, i = gr % p.lq;
+    return (static_cast<size_t>(b) * p.hq + h) * p.lq + i;
+  }
 };
+
+// Merges the `live` split partials (acc, m, l) of output row `row` at column d; 0 for a row
+// that saw no key. Reads through L2: other blocks wrote them.
+template <int DV>
+__device__ float merge_splits(const DecodeParams& p, size_t row, int live, int d) {
+  const float* ml = p.part_ml + row * p.splits * 2;
+  const float* acc = p.part_acc + row * p.splits * DV + d;
+  float mmax = -INFINITY;
+  for (int s = 0; s < live; ++s) mmax = fmaxf(mmax, __ldcg(ml + 2 * s));
+  if (mmax == -INFINITY) return 0.0f;
+  float sl = 0.0f, sa = 0.0f;
+  for (int s = 0; s < live; ++s) {
+    const float w = exp2f(__ldcg(ml + 2 * s) - mmax);  // exp2(-inf) = 0
+    sl += w * __ldcg(ml + 2 * s + 1);
+    sa += w * __ldcg(acc + static_cast<size_t>(s) * DV);
+  }
+  return sl > 0.0f ? sa / sl : 0.0f;
+}
+
+// The block has stored its split partial: it arrives on its (b, KV head, row block)
+// counter, and the last of the row's live splits to arrive merges them into out. The
+// counter wraps back to 0 on that arrival (atomicInc), ready for the next decode.
+template <int DV>
+__device__ void merge_if_last(const DecodeParams& p, const SplitBlock& blk, int rows) {
+  __shared__ bool last;
+  __threadfence();  // this block's partial is visible before its arrival
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const size_t at = (static_cast<size_t>(blk.b) * p.hkv + blk.hkv) * p.row_blocks + blk.rb;
+    last = atomicInc(p.counters + at, static_cast<unsigned>(blk.live - 1)) == static_cast<unsigned>(blk.live - 1);
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // the other splits' partials, seen after their arrivals
+  const int qr = p.n_rep * p.lq;
+  for (int idx = threadIdx.x; idx < rows * DV; idx += blockDim.x) {
+    const int r = idx / DV, d = idx % DV, gr = blk.rb * rows + r;
+    if (gr >= qr) continue;
+    const size_t row = blk.out_row(p, gr);
+    p.out[row * DV + d] = merge_splits<DV>(p, row, blk.live, d);
+  }
+}
 
 // Shared memory holds `groups` partial states (running max m and sum l in the log2 domain,
 // unnormalized acc) for each of the block's `rows` query rows: ml [groups][rows][2], acc
-// [groups][rows][DV]. Merges them per row and writes, for the rows of row block rb that
-// exist, the normalized output (one split; zeros for a row that saw no key) or this split's
-// partial (acc, m, l) for decode_combine_kernel. Called by every thread of the block.
+// [groups][rows][DV]. Merges them per row and writes, for the rows of the block's row block
+// that exist, the normalized output when the row has one live split (zeros for a row that
+// saw no key), else this split's partial (acc, m, l), which the row's last split block (or
+// decode_combine_kernel) merges. Called by every thread of the block.
 template <int DV>
-__device__ void merge_and_store(const DecodeParams& p, const float* red_ml, const float* red_acc, int groups,
-                                int rows, int rb, int b, int hkv, int split) {
+__device__ void merge_and_store(const DecodeParams& p, const SplitBlock& blk, const float* red_ml,
+                                const float* red_acc, int groups, int rows) {
   const int qr = p.n_rep * p.lq;
+  const bool direct = p.splits == 1 || (!KVF_DECODE_COMBINE_KERNEL && blk.live == 1);
   for (int idx = threadIdx.x; idx < rows * DV; idx += blockDim.x) {
-    const int r = idx / DV, d = idx % DV, gr = rb * rows + r;
+    const int r = idx / DV, d = idx % DV, gr = blk.rb * rows + r;
     if (gr >= qr) continue;
     float mmax = -INFINITY;
     for (int g = 0; g < groups; ++g) mmax = fmaxf(mmax, red_ml[(g * rows + r) * 2]);
@@ -79,12 +142,11 @@ __device__ void merge_and_store(const DecodeParams& p, const float* red_ml, cons
         sa += red_acc[(g * rows + r) * DV + d] * w;
       }
     }
-    const int h = hkv * p.n_rep + gr / p.lq, i = gr % p.lq;
-    const size_t row = (static_cast<size_t>(b) * p.hq + h) * p.lq + i;
-    if (p.splits == 1) {
+    const size_t row = blk.out_row(p, gr);
+    if (direct) {
       p.out[row * DV + d] = sl > 0.0f ? sa / sl : 0.0f;
     } else {
-      const size_t pr = row * p.splits + split;
+      const size_t pr = row * p.splits + blk.split;
       p.part_acc[pr * DV + d] = sa;
       if (d == 0) {
         p.part_ml[pr * 2] = mmax;
@@ -92,6 +154,7 @@ __device__ void merge_and_store(const DecodeParams& p, const float* red_ml, cons
       }
     }
   }
+  if (!direct && !KVF_DECODE_COMBINE_KERNEL) merge_if_last<DV>(p, blk, rows);
 }
 
 }  // namespace kvf::exec::cuda::detail

@@ -83,9 +83,38 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   extern __shared__ __align__(128) unsigned char mma_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   pdl_wait();  // before the first global access: the previous kernel may have written q, K/V or lens
+  pdl_trigger();
   const SplitBlock blk(p);
-  if (blk.skip) return;
-  const int rb = blk.rb, split = blk.split, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
+  const int rb = blk.rb, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
+  auto tile_start = [&](int it) { return t0 + (warp + it * W) * Tr::kKeys; };
+
+  // Paged: the pool rows of tile X are copied into ring slot X % R by the issue of tile
+  // X - R + 1 (one commit group with its K/V) and read back by the issue of tile X, which
+  // runs after wait_group has seen that group land: the dependent map -> K/V chain gets
+  // R - 1 tiles of lead instead of stalling every issue. The first R - 1 tiles' entries are
+  // copied before the row's length is known (any entry below map_stride is in bounds), so
+  // the length and the map arrive in one round trip, and the first K/V loads wait for one
+  // dependent load, as the dense kernel's do.
+  constexpr int R = Tr::kMapRing;
+  const int32_t* map = PAGED ? p.map + static_cast<size_t>(b) * p.map_stride : nullptr;
+  const uint32_t s_map = static_cast<uint32_t>(__cvta_generic_to_shared(mma_smem)) +
+                         (Tr::kSmemBytes - Tr::kMapBytes) + warp * R * Tr::kKeys * 4;
+  const int* map_ring = reinterpret_cast<const int*>(mma_smem + (Tr::kSmemBytes - Tr::kMapBytes)) + warp * R * Tr::kKeys;
+  auto copy_map = [&](int it, int end) {  // entries of keys below end (<= map_stride)
+    if (lane < Tr::kKeys) {
+      const int t = tile_start(it) + lane;
+      const bool ok = t < end;
+      cp_async4(s_map + ((it % R) * Tr::kKeys + lane) * 4, map + (ok ? t : 0), ok ? 4 : 0);
+    }
+  };
+  if constexpr (PAGED) {
+    for (int it = 0; it < R - 1; ++it) copy_map(it, p.map_stride);
+    commit();
+  }
+  if (blk.skip) {
+    wait<0>();
+    return;
+  }
   const int qr = p.n_rep * p.lq;
   const bool extras = blk.extras;
   const float qscale = blk.qscale;
@@ -125,27 +154,10 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
     vbase = static_cast<const uint16_t*>(p.v) + row * D;
     kstride = D;
   }
-  const int32_t* map = PAGED ? p.map + static_cast<size_t>(b) * p.map_stride : nullptr;
 
   const int n_tiles = (t1 - t0 + Tr::kKeys - 1) / Tr::kKeys;
   const int n_it = n_tiles > warp ? (n_tiles - warp + W - 1) / W : 0;
   const uint32_t s_pipe = static_cast<uint32_t>(__cvta_generic_to_shared(mma_smem)) + warp * S * Tr::kStageBytes;
-  auto tile_start = [&](int it) { return t0 + (warp + it * W) * Tr::kKeys; };
-  // Paged: the pool rows of tile X are copied into ring slot X % R by the issue of tile
-  // X - R + 1 (one commit group with its K/V) and read back by the issue of tile X, which
-  // runs after wait_group has seen that group land: the dependent map -> K/V chain gets
-  // R - 1 tiles of lead instead of stalling every issue.
-  constexpr int R = Tr::kMapRing;
-  const uint32_t s_map = static_cast<uint32_t>(__cvta_generic_to_shared(mma_smem)) +
-                         (Tr::kSmemBytes - Tr::kMapBytes) + warp * R * Tr::kKeys * 4;
-  const int* map_ring = reinterpret_cast<const int*>(mma_smem + (Tr::kSmemBytes - Tr::kMapBytes)) + warp * R * Tr::kKeys;
-  auto copy_map = [&](int it) {
-    if (lane < Tr::kKeys) {
-      const int t = tile_start(it) + lane;
-      const bool ok = it < n_it && t < t1;
-      cp_async4(s_map + ((it % R) * Tr::kKeys + lane) * 4, map + (ok ? t : 0), ok ? 4 : 0);
-    }
-  };
   auto issue = [&](int it) {
     const uint32_t sk = s_pipe + (it % S) * Tr::kStageBytes, sv = sk + Tr::kTileBytes;
     const int tb = tile_start(it);
@@ -161,14 +173,12 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
     }
     if constexpr (PAGED) {
       __syncwarp();  // every lane has read slot it % R: tile it + R - 1 reuses slot (it - 1) % R, read last issue
-      copy_map(it + R - 1);
+      copy_map(it + R - 1, it + R - 1 < n_it ? t1 : 0);
     }
     commit();  // empty past n_it, so the group count stays uniform
   };
   if constexpr (PAGED) {
-    for (int it = 0; it < R - 1; ++it) copy_map(it);
-    commit();
-    wait<0>();
+    wait<0>();  // the prologue's map entries
     __syncwarp();
   }
 #pragma unroll
@@ -279,7 +289,6 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
     }
   }
   wait<0>();
-  pdl_trigger();  // the combine may launch; it waits for this grid's end
   __syncthreads();  // the merge reuses the pipelines' shared memory
 
   // Merge the warps: (m, l) [W][16][2], acc [W][16][D] f32.
@@ -300,7 +309,7 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
       *reinterpret_cast<float2*>(red_acc + row * D + nt * 8 + 2 * c4) = make_float2(o[nt][2 * j], o[nt][2 * j + 1]);
   }
   __syncthreads();
-  merge_and_store<D>(p, red_ml, red_acc, W, Tr::kRows, rb, b, hkv, split);
+  merge_and_store<D>(p, blk, red_ml, red_acc, W, Tr::kRows);
 }
 
 template <typename T, int D, bool PAGED>
