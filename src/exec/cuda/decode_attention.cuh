@@ -315,38 +315,19 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   merge_and_store<DV>(p, blk, red_ml, red_acc, KPP, RB);
 }
 
-// One block per output row (b, h, i): merges the row's non-empty splits. Launched as a
-// programmatic dependent of the split kernel: its blocks may start while the split kernel's
-// last blocks run and wait here until that grid has finished and its writes are visible.
+// A warp per output row (b, h, i): merges the row's live splits. Launched as a programmatic
+// dependent of the split kernel: its blocks may start while the split kernel's last blocks
+// run and wait here until that grid has finished and its writes are visible.
+inline constexpr int kCombineRows = 4;  // rows (warps) per combine block
 template <int DV>
-__global__ void __launch_bounds__(DV) decode_combine_kernel(const DecodeParams p) {
-  __shared__ float w_s[1024];
-  __shared__ float inv_l;
+__global__ void __launch_bounds__(32 * kCombineRows) decode_combine_kernel(const DecodeParams p) {
   pdl_wait();
   pdl_trigger();  // the next decode's split kernel may launch; it waits for this grid's end
-  const size_t row = blockIdx.x;
+  const size_t row = static_cast<size_t>(blockIdx.x) * kCombineRows + threadIdx.x / 32;
+  if (row >= static_cast<size_t>(p.batch) * p.hq * p.lq) return;
   const int b = static_cast<int>(row / (static_cast<size_t>(p.hq) * p.lq));
   const int len = p.lens[b];
-  int ns = len <= 0 ? 0 : (len + p.chunk - 1) / p.chunk;
-  ns = min(ns, p.splits);
-  const float* ml = p.part_ml + row * p.splits * 2;
-  if (threadIdx.x == 0) {
-    float mmax = -INFINITY;
-    for (int s = 0; s < ns; ++s) mmax = fmaxf(mmax, ml[2 * s]);
-    float sl = 0.0f;
-    for (int s = 0; s < ns; ++s) {
-      const float w = mmax == -INFINITY ? 0.0f : exp2f(ml[2 * s] - mmax);
-      w_s[s] = w;
-      sl += w * ml[2 * s + 1];
-    }
-    inv_l = sl > 0.0f ? 1.0f / sl : 0.0f;
-  }
-  __syncthreads();
-  const int d = threadIdx.x;
-  float a = 0.0f;
-  const float* pa = p.part_acc + row * p.splits * DV + d;
-  for (int s = 0; s < ns; ++s) a += w_s[s] * pa[static_cast<size_t>(s) * DV];
-  p.out[row * DV + d] = inv_l > 0.0f ? a * inv_l : 0.0f;
+  merge_row<DV>(p, row, len <= 0 ? 1 : min(p.splits, (len + p.chunk - 1) / p.chunk));
 }
 
 // Whether decode_mma.cuh has an instantiation for (dk, dv).
@@ -435,7 +416,8 @@ int launch_decode(const DecodeParams& p, void* stream) {
   }
   if (e != cudaSuccess || p.splits == 1 || !KVF_DECODE_COMBINE_KERNEL) return static_cast<int>(e);
   const unsigned rows = static_cast<unsigned>(p.batch) * p.hq * p.lq;
-  return static_cast<int>(launch_dependent(decode_combine_kernel<DV>, dim3(rows), dim3(DV), 0, st, p));
+  return static_cast<int>(launch_dependent(decode_combine_kernel<DV>, dim3((rows + kCombineRows - 1) / kCombineRows),
+                                           dim3(32 * kCombineRows), 0, st, p));
 }
 
 }  // namespace kvf::exec::cuda::detail

@@ -76,27 +76,53 @@ struct SplitBlock {
   }
 };
 
-// Merges the `live` split partials (acc, m, l) of output row `row` at column d; 0 for a row
-// that saw no key. Reads through L2: other blocks wrote them.
+// One warp merges the `live` split partials (acc, m, l) of output row `row` into out (zeros
+// for a row that saw no key): lanes take splits for the weights, then DV / 32 columns each
+// for the sums, with the split loop unrolled so its loads are in flight together: the
+// merge costs a few L2 round trips, not one per split. Reads through L2: other blocks wrote
+// the partials.
 template <int DV>
-__device__ float merge_splits(const DecodeParams& p, size_t row, int live, int d) {
+__device__ void merge_row(const DecodeParams& p, size_t row, int live) {
+  constexpr int kCols = DV / 32;
+  static_assert(kCols == 2 || kCols == 4 || kCols == 8, "DV 64, 128 or 256");
+  const unsigned all = 0xffffffffu;
+  const int lane = static_cast<int>(threadIdx.x % 32);
   const float* ml = p.part_ml + row * p.splits * 2;
-  const float* acc = p.part_acc + row * p.splits * DV + d;
+  const float* acc = p.part_acc + row * p.splits * DV + lane * kCols;
   float mmax = -INFINITY;
-  for (int s = 0; s < live; ++s) mmax = fmaxf(mmax, __ldcg(ml + 2 * s));
-  if (mmax == -INFINITY) return 0.0f;
-  float sl = 0.0f, sa = 0.0f;
-  for (int s = 0; s < live; ++s) {
-    const float w = exp2f(__ldcg(ml + 2 * s) - mmax);  // exp2(-inf) = 0
-    sl += w * __ldcg(ml + 2 * s + 1);
-    sa += w * __ldcg(acc + static_cast<size_t>(s) * DV);
+  for (int s = lane; s < live; s += 32) mmax = fmaxf(mmax, __ldcg(ml + 2 * s));
+  for (int o = 16; o > 0; o /= 2) mmax = fmaxf(mmax, __shfl_xor_sync(all, mmax, o));
+  float sl = 0.0f, a[kCols] = {};
+  if (mmax != -INFINITY) {
+    for (int s0 = 0; s0 < live; s0 += 32) {
+      const int s = s0 + lane;
+      const float w_lane = s < live ? exp2f(__ldcg(ml + 2 * s) - mmax) : 0.0f;  // exp2(-inf) = 0
+      sl += s < live ? w_lane * __ldcg(ml + 2 * s + 1) : 0.0f;
+      const int n = min(32, live - s0);
+#pragma unroll 8
+      for (int j = 0; j < n; ++j) {
+        const float w = __shfl_sync(all, w_lane, j);
+        const float* src = acc + static_cast<size_t>(s0 + j) * DV;
+#pragma unroll
+        for (int c = 0; c < kCols; c += 2) {
+          const float2 x = __ldcg(reinterpret_cast<const float2*>(src + c));
+          a[c] += w * x.x;
+          a[c + 1] += w * x.y;
+        }
+      }
+    }
+    for (int o = 16; o > 0; o /= 2) sl += __shfl_xor_sync(all, sl, o);
   }
-  return sl > 0.0f ? sa / sl : 0.0f;
+  const float inv = sl > 0.0f ? 1.0f / sl : 0.0f;
+  float* dst = p.out + row * DV + lane * kCols;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) dst[c] = a[c] * inv;
 }
 
 // The block has stored its split partial: it arrives on its (b, KV head, row block)
-// counter, and the last of the row's live splits to arrive merges them into out. The
-// counter wraps back to 0 on that arrival (atomicInc), ready for the next decode.
+// counter, and the last of the row's live splits to arrive merges them into out, a warp
+// per row. The counter wraps back to 0 on that arrival (atomicInc), ready for the next
+// decode.
 template <int DV>
 __device__ void merge_if_last(const DecodeParams& p, const SplitBlock& blk, int rows) {
   __shared__ bool last;
@@ -109,13 +135,9 @@ __device__ void merge_if_last(const DecodeParams& p, const SplitBlock& blk, int 
   __syncthreads();
   if (!last) return;
   __threadfence();  // the other splits' partials, seen after their arrivals
-  const int qr = p.n_rep * p.lq;
-  for (int idx = threadIdx.x; idx < rows * DV; idx += blockDim.x) {
-    const int r = idx / DV, d = idx % DV, gr = blk.rb * rows + r;
-    if (gr >= qr) continue;
-    const size_t row = blk.out_row(p, gr);
-    p.out[row * DV + d] = merge_splits<DV>(p, row, blk.live, d);
-  }
+  const int qr = p.n_rep * p.lq, warps = static_cast<int>(blockDim.x / 32);
+  for (int r = static_cast<int>(threadIdx.x / 32); r < rows && blk.rb * rows + r < qr; r += warps)
+    merge_row<DV>(p, blk.out_row(p, blk.rb * rows + r), blk.live);
 }
 
 // Shared memory holds `groups` partial states (running max m and sum l in the log2 domain,
