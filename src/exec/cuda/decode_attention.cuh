@@ -8,8 +8,8 @@
 // all loads issued before the first use. Scores are reduced across the G lanes with xor
 // shuffles; the online softmax rescales once per U keys. At the end the block's groups are
 // merged through shared memory and the block writes either the final rows (one split) or
-// an unnormalized partial (acc, max, sum) that decode_combine merges. Scores live in the
-// log2 domain (exp2f).
+// an unnormalized partial (acc, max, sum) that the row's last split block merges
+// (decode_merge.cuh). Scores live in the log2 domain (exp2f).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -114,8 +114,6 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   float* red_ml = q_s + RB * DK;           // [KPP][RB][2]   (after the pipeline is drained)
   float* red_acc = red_ml + KPP * RB * 2;  // [KPP][RB][DV]
 
-  pdl_wait();  // before the first global access: the previous kernel may have written q, K/V or lens
-  pdl_trigger();
   const SplitBlock blk(p);
   if (blk.skip) return;
   const int rb = blk.rb, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
@@ -315,21 +313,6 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   merge_and_store<DV>(p, blk, red_ml, red_acc, KPP, RB);
 }
 
-// A warp per output row (b, h, i): merges the row's live splits. Launched as a programmatic
-// dependent of the split kernel: its blocks may start while the split kernel's last blocks
-// run and wait here until that grid has finished and its writes are visible.
-inline constexpr int kCombineRows = 4;  // rows (warps) per combine block
-template <int DV>
-__global__ void __launch_bounds__(32 * kCombineRows) decode_combine_kernel(const DecodeParams p) {
-  pdl_wait();
-  pdl_trigger();  // the next decode's split kernel may launch; it waits for this grid's end
-  const size_t row = static_cast<size_t>(blockIdx.x) * kCombineRows + threadIdx.x / 32;
-  if (row >= static_cast<size_t>(p.batch) * p.hq * p.lq) return;
-  const int b = static_cast<int>(row / (static_cast<size_t>(p.hq) * p.lq));
-  const int len = p.lens[b];
-  merge_row<DV>(p, row, len <= 0 ? 1 : min(p.splits, (len + p.chunk - 1) / p.chunk));
-}
-
 // Whether decode_mma.cuh has an instantiation for (dk, dv).
 template <int DK, int DV>
 constexpr bool has_mma() { return DK == DV && (DK == 64 || DK == 128); }
@@ -347,7 +330,8 @@ template <typename T, int DK, int DV, int RB, bool PAGED>
 cudaError_t launch_split(const DecodeParams& p, cudaStream_t st) {
   if (const cudaError_t e = prepare_split<T, DK, DV, RB, PAGED>(); e != cudaSuccess) return e;
   const dim3 grid(p.splits * p.row_blocks, p.hkv, p.batch);
-  return launch_dependent(decode_split_kernel<T, DK, DV, RB, PAGED>, grid, dim3(kThreads), smem_bytes<DK, DV>(RB), st, p);
+  decode_split_kernel<T, DK, DV, RB, PAGED><<<grid, kThreads, smem_bytes<DK, DV>(RB), st>>>(p);
+  return cudaGetLastError();
 }
 
 template <typename T, int DK, int DV, int RB, bool PAGED>
@@ -395,7 +379,7 @@ cudaError_t launch_rows(const DecodeParams& p, cudaStream_t st) {
   }
 }
 
-// The whole decode for one head-dim pair: dtype and layout dispatch, split kernel, combine.
+// The whole decode for one head-dim pair: dtype and layout dispatch, one split kernel.
 template <int DK, int DV>
 int launch_decode(const DecodeParams& p, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
@@ -414,10 +398,7 @@ int launch_decode(const DecodeParams& p, void* stream) {
     e = paged ? launch_rows<__nv_bfloat16, DK, DV, true>(p, st)
               : launch_rows<__nv_bfloat16, DK, DV, false>(p, st);
   }
-  if (e != cudaSuccess || p.splits == 1 || !KVF_DECODE_COMBINE_KERNEL) return static_cast<int>(e);
-  const unsigned rows = static_cast<unsigned>(p.batch) * p.hq * p.lq;
-  return static_cast<int>(launch_dependent(decode_combine_kernel<DV>, dim3((rows + kCombineRows - 1) / kCombineRows),
-                                           dim3(32 * kCombineRows), 0, st, p));
+  return static_cast<int>(e);
 }
 
 }  // namespace kvf::exec::cuda::detail

@@ -35,7 +35,7 @@ struct DecodeTraits {
 // {0, 0} when that kernel has no instantiation for (dk, dv).
 DecodeTraits decode_traits(int dk, int dv, bool tensor_cores);
 
-// Launch the split kernel (and the combine kernel where that merges the splits). Returns a cudaError_t.
+// Launch the decode (one split kernel). Returns a cudaError_t.
 int launch_decode_d64(const DecodeParams& p, void* stream);
 int launch_decode_d128(const DecodeParams& p, void* stream);
 int launch_decode_d256(const DecodeParams& p, void* stream);

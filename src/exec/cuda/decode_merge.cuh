@@ -1,6 +1,6 @@
-// What both decode split kernels share: programmatic dependent launch, the block's place in
-// the grid (its keys and rows), and at the end the merge of its partial softmax states, the
-// store of its query rows and, for split rows, the merge of the splits by their last block.
+// What both decode split kernels share: the block's place in the grid (its keys and rows),
+// and at the end the merge of its partial softmax states, the store of its query rows and,
+// for split rows, the merge of the splits by their last block: a decode is one kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,42 +10,7 @@
 #include "exec/cuda/decode_launch.h"
 #include "exec/cuda/mma_ptx.cuh"
 
-// 1: split rows are merged by a second kernel (decode_combine_kernel) instead of by the
-// last split block to finish; 0: no programmatic dependent launch. bench/cuda/run.sh's
-// define variants compare them.
-#ifndef KVF_DECODE_COMBINE_KERNEL
-#define KVF_DECODE_COMBINE_KERNEL 0
-#endif
-#ifndef KVF_DECODE_PDL
-#define KVF_DECODE_PDL 1
-#endif
-
 namespace kvf::exec::cuda::detail {
-
-// Programmatic dependent launch (sm_90): every decode kernel is launched so that it may
-// start while the stream's previous kernel finishes; it waits here, before its first global
-// read or write, until that kernel has ended and its writes are visible, so the overlap is
-// the launch and block setup, never data. Each kernel lets the next one launch as soon as
-// all of its own blocks run (pdl_trigger() right after the wait): the next kernel's blocks
-// then sit resident in griddepcontrol.wait instead of being launched after this grid ends.
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;"); }
-
-template <typename Kernel>
-cudaError_t launch_dependent(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t st,
-                             const DecodeParams& p) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = KVF_DECODE_PDL ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, p);
-}
 
 // One block of the split grid: x = split * row_blocks + row block, y = KV head, z = batch
 // row. Keys [t0, t1) of row b; the last split runs to len whatever the chunk says.
@@ -144,13 +109,13 @@ __device__ void merge_if_last(const DecodeParams& p, const SplitBlock& blk, int 
 // unnormalized acc) for each of the block's `rows` query rows: ml [groups][rows][2], acc
 // [groups][rows][DV]. Merges them per row and writes, for the rows of the block's row block
 // that exist, the normalized output when the row has one live split (zeros for a row that
-// saw no key), else this split's partial (acc, m, l), which the row's last split block (or
-// decode_combine_kernel) merges. Called by every thread of the block.
+// saw no key), else this split's partial (acc, m, l), which the row's last split block to
+// finish merges (merge_if_last). Called by every thread of the block.
 template <int DV>
 __device__ void merge_and_store(const DecodeParams& p, const SplitBlock& blk, const float* red_ml,
                                 const float* red_acc, int groups, int rows) {
   const int qr = p.n_rep * p.lq;
-  const bool direct = p.splits == 1 || (!KVF_DECODE_COMBINE_KERNEL && blk.live == 1);
+  const bool direct = blk.live == 1;
   for (int idx = threadIdx.x; idx < rows * DV; idx += blockDim.x) {
     const int r = idx / DV, d = idx % DV, gr = blk.rb * rows + r;
     if (gr >= qr) continue;
@@ -176,7 +141,7 @@ __device__ void merge_and_store(const DecodeParams& p, const SplitBlock& blk, co
       }
     }
   }
-  if (!direct && !KVF_DECODE_COMBINE_KERNEL) merge_if_last<DV>(p, blk, rows);
+  if (!direct) merge_if_last<DV>(p, blk, rows);
 }
 
 }  // namespace kvf::exec::cuda::detail

@@ -1,6 +1,6 @@
 // Split-KV decode on the tensor cores (head dims 64 and 128; docs/cuda.md, "Tensor-core
 // decode"). Same grid, splits and partial format as the SIMT kernel (decode_attention.cuh),
-// so decode_combine_kernel merges either.
+// and the same merge of the splits by the last block (decode_merge.cuh).
 //
 // One block serves up to 16 query rows of one KV head (the n_rep heads of the group times
 // Lq): one m16 tile, so S = Q Kᵀ and O += P V are mma.sync m16n8k16 with the group's rows as
@@ -82,8 +82,6 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   constexpr int W = Tr::kWarps, S = Tr::kStages, KT = D / 16;
   extern __shared__ __align__(128) unsigned char mma_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  pdl_wait();  // before the first global access: the previous kernel may have written q, K/V or lens
-  pdl_trigger();
   const SplitBlock blk(p);
   const int rb = blk.rb, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
   auto tile_start = [&](int it) { return t0 + (warp + it * W) * Tr::kKeys; };
@@ -323,8 +321,8 @@ template <typename T, int D, bool PAGED>
 cudaError_t launch_mma(const DecodeParams& p, cudaStream_t st) {
   if (const cudaError_t e = prepare_mma<T, D, PAGED>(); e != cudaSuccess) return e;
   const dim3 grid(p.splits * p.row_blocks, p.hkv, p.batch);
-  return launch_dependent(decode_mma_kernel<T, D, PAGED>, grid, dim3(MmaDecode<D, PAGED>::kThreads),
-                          MmaDecode<D, PAGED>::kSmemBytes, st, p);
+  decode_mma_kernel<T, D, PAGED><<<grid, MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PAGED>::kSmemBytes, st>>>(p);
+  return cudaGetLastError();
 }
 
 // Resident blocks per multiprocessor (bf16 and f16 share their resources).
