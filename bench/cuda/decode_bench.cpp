@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
   std::printf("device name=\"%s\" sms=%d l2=%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize);
   using kvf::exec::cuda::DecodeKernel;
   const DecodeKernel tc = DecodeKernel::kTensorCores, simt = DecodeKernel::kSimt;
-  if (argc > 5 && std::string(argv[2]) == "shape") {  // one shape: B ctx paged(0/1), for ncu
-    decode(std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]) != 0, reps, tc);
+  if (argc > 5 && std::string(argv[2]) == "shape") {  // one shape: B ctx paged(0/1) [splits], for ncu
+    decode(std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]) != 0, reps, tc, argc > 6 ? std::atoi(argv[6]) : 0);
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "quick") {  // the variants' shapes: B = 1 at every context, a few more

@@ -40,6 +40,9 @@ namespace kvf::exec::cuda::detail {
 #ifndef KVF_DMMA_S
 #define KVF_DMMA_S 3
 #endif
+#ifndef KVF_DMMA_HND
+#define KVF_DMMA_HND 0
+#endif
 #ifndef KVF_DMMA_EXACT  // 0: q and P rounded to 16 bits (one MMA per product, as FlashAttention)
 #define KVF_DMMA_EXACT 1
 #endif
@@ -143,9 +146,14 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   const uint16_t* vbase;
   size_t kstride;
   if constexpr (PAGED) {
+#if KVF_DMMA_HND  // experiment: pages of 16 head-major [pages, Hkv, 16, D]
+    kbase = static_cast<const uint16_t*>(p.k) + static_cast<size_t>(hkv) * 16 * D;
+    vbase = static_cast<const uint16_t*>(p.v) + static_cast<size_t>(hkv) * 16 * D;
+#else
     kbase = static_cast<const uint16_t*>(p.k) + static_cast<size_t>(hkv) * D;
     vbase = static_cast<const uint16_t*>(p.v) + static_cast<size_t>(hkv) * D;
-    kstride = static_cast<size_t>(p.hkv) * D;
+#endif
+    kstride = KVF_DMMA_HND ? D : static_cast<size_t>(p.hkv) * D;
   } else {
     const size_t row = (static_cast<size_t>(b) * p.hkv + hkv) * p.cap;
     kbase = static_cast<const uint16_t*>(p.k) + row * D;
@@ -165,6 +173,9 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
       const bool ok = it < n_it && tb + r < t1;
       int row = tb + r;
       if constexpr (PAGED) row = map_ring[(it % R) * Tr::kKeys + r];
+#if KVF_DMMA_HND
+      if constexpr (PAGED) row = (row >> 4) * p.hkv * 16 + (row & 15);
+#endif
       const size_t at = (ok ? static_cast<size_t>(row) : 0) * kstride + c * 8;
       cp_async16(sk + swz<D>(r, c), kbase + at, ok ? 16 : 0);
       cp_async16(sv + swz<D>(r, c), vbase + at, ok ? 16 : 0);
