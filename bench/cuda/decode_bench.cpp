@@ -68,7 +68,11 @@ void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKer
     const int pages = batch * ctx / 16;
     std::vector<int> order(pages);
     std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);
+    // KVF_BENCH_SHUFFLE_PAGES=n shuffles within runs of n pages only (0 or unset: all).
+    const char* sw = std::getenv("KVF_BENCH_SHUFFLE_PAGES");
+    const int run = sw ? std::atoi(sw) : 0;
+    for (int at = 0; at < pages; at += run > 0 ? run : pages)
+      std::shuffle(order.begin() + at, order.begin() + std::min(pages, at + (run > 0 ? run : pages)), rng);
     std::vector<int32_t> hm(static_cast<size_t>(batch) * ctx);
     for (int b = 0; b < batch; ++b)
       for (int t = 0; t < ctx; ++t) hm[static_cast<size_t>(b) * ctx + t] = order[b * (ctx / 16) + t / 16] * 16 + t % 16;

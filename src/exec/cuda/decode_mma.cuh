@@ -40,6 +40,9 @@ namespace kvf::exec::cuda::detail {
 #ifndef KVF_DMMA_S
 #define KVF_DMMA_S 3
 #endif
+#ifndef KVF_DMMA_TLB_PREFETCH
+#define KVF_DMMA_TLB_PREFETCH 0
+#endif
 #ifndef KVF_DMMA_HND
 #define KVF_DMMA_HND 0
 #endif
@@ -180,6 +183,15 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
       cp_async16(sk + swz<D>(r, c), kbase + at, ok ? 16 : 0);
       cp_async16(sv + swz<D>(r, c), vbase + at, ok ? 16 : 0);
     }
+#if KVF_DMMA_TLB_PREFETCH
+    if constexpr (PAGED) {  // experiment: touch tile it + R - S's rows (map landed) so their translations are cached
+      const int ahead = it + R - S, r = lane % Tr::kKeys, t = tile_start(ahead) + r;
+      if (ahead < n_it && t < t1) {
+        const uint16_t* base = lane < Tr::kKeys ? kbase : vbase;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + static_cast<size_t>(map_ring[(ahead % R) * Tr::kKeys + r]) * kstride));
+      }
+    }
+#endif
     if constexpr (PAGED) {
       __syncwarp();  // every lane has read slot it % R: tile it + R - 1 reuses slot (it - 1) % R, read last issue
       copy_map(it + R - 1, it + R - 1 < n_it ? t1 : 0);
