@@ -51,8 +51,14 @@ namespace kvf::exec::cuda::detail {
 #endif
 template <int D, bool PAGED> struct MmaDecodeShape;
 template <bool PAGED> struct MmaDecodeShape<64, PAGED> { static constexpr int kWarps = 4, kStages = 4; };
+#ifndef KVF_DMMA_PW  // paged
+#define KVF_DMMA_PW 4
+#endif
+#ifndef KVF_DMMA_PS
+#define KVF_DMMA_PS 3
+#endif
 template <bool PAGED> struct MmaDecodeShape<128, PAGED> {
-  static constexpr int kWarps = PAGED ? 4 : KVF_DMMA_W, kStages = PAGED ? 3 : KVF_DMMA_S;
+  static constexpr int kWarps = PAGED ? KVF_DMMA_PW : KVF_DMMA_W, kStages = PAGED ? KVF_DMMA_PS : KVF_DMMA_S;
 };
 
 template <int D, bool PAGED>
