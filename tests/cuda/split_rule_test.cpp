@@ -9,19 +9,15 @@ namespace {
 
 constexpr int kH200Sms = 132;
 
-// Tensor-core kernel, Hq/Hkv 32/8 (one row block per KV head): dense caches balance one
-// block per SM, paged pools two.
-int tc_splits(int batch, int ctx, bool paged) {
-  return choose_splits({8L * batch, kH200Sms, paged ? 2 : 1, 0.95, ctx});
-}
+// Tensor-core kernel, Hq/Hkv 32/8 (one row block per KV head): one block per SM, dense
+// caches and paged pools alike.
+int tc_splits(int batch, int ctx) { return choose_splits({8L * batch, kH200Sms, 1, 0.95, ctx}); }
 
 TEST(CudaSplitRule, TensorCoreChoicesOnTheH200) {
-  EXPECT_EQ(tc_splits(1, 131072, false), 16);  // 128 blocks on 132 SMs
-  EXPECT_EQ(tc_splits(1, 8192, false), 16);
-  EXPECT_EQ(tc_splits(8, 32768, false), 2);
-  EXPECT_EQ(tc_splits(32, 32768, false), 1);   // 256 blocks: two rounds, 97%, no combine
-  EXPECT_EQ(tc_splits(1, 131072, true), 32);   // 256 of 264 slots, 2 per SM
-  EXPECT_EQ(tc_splits(8, 32768, true), 4);
+  EXPECT_EQ(tc_splits(1, 131072), 16);  // 128 blocks on 132 SMs
+  EXPECT_EQ(tc_splits(1, 8192), 16);
+  EXPECT_EQ(tc_splits(8, 32768), 2);
+  EXPECT_EQ(tc_splits(32, 32768), 1);   // 256 blocks: two rounds, 97%, no merge
 }
 
 TEST(CudaSplitRule, SimtFillsResidentSlots) {

@@ -82,14 +82,13 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   // Splits: every block does equal work, so the time goes with the most work any unit
   // gets. The SIMT kernel is issue-bound and wants every resident slot (SMs times blocks per
   // SM) busy: the fewest splits whose blocks fill their last wave of slots to 90%. The
-  // tensor-core kernel is memory-bound: what counts is the balance of blocks over SMs, with
-  // one block per SM for dense caches (it keeps enough bytes in flight; B = 1 on the H200:
-  // 16 splits) and two for paged pools, whose scattered 256-byte rows want twice the
-  // requests in flight (B = 1: 32 splits); the fewest splits that fill that to 95%.
-  // Chunks of at least 128 keys either way (docs/cuda.md, the split sweeps).
+  // tensor-core kernel is memory-bound and runs one 8-warp block per SM: what counts is the
+  // balance of blocks over SMs (B = 1 on the H200: 16 splits, B = 8: 2), the fewest splits
+  // that fill a round to 95%, dense or paged. Chunks of at least 128 keys either way
+  // (docs/cuda.md, the split sweeps).
   const int sms = std::max(1, detail::sm_count());
   const bool paged = a.read_map != nullptr;
-  const int per_sm = tc ? (paged ? 2 : 1) : std::max(1, blocks_per_sm(a.dk, plan.rows, paged, tc));
+  const int per_sm = tc ? 1 : std::max(1, blocks_per_sm(a.dk, plan.rows, paged, tc));
   const double want = tc ? 0.95 : 0.9;
   const int span = std::max(1, a.max_len);
   const long pairs = static_cast<long>(a.batch) * a.kv_heads * plan.row_blocks;

@@ -31,39 +31,27 @@
 namespace kvf::exec::cuda::detail {
 
 // Warps per block and pipeline stages per warp (each warp keeps S - 1 tiles of 16 keys in
-// flight). d128 on the H200 (bench/cuda/results/h200-2026-11-30-tc*): 4 warps x 3 stages;
-// 4 or 6 stages and 2 warps x 4 stages were no faster, dense or paged. KVF_DMMA_* override
-// d128 dense for bench/cuda/run.sh's decode variants.
+// flight). d128 on the H200, dense and paged alike: 8 warps x 2 stages, one block per SM
+// (128 KB), so each of the SM's four schedulers has two warps to switch between; against
+// 4 x 3 it was 1.00-1.02x dense and 1.02-1.06x paged, 6 x 3 and 8 x 3 were no better
+// (docs/benchmarks.md, "One kernel per decode"). d64 keeps 4 x 4 (not re-measured).
+// KVF_DMMA_* override d128 for bench/cuda/run.sh's decode variants.
 #ifndef KVF_DMMA_W
-#define KVF_DMMA_W 4
+#define KVF_DMMA_W 8
 #endif
 #ifndef KVF_DMMA_S
-#define KVF_DMMA_S 3
-#endif
-#ifndef KVF_DMMA_TLB_PREFETCH
-#define KVF_DMMA_TLB_PREFETCH 0
-#endif
-#ifndef KVF_DMMA_HND
-#define KVF_DMMA_HND 0
+#define KVF_DMMA_S 2
 #endif
 #ifndef KVF_DMMA_EXACT  // 0: q and P rounded to 16 bits (one MMA per product, as FlashAttention)
 #define KVF_DMMA_EXACT 1
 #endif
-template <int D, bool PAGED> struct MmaDecodeShape;
-template <bool PAGED> struct MmaDecodeShape<64, PAGED> { static constexpr int kWarps = 4, kStages = 4; };
-#ifndef KVF_DMMA_PW  // paged
-#define KVF_DMMA_PW 4
-#endif
-#ifndef KVF_DMMA_PS
-#define KVF_DMMA_PS 3
-#endif
-template <bool PAGED> struct MmaDecodeShape<128, PAGED> {
-  static constexpr int kWarps = PAGED ? KVF_DMMA_PW : KVF_DMMA_W, kStages = PAGED ? KVF_DMMA_PS : KVF_DMMA_S;
-};
+template <int D> struct MmaDecodeShape;
+template <> struct MmaDecodeShape<64> { static constexpr int kWarps = 4, kStages = 4; };
+template <> struct MmaDecodeShape<128> { static constexpr int kWarps = KVF_DMMA_W, kStages = KVF_DMMA_S; };
 
 template <int D, bool PAGED>
 struct MmaDecode {
-  static constexpr int kWarps = MmaDecodeShape<D, PAGED>::kWarps, kStages = MmaDecodeShape<D, PAGED>::kStages;
+  static constexpr int kWarps = MmaDecodeShape<D>::kWarps, kStages = MmaDecodeShape<D>::kStages;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16;  // query rows per block: one m16 tile
   static constexpr int kKeys = 16;  // keys per warp tile: the k of the P V MMA
@@ -155,14 +143,9 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   const uint16_t* vbase;
   size_t kstride;
   if constexpr (PAGED) {
-#if KVF_DMMA_HND  // experiment: pages of 16 head-major [pages, Hkv, 16, D]
-    kbase = static_cast<const uint16_t*>(p.k) + static_cast<size_t>(hkv) * 16 * D;
-    vbase = static_cast<const uint16_t*>(p.v) + static_cast<size_t>(hkv) * 16 * D;
-#else
     kbase = static_cast<const uint16_t*>(p.k) + static_cast<size_t>(hkv) * D;
     vbase = static_cast<const uint16_t*>(p.v) + static_cast<size_t>(hkv) * D;
-#endif
-    kstride = KVF_DMMA_HND ? D : static_cast<size_t>(p.hkv) * D;
+    kstride = static_cast<size_t>(p.hkv) * D;
   } else {
     const size_t row = (static_cast<size_t>(b) * p.hkv + hkv) * p.cap;
     kbase = static_cast<const uint16_t*>(p.k) + row * D;
@@ -182,22 +165,10 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
       const bool ok = it < n_it && tb + r < t1;
       int row = tb + r;
       if constexpr (PAGED) row = map_ring[(it % R) * Tr::kKeys + r];
-#if KVF_DMMA_HND
-      if constexpr (PAGED) row = (row >> 4) * p.hkv * 16 + (row & 15);
-#endif
       const size_t at = (ok ? static_cast<size_t>(row) : 0) * kstride + c * 8;
       cp_async16(sk + swz<D>(r, c), kbase + at, ok ? 16 : 0);
       cp_async16(sv + swz<D>(r, c), vbase + at, ok ? 16 : 0);
     }
-#if KVF_DMMA_TLB_PREFETCH
-    if constexpr (PAGED) {  // experiment: touch tile it + R - S's rows (map landed) so their translations are cached
-      const int ahead = it + R - S, r = lane % Tr::kKeys, t = tile_start(ahead) + r;
-      if (ahead < n_it && t < t1) {
-        const uint16_t* base = lane < Tr::kKeys ? kbase : vbase;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + static_cast<size_t>(map_ring[(ahead % R) * Tr::kKeys + r]) * kstride));
-      }
-    }
-#endif
     if constexpr (PAGED) {
       __syncwarp();  // every lane has read slot it % R: tile it + R - 1 reuses slot (it - 1) % R, read last issue
       copy_map(it + R - 1, it + R - 1 < n_it ? t1 : 0);
