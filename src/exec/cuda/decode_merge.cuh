@@ -42,41 +42,46 @@ struct SplitBlock {
 };
 
 // One warp merges the `live` split partials (acc, m, l) of output row `row` into out (zeros
-// for a row that saw no key): lanes take splits for the weights, then DV / 32 columns each
-// for the sums, with the split loop unrolled so its loads are in flight together: the
-// merge costs a few L2 round trips, not one per split. Reads through L2: other blocks wrote
-// the partials.
+// for a row that saw no key). Lanes hold the (m, l) of 32 splits and DV / 32 columns each;
+// the splits are folded in one pass with a running max, as the key loop folds keys, so a
+// batch's acc loads are issued together with the (m, l) loads instead of after the max:
+// up to kBatch splits cost one L2 round trip. Reads through L2: other blocks wrote them.
 template <int DV>
 __device__ void merge_row(const DecodeParams& p, size_t row, int live) {
-  constexpr int kCols = DV / 32;
+  constexpr int kCols = DV / 32, kBatch = 64 / kCols;  // 64 acc registers in flight
   static_assert(kCols == 2 || kCols == 4 || kCols == 8, "DV 64, 128 or 256");
   const unsigned all = 0xffffffffu;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const float* ml = p.part_ml + row * p.splits * 2;
   const float* acc = p.part_acc + row * p.splits * DV + lane * kCols;
-  float mmax = -INFINITY;
-  for (int s = lane; s < live; s += 32) mmax = fmaxf(mmax, __ldcg(ml + 2 * s));
-  for (int o = 16; o > 0; o /= 2) mmax = fmaxf(mmax, __shfl_xor_sync(all, mmax, o));
-  float sl = 0.0f, a[kCols] = {};
-  if (mmax != -INFINITY) {
-    for (int s0 = 0; s0 < live; s0 += 32) {
-      const int s = s0 + lane;
-      const float w_lane = s < live ? exp2f(__ldcg(ml + 2 * s) - mmax) : 0.0f;  // exp2(-inf) = 0
-      sl += s < live ? w_lane * __ldcg(ml + 2 * s + 1) : 0.0f;
-      const int n = min(32, live - s0);
-#pragma unroll 8
-      for (int j = 0; j < n; ++j) {
-        const float w = __shfl_sync(all, w_lane, j);
-        const float* src = acc + static_cast<size_t>(s0 + j) * DV;
+  float m_run = -INFINITY, sl = 0.0f, a[kCols] = {};
+  for (int s0 = 0; s0 < live; s0 += 32) {
+    const int n = min(32, live - s0);
+    const float m_lane = lane < n ? __ldcg(ml + 2 * (s0 + lane)) : -INFINITY;
+    const float l_lane = lane < n ? __ldcg(ml + 2 * (s0 + lane) + 1) : 0.0f;
+    for (int j0 = 0; j0 < n; j0 += kBatch) {
+      float2 x[kBatch][kCols / 2];
 #pragma unroll
-        for (int c = 0; c < kCols; c += 2) {
-          const float2 x = __ldcg(reinterpret_cast<const float2*>(src + c));
-          a[c] += w * x.x;
-          a[c + 1] += w * x.y;
+      for (int j = 0; j < kBatch; ++j)
+#pragma unroll
+        for (int c = 0; c < kCols / 2; ++c)
+          x[j][c] = j0 + j < n ? __ldcg(reinterpret_cast<const float2*>(acc + static_cast<size_t>(s0 + j0 + j) * DV) + c)
+                               : make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const float m = __shfl_sync(all, m_lane, (j0 + j) % 32), l = __shfl_sync(all, l_lane, (j0 + j) % 32);
+        if (j0 + j >= n || m == -INFINITY) continue;  // warp-uniform: past the batch, or a split that saw no key
+        const float m_new = fmaxf(m_run, m);
+        const float c_old = exp2f(m_run - m_new), c_new = exp2f(m - m_new);  // exp2(-inf) = 0
+        sl = sl * c_old + l * c_new;
+#pragma unroll
+        for (int c = 0; c < kCols / 2; ++c) {
+          a[2 * c] = a[2 * c] * c_old + x[j][c].x * c_new;
+          a[2 * c + 1] = a[2 * c + 1] * c_old + x[j][c].y * c_new;
         }
+        m_run = m_new;
       }
     }
-    for (int o = 16; o > 0; o /= 2) sl += __shfl_xor_sync(all, sl, o);
   }
   const float inv = sl > 0.0f ? 1.0f / sl : 0.0f;
   float* dst = p.out + row * DV + lane * kCols;
