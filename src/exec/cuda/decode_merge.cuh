@@ -10,6 +10,14 @@
 #include "exec/cuda/decode_launch.h"
 #include "exec/cuda/mma_ptx.cuh"
 
+// Measurement probes for bench/cuda/run.sh's define variants, wrong results by design (the
+// decode tests fail under them): 1 skips the merge of the splits, 2 the key loop, 3 takes
+// every row's length to be the capacity (no dependent load of lens before the first K/V
+// copies; right only for full dense rows, as the benchmark's). 0: the kernel.
+#ifndef KVF_DECODE_PROBE
+#define KVF_DECODE_PROBE 0
+#endif
+
 namespace kvf::exec::cuda::detail {
 
 // One block of the split grid: x = split * row_blocks + row block, y = KV head, z = batch
@@ -26,7 +34,7 @@ struct SplitBlock {
         split(static_cast<int>(blockIdx.x) / p.row_blocks),
         hkv(static_cast<int>(blockIdx.y)),
         b(static_cast<int>(blockIdx.z)),
-        len(p.lens[b]),
+        len(KVF_DECODE_PROBE == 3 ? p.cap : p.lens[b]),
         t0(split * p.chunk),
         t1(split == p.splits - 1 ? len : min(t0 + p.chunk, len)),
         live(len <= 0 ? 1 : min(p.splits, (len + p.chunk - 1) / p.chunk)),
@@ -146,7 +154,7 @@ __device__ void merge_and_store(const DecodeParams& p, const SplitBlock& blk, co
       }
     }
   }
-  if (!direct) merge_if_last<DV>(p, blk, rows);
+  if (!direct && KVF_DECODE_PROBE != 1) merge_if_last<DV>(p, blk, rows);
 }
 
 }  // namespace kvf::exec::cuda::detail

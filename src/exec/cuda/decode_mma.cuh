@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   }
 
   const int n_tiles = (t1 - t0 + Tr::kKeys - 1) / Tr::kKeys;
-  const int n_it = n_tiles > warp ? (n_tiles - warp + W - 1) / W : 0;
+  const int n_it = n_tiles > warp && KVF_DECODE_PROBE != 2 ? (n_tiles - warp + W - 1) / W : 0;
   const uint32_t s_pipe = static_cast<uint32_t>(__cvta_generic_to_shared(mma_smem)) + warp * S * Tr::kStageBytes;
   auto issue = [&](int it) {
     const uint32_t sk = s_pipe + (it % S) * Tr::kStageBytes, sv = sk + Tr::kTileBytes;
