@@ -104,7 +104,7 @@ void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKer
   void* ws = nullptr;
   if (plan.value().workspace_bytes) {
     KVF_BENCH_CHECK(cudaMalloc(&ws, plan.value().workspace_bytes));
-    KVF_BENCH_CHECK(cudaMemset(ws, 0, plan.value().counter_bytes));
+    if (!prepare_decode_workspace(plan.value(), ws).ok()) std::exit(1);
   }
   auto launch = [&](int i, cudaStream_t stream) {
     a.k = ks[i % sets];

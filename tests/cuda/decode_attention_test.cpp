@@ -192,7 +192,7 @@ void run_case_on(const Case& c, uint64_t sd) {
   if (pl.workspace_bytes > 0) {
     ASSERT_LE(pl.counter_bytes, pl.workspace_bytes);
     KVF_CUDA_CHECK(cudaMalloc(&dws.p, pl.workspace_bytes));
-    KVF_CUDA_CHECK(cudaMemset(dws.p, 0, pl.counter_bytes));  // the contract: counters zeroed once
+    ASSERT_TRUE(prepare_decode_workspace(pl, dws.p).ok());  // the contract: counters zeroed once
     KVF_CUDA_CHECK(cudaMemset(static_cast<char*>(dws.p) + pl.counter_bytes, 0xff,
                               pl.workspace_bytes - pl.counter_bytes));  // partials: NaN
   }
@@ -375,6 +375,27 @@ DecodeAttentionArgs plan_only_args(int capacity) {
   a.lens = &len;
   a.capacity = a.max_len = capacity;
   return a;
+}
+
+// decode_attention checks its workspace before anything reaches the device.
+TEST(CudaDecode, WorkspaceRefusals) {
+  DecodeAttentionArgs a = plan_only_args(4096);
+  a.num_splits = 4;
+  Result<DecodePlan> plan = plan_decode_attention(a);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  ASSERT_GT(plan.value().splits, 1);
+  EXPECT_GT(plan.value().counter_bytes, 0u);
+  EXPECT_GT(plan.value().workspace_bytes, plan.value().counter_bytes);
+  Status none = decode_attention(a, plan.value(), nullptr);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code(), ErrorCode::kInvalidInput);
+  alignas(16) static char ws[64];
+  Status skewed = decode_attention(a, plan.value(), ws + 4);
+  ASSERT_FALSE(skewed.ok());
+  EXPECT_EQ(skewed.error().code(), ErrorCode::kInvalidInput);
+  Status unprepared = prepare_decode_workspace(plan.value(), nullptr);
+  ASSERT_FALSE(unprepared.ok());
+  EXPECT_EQ(unprepared.error().code(), ErrorCode::kInvalidInput);
 }
 
 TEST(CudaDecode, PlanRefusals) {

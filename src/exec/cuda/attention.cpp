@@ -111,6 +111,8 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
 Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, void* workspace, void* stream) {
   if (plan.splits > 1 && workspace == nullptr)
     return invalid_input("cuda decode_attention: the plan needs ", plan.workspace_bytes, " bytes of workspace");
+  if (plan.splits > 1 && !detail::aligned(workspace, 16))
+    return invalid_input("cuda decode_attention: the workspace must be 16-byte aligned");
   detail::DecodeParams p{};
   p.q = a.q;
   p.k = a.k;
@@ -148,6 +150,14 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   if (rc != 0)
     return internal_error("cuda decode_attention: launch failed: ",
                           cudaGetErrorString(static_cast<cudaError_t>(rc)));
+  return Status();
+}
+
+Status prepare_decode_workspace(const DecodePlan& plan, void* workspace, void* stream) {
+  if (plan.counter_bytes == 0) return Status();
+  if (workspace == nullptr) return invalid_input("cuda prepare_decode_workspace: no workspace");
+  const cudaError_t e = cudaMemsetAsync(workspace, 0, plan.counter_bytes, static_cast<cudaStream_t>(stream));
+  if (e != cudaSuccess) return internal_error("cuda prepare_decode_workspace: ", cudaGetErrorString(e));
   return Status();
 }
 

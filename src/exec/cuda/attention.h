@@ -67,12 +67,17 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a);
 
 // Launches on `stream` (a cudaStream_t, or null for the default stream): one kernel, whose
 // last block per (row, KV head) merges the split partials. workspace is device memory of at
-// least plan.workspace_bytes. Its first plan.counter_bytes are arrival counters: zero them
-// once before the workspace's first decode (cudaMemset); every decode leaves them zero, so
-// a workspace kept across decodes (and CUDA graph replays) needs nothing more. The rest
-// needs no initialization. One decode at a time per workspace.
+// least plan.workspace_bytes, 16-byte aligned. Its first plan.counter_bytes are arrival
+// counters: zero them once before the workspace's first decode (prepare_decode_workspace);
+// every decode leaves them zero, so a workspace kept across decodes (and CUDA graph
+// replays) needs nothing more. The rest needs no initialization. One decode at a time per
+// workspace.
 Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, void* workspace,
                         void* stream = nullptr);
+
+// Zeroes the workspace's arrival counters (plan.counter_bytes) on `stream`: once per
+// workspace, before its first decode.
+Status prepare_decode_workspace(const DecodePlan& plan, void* workspace, void* stream = nullptr);
 
 // ---- Prefill (prefill_attention.cpp, prefill_attention.cuh) ----
 // Variable-length batches packed along tokens: sequence b has query rows
