@@ -49,6 +49,7 @@ if [ "${KVF_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
 fi
 
 "$BUILD/bench_cuda_prefill" "$REPS" 2>&1 | tee "$OUT/prefill.log"
+"$BUILD/bench_cuda_prefill" "$REPS" extra 2>&1 | tee -a "$OUT/prefill.log"  # f16, d64/d256, varlen
 "$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"
 

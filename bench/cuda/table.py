@@ -74,9 +74,13 @@ for lay, b, c in sorted({(r["layout"], int(r["B"]), int(r["ctx"])) for r in forc
           ", ".join(f"{r['splits']}: {f(r['TBps']):.2f}" for r in rs))
 
 pre = {}
+extra = []  # bench_cuda_prefill's "extra" shapes: f16, head dims 64/256, varlen
 for r in rows:
     if r["kind"] == "prefill":
-        pre[(r["impl"], int(r["causal"]), int(r["L"]))] = r
+        if r["impl"].rsplit("-", 1)[-1] in ("f16", "d64", "d256", "varlen"):
+            extra.append(r)
+        else:
+            pre[(r["impl"], int(r["causal"]), int(r["L"]))] = r
 if pre:
     print()
     print("prefill B=1, Hq/Hkv 32/8, D 128, bf16; TFLOP/s = 4*B*H*L^2*D (/2 causal)")
@@ -105,3 +109,11 @@ if pre:
                 t, base = f(pre.get((i, c, L), {}).get("TFLOPs")), f(pre.get(("kvforge-mma.sync", c, L), {}).get("TFLOPs"))
                 cells.append(f"{t:.1f} ({t / base:.2f})")
             print(f"| {i[len('kvforge-'):]} | " + " | ".join(cells) + " |")
+if extra:
+    print()
+    print("prefill beyond the issue's shapes (Hq/Hkv 32/8, causal; L = total tokens; TFLOP/s summed per sequence)")
+    print("| kernel | B | L | D | dtype | us | TFLOP/s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in extra:
+        print(f"| {r['impl']} | {r.get('B', '1')} | {r['L']} | {r.get('D', '128')} | {r.get('dtype', 'bf16')} | "
+              f"{f(r['us']):.0f} | {f(r['TFLOPs']):.1f} |")
