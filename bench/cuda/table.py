@@ -112,8 +112,18 @@ if pre:
 if extra:
     print()
     print("prefill beyond the issue's shapes (Hq/Hkv 32/8, causal; L = total tokens; TFLOP/s summed per sequence)")
-    print("| kernel | B | L | D | dtype | us | TFLOP/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| shape | B | L | D | dtype | kvforge kernel | kvforge TFLOP/s | flash TFLOP/s | x flash | cudnn TFLOP/s | x cudnn |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    by = {}
     for r in extra:
-        print(f"| {r['impl']} | {r.get('B', '1')} | {r['L']} | {r.get('D', '128')} | {r.get('dtype', 'bf16')} | "
-              f"{f(r['us']):.0f} | {f(r['TFLOPs']):.1f} |")
+        impl, shape = r["impl"].rsplit("-", 1)
+        by.setdefault(shape, {})["kvforge" if impl.startswith("kvforge") else impl] = r
+    for shape, g in by.items():
+        k = g.get("kvforge")
+        if k is None:
+            continue
+        kt = f(k["TFLOPs"])
+        ft, ct = (f(g.get(x, {}).get("TFLOPs")) for x in ("torch_flash", "torch_cudnn"))
+        kernel = k["impl"][: -len(shape) - 1]
+        print(f"| {shape} | {k.get('B', '1')} | {k['L']} | {k.get('D', '128')} | {k.get('dtype', 'bf16')} | {kernel} | "
+              f"{kt:.1f} | {ft:.1f} | {kt / ft:.2f} | {ct:.1f} | {kt / ct:.2f} |")

@@ -89,34 +89,45 @@ def run(backend, name):
             torch.cuda.empty_cache()
 
 
-def run_prefill(backend, name):
-    """Prefill B=1, Hq/Hkv 32/8, D 128, L 4k/16k, causal and not; TFLOP/s as 4*B*H*L^2*D (/2 causal).
-    GQA through enable_gqa=True; where refused, K/V repeated to 32 heads (form=repeat)."""
+def prefill_shapes():
+    """(causal, L, head dim, dtype, impl suffix): the issue's shapes, then bench_cuda_prefill's
+    "extra" ones that SDPA takes as one sequence (f16, head dims 64 and 256; not the varlen batch)."""
     for causal in (True, False):
         for L in (4096, 16384):
-            q = torch.randn(1, HQ, L, D, device="cuda", dtype=torch.bfloat16)
-            k = torch.randn(1, HKV, L, D, device="cuda", dtype=torch.bfloat16)
-            v = torch.randn(1, HKV, L, D, device="cuda", dtype=torch.bfloat16)
-            kr, vr = k.repeat_interleave(HQ // HKV, 1), v.repeat_interleave(HQ // HKV, 1)
-            forms = (("gqa", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)),
-                     ("repeat", lambda: F.scaled_dot_product_attention(q, kr, vr, is_causal=causal)))
-            form, us = None, None
-            with sdpa_kernel(backend):
-                for fname, fn in forms:
-                    try:
-                        fn()
-                        torch.cuda.synchronize()
-                    except Exception as e:  # noqa: BLE001 - report and try the next form
-                        print(f"# {name} {fname} L={L}: {type(e).__name__}: {str(e)[:160]}", flush=True)
-                        continue
-                    form, us = fname, time_fn(lambda: fn(), [()], REPS) * 1e3
-                    break
-            flops = 4.0 * HQ * L * L * D / (2 if causal else 1)
-            tf = flops / (us * 1e-6) / 1e12 if us else float("nan")
-            print(f"prefill impl=torch_{name} L={L} causal={int(causal)} us={us if us else float('nan'):.1f} "
-                  f"TFLOPs={tf:.1f} form={form}", flush=True)
-            del q, k, v, kr, vr
-            torch.cuda.empty_cache()
+            yield causal, L, D, torch.bfloat16, ""
+    yield True, 16384, D, torch.float16, "-f16"
+    yield True, 16384, 64, torch.bfloat16, "-d64"
+    yield True, 16384, 256, torch.bfloat16, "-d256"
+
+
+def run_prefill(backend, name):
+    """Prefill B=1, Hq/Hkv 32/8, causal and not; TFLOP/s as 4*B*H*L^2*D (/2 causal).
+    GQA through enable_gqa=True; where refused, K/V repeated to 32 heads (form=repeat)."""
+    for causal, L, hd, dtype, suffix in prefill_shapes():
+        q = torch.randn(1, HQ, L, hd, device="cuda", dtype=dtype)
+        k = torch.randn(1, HKV, L, hd, device="cuda", dtype=dtype)
+        v = torch.randn(1, HKV, L, hd, device="cuda", dtype=dtype)
+        kr, vr = k.repeat_interleave(HQ // HKV, 1), v.repeat_interleave(HQ // HKV, 1)
+        forms = (("gqa", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)),
+                 ("repeat", lambda: F.scaled_dot_product_attention(q, kr, vr, is_causal=causal)))
+        form, us = None, None
+        with sdpa_kernel(backend):
+            for fname, fn in forms:
+                try:
+                    fn()
+                    torch.cuda.synchronize()
+                except Exception as e:  # noqa: BLE001 - report and try the next form
+                    print(f"# {name} {fname} L={L}: {type(e).__name__}: {str(e)[:160]}", flush=True)
+                    continue
+                form, us = fname, time_fn(lambda: fn(), [()], REPS) * 1e3
+                break
+        flops = 4.0 * HQ * L * L * hd / (2 if causal else 1)
+        tf = flops / (us * 1e-6) / 1e12 if us else float("nan")
+        dt = "f16" if dtype == torch.float16 else "bf16"
+        print(f"prefill impl=torch_{name}{suffix} L={L} causal={int(causal)} B=1 D={hd} dtype={dt} "
+              f"us={us if us else float('nan'):.1f} TFLOPs={tf:.1f} form={form}", flush=True)
+        del q, k, v, kr, vr
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
