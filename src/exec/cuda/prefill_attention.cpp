@@ -8,6 +8,12 @@
 #include "exec/cuda/prefill_launch.h"
 
 namespace kvf::exec::cuda {
+namespace {
+
+// Softcap, ALiBi or a window: the per-score pass the wgmma kernel does not have.
+bool has_score_mods(const PrefillAttentionArgs& a) { return a.softcap > 0.0f || a.alibi != nullptr || a.window > 0; }
+
+}  // namespace
 
 Status check_prefill_attention(const PrefillAttentionArgs& a) {
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
@@ -33,7 +39,7 @@ Status check_prefill_attention(const PrefillAttentionArgs& a) {
   if (a.total_q < 0 || a.total_k < 0 || (a.total_q > 0 && a.total_q < a.max_seqlen_q))
     return invalid_input("cuda prefill_attention: total_q ", a.total_q, ", total_k ", a.total_k,
                          " (rows of q and k; total_q >= max_seqlen_q)");
-  if (a.kernel == PrefillKernel::kWgmma && (a.softcap > 0.0f || a.alibi != nullptr || a.window > 0))
+  if (a.kernel == PrefillKernel::kWgmma && has_score_mods(a))
     return unsupported("cuda prefill_attention: the wgmma kernel has no softcap, ALiBi or window (mma.sync has)");
   if (a.kernel == PrefillKernel::kWgmma && a.total_q == 0 && a.max_seqlen_q > 0)
     return invalid_input("cuda prefill_attention: the wgmma kernel needs total_q and total_k (its TMA maps)");
@@ -42,9 +48,8 @@ Status check_prefill_attention(const PrefillAttentionArgs& a) {
 
 PrefillKernel prefill_kernel_for(const PrefillAttentionArgs& a) {
   if (a.kernel != PrefillKernel::kAuto) return a.kernel;
-  const bool mods = a.softcap > 0.0f || a.alibi != nullptr || a.window > 0;
-  return a.head_dim == 128 && a.total_q > 0 && !mods && detail::is_sm90() ? PrefillKernel::kWgmma
-                                                                           : PrefillKernel::kMmaSync;
+  return a.head_dim == 128 && a.total_q > 0 && !has_score_mods(a) && detail::is_sm90() ? PrefillKernel::kWgmma
+                                                                                       : PrefillKernel::kMmaSync;
 }
 
 Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
