@@ -13,7 +13,8 @@
 // Measurement probes for bench/cuda/run.sh's define variants, wrong results by design (the
 // decode tests fail under them): 1 skips the merge of the splits, 2 the key loop, 3 takes
 // every row's length to be the capacity (no dependent load of lens before the first K/V
-// copies; right only for full dense rows, as the benchmark's). 0: the kernel.
+// copies; right only for full dense rows, as the benchmark's), 4 returns at once (the
+// launch floor). 0: the kernel.
 #ifndef KVF_DECODE_PROBE
 #define KVF_DECODE_PROBE 0
 #endif
@@ -104,15 +105,13 @@ __device__ void merge_row(const DecodeParams& p, size_t row, int live) {
 template <int DV>
 __device__ void merge_if_last(const DecodeParams& p, const SplitBlock& blk, int rows) {
   __shared__ bool last;
-  __threadfence();  // this block's partial is visible before its arrival
-  __syncthreads();
+  __syncthreads();  // the block's partial stores precede thread 0's release
   if (threadIdx.x == 0) {
     const size_t at = (static_cast<size_t>(blk.b) * p.hkv + blk.hkv) * p.row_blocks + blk.rb;
-    last = atomicInc(p.counters + at, static_cast<unsigned>(blk.live - 1)) == static_cast<unsigned>(blk.live - 1);
+    last = ptx::atom_inc_acq_rel(p.counters + at, static_cast<unsigned>(blk.live - 1)) == static_cast<unsigned>(blk.live - 1);
   }
-  __syncthreads();
+  __syncthreads();  // thread 0's acquire precedes the block's partial loads
   if (!last) return;
-  __threadfence();  // the other splits' partials, seen after their arrivals
   const int qr = p.n_rep * p.lq, warps = static_cast<int>(blockDim.x / 32);
   for (int r = static_cast<int>(threadIdx.x / 32); r < rows && blk.rb * rows + r < qr; r += warps)
     merge_row<DV>(p, blk.out_row(p, blk.rb * rows + r), blk.live);

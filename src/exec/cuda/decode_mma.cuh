@@ -83,6 +83,7 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   constexpr int W = Tr::kWarps, S = Tr::kStages, KT = D / 16;
   extern __shared__ __align__(128) unsigned char mma_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (KVF_DECODE_PROBE == 4) return;
   const SplitBlock blk(p);
   const int rb = blk.rb, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
   auto tile_start = [&](int it) { return t0 + (warp + it * W) * Tr::kKeys; };

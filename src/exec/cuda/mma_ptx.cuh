@@ -71,6 +71,15 @@ __device__ __forceinline__ float round16(float x) {
   else return __bfloat162float(__float2bfloat16_rn(x));
 }
 
+// atomicInc at GPU scope with acquire and release semantics: the calling thread's earlier
+// writes (and, after a block barrier, the block's) are visible to whoever reads the new
+// value, and the writes of whoever made the old value are visible after it.
+__device__ __forceinline__ unsigned atom_inc_acq_rel(unsigned* addr, unsigned wrap) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;" : "=r"(old) : "l"(addr), "r"(wrap) : "memory");
+  return old;
+}
+
 // 2^x on the MUFU in one instruction (exp2f adds range fix-ups for subnormal results):
 // ~2^-22 relative error, subnormal results flushed to zero, exp2(-inf) = 0. The softmax
 // loops' exponential.
