@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
     // 16k tokens in 8 sequences of mixed lengths, as a continuous-batching prefill step.
     Shape varlen{{512, 3584, 1024, 3072, 1536, 2560, 2048, 2048}, 128, KvType::kBF16, true, "-varlen"};
     for (const Shape& sh : {f16, d64, d256, varlen}) prefill(sh, reps, PrefillKernel::kAuto);
+    for (const Shape& sh : {d64, d256}) prefill(sh, reps, PrefillKernel::kMmaSync);
     return 0;
   }
   for (PrefillKernel k : {PrefillKernel::kAuto, PrefillKernel::kMmaSync})

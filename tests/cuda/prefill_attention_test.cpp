@@ -48,10 +48,9 @@ struct Case {
 
 uint64_t seed() { return kvf::testing::test_seed(); }
 
-// Whether this device runs the wgmma kernel (head dim 128 on sm_90).
+// Whether this device runs the wgmma kernel (sm_90).
 bool has_wgmma() {
   PrefillAttentionArgs a;
-  a.head_dim = 128;
   a.total_q = a.total_k = 1;
   return prefill_kernel_for(a) == PrefillKernel::kWgmma;
 }
@@ -182,12 +181,11 @@ void run_case_on(const Case& c, uint64_t sd) {
   worst_error().add(rel);
 }
 
-// Runs the case on mma.sync and, for head dim 128 without softcap/ALiBi/window on an sm_90
-// device, on wgmma.
+// Runs the case on mma.sync and, without softcap/ALiBi/window on an sm_90 device, on wgmma.
 void run_case(Case c, uint64_t sd) {
   c.kernel = PrefillKernel::kMmaSync;
   run_case_on(c, sd);
-  if (c.d == 128 && !c.mods() && has_wgmma()) {
+  if (!c.mods() && has_wgmma()) {
     c.kernel = PrefillKernel::kWgmma;
     run_case_on(c, sd);
   }
@@ -256,13 +254,14 @@ TEST_F(CudaPrefill, GqaGroups) {
     }
 }
 
+// Many turns of the K/V rings (33 to 65 tiles): causal d 128 and 256, full d 64.
 TEST_F(CudaPrefill, LongSequence4097) {
   KVF_NEED_GPU();
-  for (bool causal : {true, false}) {
+  for (auto [d, causal] : {std::pair{128, true}, std::pair{256, true}, std::pair{64, false}}) {
     Case c;
     c.hq = 2;
     c.hkv = 1;
-    c.d = causal ? 128 : 64;
+    c.d = d;
     c.causal = causal;
     c.lq = {4097};
     run(c);
@@ -337,12 +336,7 @@ TEST(CudaPrefillPlan, Refusals) {
   EXPECT_EQ(s7.error().code(), ErrorCode::kInvalidInput);
   a.k = dummy;
   EXPECT_TRUE(check_prefill_attention(a).ok());
-  a.head_dim = 64;  // the wgmma kernel has head dim 128 only
-  a.kernel = PrefillKernel::kWgmma;
-  Status s4 = check_prefill_attention(a);
-  ASSERT_FALSE(s4.ok());
-  EXPECT_EQ(s4.error().code(), ErrorCode::kUnsupported);
-  a.head_dim = 128;  // ... and no softcap, ALiBi or window
+  a.kernel = PrefillKernel::kWgmma;  // the wgmma kernel has no softcap, ALiBi or window
   a.window = 16;
   Status s5 = check_prefill_attention(a);
   ASSERT_FALSE(s5.ok());
@@ -355,7 +349,7 @@ TEST(CudaPrefillPlan, Refusals) {
   EXPECT_EQ(s6.error().code(), ErrorCode::kInvalidInput);
 }
 
-// On an H200 (sm_90) kAuto takes wgmma for head dim 128 and mma.sync for the others.
+// On an H200 (sm_90) kAuto takes wgmma for every head dim, given the totals.
 TEST(CudaPrefillPlan, AutoPicksWgmmaOnHopper) {
   KVF_NEED_GPU();
   int major = 0;
@@ -364,7 +358,7 @@ TEST(CudaPrefillPlan, AutoPicksWgmmaOnHopper) {
   a.total_q = a.total_k = 4096;
   for (int d : {64, 128, 256}) {
     a.head_dim = d;
-    const bool want = d == 128 && major == 9;
+    const bool want = major == 9;
     EXPECT_EQ(prefill_kernel_for(a), want ? PrefillKernel::kWgmma : PrefillKernel::kMmaSync) << "d" << d;
   }
   a.head_dim = 128;

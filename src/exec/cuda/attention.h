@@ -90,10 +90,9 @@ Status prepare_decode_workspace(const DecodePlan& plan, void* workspace, void* s
 // transform is the identity or softcap * tanh(x / softcap). A row that sees no key
 // (causal with lq > lk, lk = 0, ...) gets zeros. Q, K, V and out are 16-bit (kv_type),
 // accumulation is f32 on the tensor cores.
-// Which prefill kernel: Hopper's warpgroup MMA and TMA (head dim 128 on an sm_90 device,
-// total_q and total_k given, no softcap/ALiBi/window: warp-specialized, 128-row blocks of
-// two consumer warpgroups) or mma.sync (everything, any sm_90+ device). kAuto takes wgmma
-// where it runs.
+// Which prefill kernel: Hopper's warpgroup MMA and TMA (every head dim on an sm_90 device,
+// total_q and total_k given, no softcap/ALiBi/window: 128-row blocks of two consumer
+// warpgroups) or mma.sync (everything, any sm_90+ device). kAuto takes wgmma where it runs.
 enum class PrefillKernel { kAuto, kMmaSync, kWgmma };
 
 struct PrefillAttentionArgs {

@@ -32,8 +32,6 @@ Status check_prefill_attention(const PrefillAttentionArgs& a) {
     return invalid_input("cuda prefill_attention: scale ", a.scale, " (must be finite and > 0)");
   if (!(a.softcap >= 0.0f) || !std::isfinite(a.softcap) || a.window < 0)
     return invalid_input("cuda prefill_attention: softcap ", a.softcap, ", window ", a.window, " (must be >= 0)");
-  if (a.kernel == PrefillKernel::kWgmma && a.head_dim != 128)
-    return unsupported("cuda prefill_attention: the wgmma kernel takes head_dim 128, not ", a.head_dim);
   if (a.kernel == PrefillKernel::kWgmma && !detail::is_sm90())
     return unsupported("cuda prefill_attention: the wgmma kernel needs an sm_90 (Hopper) device");
   if (a.total_q < 0 || a.total_k < 0 || (a.total_q > 0 && a.total_q < a.max_seqlen_q))
@@ -48,8 +46,7 @@ Status check_prefill_attention(const PrefillAttentionArgs& a) {
 
 PrefillKernel prefill_kernel_for(const PrefillAttentionArgs& a) {
   if (a.kernel != PrefillKernel::kAuto) return a.kernel;
-  return a.head_dim == 128 && a.total_q > 0 && !has_score_mods(a) && detail::is_sm90() ? PrefillKernel::kWgmma
-                                                                                       : PrefillKernel::kMmaSync;
+  return a.total_q > 0 && !has_score_mods(a) && detail::is_sm90() ? PrefillKernel::kWgmma : PrefillKernel::kMmaSync;
 }
 
 Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
@@ -77,10 +74,9 @@ Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
   p.causal = a.causal ? 1 : 0;
   p.f16 = a.kv_type == KvType::kF16 ? 1 : 0;
   int rc = 0;
-  if (a.head_dim == 64) rc = detail::launch_prefill_d64(p, stream);
-  else if (a.head_dim == 128)
-    rc = prefill_kernel_for(a) == PrefillKernel::kWgmma ? detail::launch_prefill_d128_wgmma(p, stream)
-                                                         : detail::launch_prefill_d128(p, stream);
+  if (prefill_kernel_for(a) == PrefillKernel::kWgmma) rc = detail::launch_prefill_wgmma(p, a.head_dim, stream);
+  else if (a.head_dim == 64) rc = detail::launch_prefill_d64(p, stream);
+  else if (a.head_dim == 128) rc = detail::launch_prefill_d128(p, stream);
   else rc = detail::launch_prefill_d256(p, stream);
   if (rc != 0)
     return internal_error("cuda prefill_attention: launch failed: ", cudaGetErrorString(static_cast<cudaError_t>(rc)));

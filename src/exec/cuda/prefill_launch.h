@@ -30,7 +30,7 @@ struct PrefillParams {
 int launch_prefill_d64(const PrefillParams& p, void* stream);
 int launch_prefill_d128(const PrefillParams& p, void* stream);
 int launch_prefill_d256(const PrefillParams& p, void* stream);
-// Head dim 128 on wgmma (prefill_attention_d128_sm90a.cu); the device must be sm_90.
-int launch_prefill_d128_wgmma(const PrefillParams& p, void* stream);
+// Head dim 64, 128 or 256 on wgmma (prefill_attention_sm90a.cu); the device must be sm_90.
+int launch_prefill_wgmma(const PrefillParams& p, int head_dim, void* stream);
 
 }  // namespace kvf::exec::cuda::detail
