@@ -101,6 +101,22 @@ for v in ${KVF_PREFILL_VARIANTS:-}; do
     | sed "s/^prefill impl=kvforge-mma.sync/prefill impl=kvforge-$v/" | tee -a "$OUT/prefill_variants.log"
 done
 
+# Define variants of the wgmma prefill kernel (KVF_PREFILL_DEFS="name:MACRO=V,MACRO=V ..."), e.g.
+# "c3:KVF_WG64_C=3,KVF_WG64_P=0" (prefill_attention_sm90a.cu's KVF_WG<D>_* shapes); the
+# variant's prefill tests, then the extra shapes (d 64/256 ...), labelled kvforge-<name>.
+for v in ${KVF_PREFILL_DEFS:-}; do
+  [[ $v =~ ^([A-Za-z0-9_]+):([A-Za-z0-9_=,]+)$ ]] || { echo "bad prefill define variant $v"; continue; }
+  name=${BASH_REMATCH[1]}
+  defs=${BASH_REMATCH[2]//,/;}
+  vb="$BUILD-$name"
+  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
+    "-DKVF_CUDA_DEFINES=$defs" >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_prefill test_cuda >>"$vb.log" 2>&1 \
+    || { echo "prefill variant $name: build failed"; grep -E "error|spill" "$vb.log" | head -5; continue; }
+  KVF_REQUIRE_GPU=1 "$vb/test_cuda" --gtest_filter='CudaPrefill*' 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$name: /"
+  "$vb/bench_cuda_prefill" "$REPS" extra 2>&1 | grep "impl=kvforge-d\|impl=kvforge-f16\|impl=kvforge-varlen" \
+    | sed "s/^prefill impl=kvforge-/prefill impl=kvforge-$name-/" | tee -a "$OUT/prefill_variants.log"
+done
+
 echo
 echo "== decode, Hq/Hkv 32/8, D 128, bf16 K/V, one query row; TB/s of unique K/V bytes; median of $REPS =="
 # Only the logs that exist: the device tool returns a limited number of files.

@@ -119,6 +119,7 @@ if extra:
     for r in extra:
         impl, shape = r["impl"].rsplit("-", 1)
         by.setdefault(shape, {})[impl] = r
+    variants = sorted({i for g in by.values() for i in g if i.startswith("kvforge-") and i != "kvforge-mma.sync"})
     for shape, g in by.items():
         k = g.get("kvforge", g.get("kvforge-mma.sync"))  # the default kernel's row
         if k is None:
@@ -128,3 +129,15 @@ if extra:
         kernel = k["impl"][: -len(shape) - 1]
         print(f"| {shape} | {k.get('B', '1')} | {k['L']} | {k.get('D', '128')} | {k.get('dtype', 'bf16')} | {kernel} | "
               f"{kt:.1f} | {mt:.1f} | {ft:.1f} | {kt / ft:.2f} | {ct:.1f} | {kt / ct:.2f} |")
+    if variants:
+        print()
+        print("wgmma prefill variants on the extra shapes, TFLOP/s (x the default kernel)")
+        shapes = list(by)
+        print("| variant | " + " | ".join(shapes) + " |")
+        print("|---|" + "---|" * len(shapes))
+        for i in variants:
+            cells = []
+            for shape in shapes:
+                t, base = f(by[shape].get(i, {}).get("TFLOPs")), f(by[shape].get("kvforge", {}).get("TFLOPs"))
+                cells.append(f"{t:.1f} ({t / base:.2f})")
+            print(f"| {i[len('kvforge-'):]} | " + " | ".join(cells) + " |")

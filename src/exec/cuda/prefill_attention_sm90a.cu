@@ -3,8 +3,8 @@
 // contract as prefill_attention.cuh's mma.sync kernel (attention.h: varlen, GQA, causal
 // bottom-right aligned, rows without keys get zeros); see docs/cuda.md, "Prefill on wgmma".
 //
-// A block owns 128 query rows of one head of one sequence: two consumer warpgroups of 64
-// rows. Q is loaded once; K and V tiles of kBlockN keys stream through two rings of kStages
+// A block owns 64 query rows per consumer warpgroup (two: 128 rows) of one head of one
+// sequence. Q is loaded once; K and V tiles of kBlockN keys stream through two rings of kStages
 // stages, loaded by TMA in the hardware's 128-byte-swizzled layout. Each stage has a "full"
 // mbarrier (its bytes landed) and an "empty" one (both consumers are done with it): K is
 // released as soon as S = Q Kᵀ has read it, V once P V has, so nobody meets at a block
@@ -30,32 +30,71 @@
 namespace kvf::exec::cuda::detail {
 namespace {
 
-// Keys per K/V tile, stages per ring, and who issues the loads, per head dim. A producer
-// warpgroup (FA3's layout) makes the block 384 threads, and ptxas then compiles every thread
-// within 168 registers (65536 / 384; setmaxnreg moves registers at run time, ptxas does not
-// plan for it: docs/cuda.md): O (D / 2), S and P (3 kBlockN / 4) and the addresses fit for
-// d 64 and 128. At d 256, O alone is 128 registers: the first consumer thread issues the
-// loads instead (256 threads, up to 255 registers) with 64-key tiles.
+// Consumer warpgroups (64 query rows each), keys per K/V tile, stages per ring, who issues
+// the loads, and blocks per SM, per head dim. A producer warpgroup (FA3's layout) makes the
+// block 384 threads, and ptxas then compiles every thread within 168 registers (65536 / 384;
+// setmaxnreg moves registers at run time, ptxas does not plan for it: docs/cuda.md): O
+// (D / 2), S and P (3 kBlockN / 4) and the addresses fit for d 64 and 128. At d 256, O alone
+// is 128 registers: the first consumer thread issues the loads instead (256 threads, up to
+// 255 registers) with 64-key tiles. KVF_WG<D>_{C,N,S,P,B} override them for bench/cuda/run.sh's
+// prefill variants.
+#define KVF_WG_SHAPE(D, C, N, S, P, B)                                                                \
+  template <> struct WgShape<D> {                                                                  \
+    static constexpr int kConsumerWgs = C, kBlockN = N, kStages = S, kMinBlocks = B;               \
+    static constexpr bool kProducer = P;                                                           \
+  };
+#ifndef KVF_WG64_C
+#define KVF_WG64_C 2
+#endif
+#ifndef KVF_WG64_N
+#define KVF_WG64_N 128
+#endif
+#ifndef KVF_WG64_S
+#define KVF_WG64_S 4
+#endif
+#ifndef KVF_WG64_P
+#define KVF_WG64_P 1
+#endif
+#ifndef KVF_WG64_B
+#define KVF_WG64_B 1
+#endif
+#ifndef KVF_WG256_N
+#define KVF_WG256_N 64
+#endif
+#ifndef KVF_WG256_S
+#define KVF_WG256_S 2
+#endif
 template <int D> struct WgShape;
-constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // setmaxnreg: 128 x 40 + 256 x 232 <= 64K
-template <> struct WgShape<64> { static constexpr int kBlockN = 128, kStages = 4; static constexpr bool kProducer = true; };
-template <> struct WgShape<128> { static constexpr int kBlockN = 128, kStages = 3; static constexpr bool kProducer = true; };
-template <> struct WgShape<256> { static constexpr int kBlockN = 64, kStages = 2; static constexpr bool kProducer = false; };
+KVF_WG_SHAPE(64, KVF_WG64_C, KVF_WG64_N, KVF_WG64_S, KVF_WG64_P, KVF_WG64_B)
+KVF_WG_SHAPE(128, 2, 128, 3, true, 1)
+KVF_WG_SHAPE(256, 2, KVF_WG256_N, KVF_WG256_S, false, 1)
+#undef KVF_WG_SHAPE
+
+// setmaxnreg (the producer layout): the producer's warps down to 40, the consumers' up to
+// what that frees (232 with two consumer warpgroups), a multiple of 8, at most 256.
+constexpr int kProducerRegs = 40;
+__host__ __device__ constexpr int consumer_regs(int consumers, int min_blocks) {
+  const int freed = ((65536 / min_blocks - 128 * kProducerRegs) / consumers) / 8 * 8;
+  return freed < 256 ? freed : 256;
+}
 
 template <int D>
 struct WgPrefill : WgShape<D> {
+  using WgShape<D>::kConsumerWgs;
   using WgShape<D>::kBlockN;
   using WgShape<D>::kStages;
   using WgShape<D>::kProducer;
-  static constexpr int kBlockM = 128;                // query rows per block: 2 consumer warpgroups x 64
-  static constexpr int kConsumers = 256;
+  using WgShape<D>::kMinBlocks;
+  static constexpr int kBlockM = 64 * kConsumerWgs;  // query rows per block
+  static constexpr int kConsumers = 128 * kConsumerWgs;
   static constexpr int kThreads = kConsumers + (kProducer ? 128 : 0);
   static constexpr int kBoxes = D / 64;              // TMA boxes of 64 columns per token row
   static constexpr int kQBytes = kBlockM * D * 2;
   static constexpr int kTileBytes = kBlockN * D * 2;  // one K or V tile
   static constexpr int kBarBytes = 8 * (1 + 4 * kStages);
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kTileBytes + kBarBytes + 1024;  // + alignment slack
-  static_assert(kSmemBytes <= 227 * 1024, "one block per SM");
+  static_assert(kSmemBytes * kMinBlocks <= 227 * 1024, "shared memory for kMinBlocks blocks per SM");
+  static_assert(kBlockM <= 256 && kBlockN <= 256, "TMA boxes of at most 256 rows");
 };
 
 // The mbarriers after the rings: q landed, then per stage K full, V full, K empty, V empty.
@@ -68,7 +107,7 @@ struct Maps {
 };
 
 template <int D, bool kF16, bool kCausal>
-__global__ void __launch_bounds__(WgPrefill<D>::kThreads, 1)
+__global__ void __launch_bounds__(WgPrefill<D>::kThreads, WgPrefill<D>::kMinBlocks)
     prefill_wgmma_kernel(const __grid_constant__ Maps maps, const PrefillParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Sh = WgPrefill<D>;
@@ -123,7 +162,7 @@ __global__ void __launch_bounds__(WgPrefill<D>::kThreads, 1)
       }
       return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(consumer_regs(Sh::kConsumers, Sh::kMinBlocks)));
   } else if (threadIdx.x == 0) {  // thread 0 loads between its tiles; the first K tiles now
     load_q();
     for (int j = 0; j < S - 1 && j < n_tiles; ++j) load_k(j);
