@@ -48,8 +48,32 @@ if [ "${KVF_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer.log" | tail -4
 fi
 
-"$BUILD/bench_cuda_prefill" "$REPS" 2>&1 | tee "$OUT/prefill.log"
-"$BUILD/bench_cuda_prefill" "$REPS" extra 2>&1 | tee -a "$OUT/prefill.log"  # f16, d64/d256, varlen
+# The SM clock and board power while a command runs (nvidia-smi every 100 ms), as one "#"
+# line: the same prefill binary has measured 626-697 TFLOP/s from call to call.
+clocks() {
+  local samples="$BUILD.clocks"
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 100 >"$samples" 2>/dev/null &
+  local mon=$!
+  "$@"
+  kill "$mon" 2>/dev/null; wait "$mon" 2>/dev/null
+  python3 - "$samples" "$*" <<'PY'
+import statistics, sys
+rows = []
+for line in open(sys.argv[1]):
+    try:
+        row = [float(x) for x in line.split(",")[:3]]
+    except ValueError:  # "[N/A]" or a cut line
+        continue
+    if len(row) == 3:
+        rows.append(row)
+if rows:
+    c, p, t = zip(*rows)
+    print(f"# clocks during {sys.argv[2]}: SM MHz min {min(c):.0f} median {statistics.median(c):.0f} max {max(c):.0f}; "
+          f"power W median {statistics.median(p):.0f} max {max(p):.0f}; max {max(t):.0f} C; {len(rows)} samples")
+PY
+}
+clocks "$BUILD/bench_cuda_prefill" "$REPS" 2>&1 | tee "$OUT/prefill.log"
+clocks "$BUILD/bench_cuda_prefill" "$REPS" extra 2>&1 | tee -a "$OUT/prefill.log"  # f16, d64/d256, varlen
 "$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"
 
