@@ -36,8 +36,8 @@ namespace {
 // setmaxnreg moves registers at run time, ptxas does not plan for it: docs/cuda.md): O
 // (D / 2), S and P (3 kBlockN / 4) and the addresses fit for d 64 and 128. At d 256, O alone
 // is 128 registers: the first consumer thread issues the loads instead (256 threads, up to
-// 255 registers) with 64-key tiles. KVF_WG<D>_{C,N,S,P,B} override them for bench/cuda/run.sh's
-// prefill variants.
+// 255 registers) with 64-key tiles. KVF_WG64_{C,N,S,P,B} and KVF_WG256_{N,S} override
+// them for bench/cuda/run.sh's prefill variants (docs/cuda.md has what those measured).
 #define KVF_WG_SHAPE(D, C, N, S, P, B)                                                                \
   template <> struct WgShape<D> {                                                                  \
     static constexpr int kConsumerWgs = C, kBlockN = N, kStages = S, kMinBlocks = B;               \
