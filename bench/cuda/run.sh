@@ -77,18 +77,29 @@ clocks "$BUILD/bench_cuda_prefill" "$REPS" extra 2>&1 | tee -a "$OUT/prefill.log
 "$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"
 
+# A variant build: bench/cuda configured with KVF_CUDA_DEFINES=$2 ("A=1;B=2") into
+# $BUILD-$1, building targets $3...; says why and returns 1 when the build fails.
+build_variant() {
+  local name=$1 defs=$2 vb="$BUILD-$1"
+  shift 2
+  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
+    "-DKVF_CUDA_DEFINES=$defs" >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target "$@" >>"$vb.log" 2>&1 \
+    || { echo "variant $name: build failed"; grep -E "error|spill" "$vb.log" | head -5; return 1; }
+}
+# The variant's gpu tests matching filter $2, one line per test, prefixed with its name.
+variant_tests() {
+  KVF_REQUIRE_GPU=1 "$BUILD-$1/test_cuda" --gtest_filter="$2" 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$1: /"
+}
+
 # Variants of the d128 tensor-core decode kernel (KVF_BENCH_VARIANTS="W4S3E1 W4S4E0 ..."): W warps
 # per block, S pipeline stages per warp, E 1/0 for q and P split into two 16-bit parts or
 # rounded to one; quick shapes only, after the variant's decode tests.
 for v in ${KVF_BENCH_VARIANTS:-}; do
   [[ $v =~ ^W([0-9]+)S([0-9]+)E([01])$ ]] || { echo "bad variant $v"; continue; }
-  vb="$BUILD-$v"
-  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
-    "-DKVF_CUDA_DEFINES=KVF_DMMA_W=${BASH_REMATCH[1]};KVF_DMMA_S=${BASH_REMATCH[2]};KVF_DMMA_EXACT=${BASH_REMATCH[3]}" \
-    >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_decode test_cuda >>"$vb.log" 2>&1 \
-    || { echo "variant $v: build failed"; grep -E "error|spill" "$vb.log" | head -5; continue; }
-  KVF_REQUIRE_GPU=1 "$vb/test_cuda" --gtest_filter='CudaDecode.*' 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$v: /"
-  "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"
+  build_variant "$v" "KVF_DMMA_W=${BASH_REMATCH[1]};KVF_DMMA_S=${BASH_REMATCH[2]};KVF_DMMA_EXACT=${BASH_REMATCH[3]}" \
+    bench_cuda_decode test_cuda || continue
+  variant_tests "$v" 'CudaDecode.*'
+  "$BUILD-$v/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"
 done
 
 # Define variants of the decode kernels (KVF_BENCH_DEFS="name:MACRO=V,MACRO=V ..."): any of the
@@ -99,13 +110,9 @@ for v in ${KVF_BENCH_DEFS:-}; do
   [[ $v =~ ^([A-Za-z0-9_]+):([A-Za-z0-9_=,]+)$ ]] || { echo "bad define variant $v"; continue; }
   name=${BASH_REMATCH[1]}
   defs=${BASH_REMATCH[2]//,/;}
-  vb="$BUILD-$name"
-  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
-    "-DKVF_CUDA_DEFINES=$defs" >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_decode test_cuda >>"$vb.log" 2>&1 \
-    || { echo "variant $name: build failed"; grep -E "error|spill" "$vb.log" | head -5; continue; }
-  [[ $defs == *KVF_DECODE_PROBE* ]] ||  # probes compute wrong results by design
-    KVF_REQUIRE_GPU=1 "$vb/test_cuda" --gtest_filter='CudaDecode.*' 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$name: /"
-  "$vb/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$name/" | tee -a "$OUT/variants.log"
+  build_variant "$name" "$defs" bench_cuda_decode test_cuda || continue
+  [[ $defs == *KVF_DECODE_PROBE* ]] || variant_tests "$name" 'CudaDecode.*'  # probes compute wrong results by design
+  "$BUILD-$name/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$name/" | tee -a "$OUT/variants.log"
 done
 
 # Tile variants of the d128 mma.sync prefill kernel (KVF_PREFILL_VARIANTS="M128N32W4B2 ..."):
@@ -115,13 +122,11 @@ done
 for v in ${KVF_PREFILL_VARIANTS:-}; do
   [[ $v =~ ^M([0-9]+)N([0-9]+)W([0-9]+)B([0-9]+)$ ]] || { echo "bad prefill variant $v"; continue; }
   qr=false; [ "${BASH_REMATCH[1]}" -eq $(( 16 * ${BASH_REMATCH[3]} )) ] && qr=true
-  vb="$BUILD-$v"
-  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
-    "-DKVF_CUDA_DEFINES=KVF_PF128_M=${BASH_REMATCH[1]};KVF_PF128_N=${BASH_REMATCH[2]};KVF_PF128_W=${BASH_REMATCH[3]};KVF_PF128_B=${BASH_REMATCH[4]};KVF_PF128_Q=$qr" \
-    >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_prefill test_cuda >>"$vb.log" 2>&1 \
-    || { echo "prefill variant $v: build failed"; grep -E "error|spill" "$vb.log" | head -5; continue; }
-  KVF_REQUIRE_GPU=1 "$vb/test_cuda" --gtest_filter='CudaPrefill*' 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$v: /"
-  "$vb/bench_cuda_prefill" "$REPS" 2>&1 | grep "impl=kvforge-mma.sync" \
+  build_variant "$v" \
+    "KVF_PF128_M=${BASH_REMATCH[1]};KVF_PF128_N=${BASH_REMATCH[2]};KVF_PF128_W=${BASH_REMATCH[3]};KVF_PF128_B=${BASH_REMATCH[4]};KVF_PF128_Q=$qr" \
+    bench_cuda_prefill test_cuda || continue
+  variant_tests "$v" 'CudaPrefill*'
+  "$BUILD-$v/bench_cuda_prefill" "$REPS" 2>&1 | grep "impl=kvforge-mma.sync" \
     | sed "s/^prefill impl=kvforge-mma.sync/prefill impl=kvforge-$v/" | tee -a "$OUT/prefill_variants.log"
 done
 
@@ -131,13 +136,9 @@ done
 for v in ${KVF_PREFILL_DEFS:-}; do
   [[ $v =~ ^([A-Za-z0-9_]+):([A-Za-z0-9_=,]+)$ ]] || { echo "bad prefill define variant $v"; continue; }
   name=${BASH_REMATCH[1]}
-  defs=${BASH_REMATCH[2]//,/;}
-  vb="$BUILD-$name"
-  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
-    "-DKVF_CUDA_DEFINES=$defs" >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_prefill test_cuda >>"$vb.log" 2>&1 \
-    || { echo "prefill variant $name: build failed"; grep -E "error|spill" "$vb.log" | head -5; continue; }
-  KVF_REQUIRE_GPU=1 "$vb/test_cuda" --gtest_filter='CudaPrefill*' 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$name: /"
-  "$vb/bench_cuda_prefill" "$REPS" extra 2>&1 | grep "impl=kvforge-d\|impl=kvforge-f16\|impl=kvforge-varlen" \
+  build_variant "$name" "${BASH_REMATCH[2]//,/;}" bench_cuda_prefill test_cuda || continue
+  variant_tests "$name" 'CudaPrefill*'
+  "$BUILD-$name/bench_cuda_prefill" "$REPS" extra 2>&1 | grep "impl=kvforge-d\|impl=kvforge-f16\|impl=kvforge-varlen" \
     | sed "s/^prefill impl=kvforge-/prefill impl=kvforge-$name-/" | tee -a "$OUT/prefill_variants.log"
 done
 
