@@ -16,10 +16,18 @@ cmake -S "$ROOT/bench/cuda" -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release "${GT[@]
 
 ops='HGMMA\.[A-Z0-9x.]*|HMMA\.[A-Z0-9x.]*|LDSM\.[A-Z0-9x.]*|LDGSTS\.[A-Z0-9.]*|UTMALDG\.[A-Z0-9.]*|SYNCS\.[A-Z.0-9]*|WARPGROUP\.[A-Z]*|MUFU\.EX2|SHFL\.BFLY|BAR\.[A-Z]*|F2FP\.[A-Z0-9.]*|FMUL|FFMA|FMNMX|FADD'
 cuobjdump -sass "$B/libkvf_cuda.a" >"$OUT/sass.txt" 2>&1
-for k in 'prefill_wgmma_kernelILb0ELb1E' 'decode_mma_kernelI13__nv_bfloat16Li128ELb0E' 'decode_mma_kernelI13__nv_bfloat16Li128ELb1E'; do
+# bf16 causal wgmma prefill per head dim, then the d128 tensor-core decode, dense and paged.
+# The highest register a kernel's SASS names and its USETMAXREG count tell whether ptxas gave
+# the consumer path more than the launch bound's registers after setmaxnreg (docs/cuda.md).
+for k in 'prefill_wgmma_kernelILi64ELb0ELb1E' 'prefill_wgmma_kernelILi128ELb0ELb1E' 'prefill_wgmma_kernelILi256ELb0ELb1E' \
+         'decode_mma_kernelI13__nv_bfloat16Li128ELb0E' 'decode_mma_kernelI13__nv_bfloat16Li128ELb1E'; do
   echo "== SASS op counts: $k"
-  awk -v k="$k" '/Function : /{f = index($0, k) > 0; next} f' "$OUT/sass.txt" | grep -oE "$ops" | sort | uniq -c | sort -rn
+  awk -v k="$k" '/Function : /{f = index($0, k) > 0; next} f' "$OUT/sass.txt" >"$OUT/sass_one.txt"
+  grep -oE "$ops" "$OUT/sass_one.txt" | sort | uniq -c | sort -rn
+  echo "highest register: R$(grep -oE '\bR[0-9]+' "$OUT/sass_one.txt" | tr -d R | sort -n | tail -1);" \
+    "USETMAXREG: $(grep -c USETMAXREG "$OUT/sass_one.txt")"
 done | tee "$OUT/sass_counts.txt"
+rm -f "$OUT/sass_one.txt"
 rm -f "$OUT/sass.txt"  # ~50 MB: too large to bring back
 [ "${KVF_INSPECT_NCU:-1}" = 1 ] || exit 0
 
