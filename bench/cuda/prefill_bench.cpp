@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
     Shape d64{{16384}, 64, KvType::kBF16, true, "-d64"};
     Shape d256{{16384}, 256, KvType::kBF16, true, "-d256"};
     // 16k tokens in 8 sequences of mixed lengths, as a continuous-batching prefill step.
+    // torch_peer.py's VARLEN times the same batch on flash.
     Shape varlen{{512, 3584, 1024, 3072, 1536, 2560, 2048, 2048}, 128, KvType::kBF16, true, "-varlen"};
     for (const Shape& sh : {f16, d64, d256, varlen}) prefill(sh, reps, PrefillKernel::kAuto);
     for (const Shape& sh : {d64, d256}) prefill(sh, reps, PrefillKernel::kMmaSync);

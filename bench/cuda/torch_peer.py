@@ -91,7 +91,8 @@ def run(backend, name):
 
 def prefill_shapes():
     """(causal, L, head dim, dtype, impl suffix): the issue's shapes, then bench_cuda_prefill's
-    "extra" ones that SDPA takes as one sequence (f16, head dims 64 and 256; not the varlen batch)."""
+    "extra" ones that SDPA takes as one sequence (f16, head dims 64 and 256; the varlen batch
+    is run_prefill_varlen's)."""
     for causal in (True, False):
         for L in (4096, 16384):
             yield causal, L, D, torch.bfloat16, ""
@@ -130,12 +131,57 @@ def run_prefill(backend, name):
         torch.cuda.empty_cache()
 
 
+VARLEN = [512, 3584, 1024, 3072, 1536, 2560, 2048, 2048]  # bench_cuda_prefill's "-varlen" batch
+
+
+def varlen_forms(q, k, v, cu, max_len):
+    """Flash's varlen forward, causal, GQA native: torch.nn.attention.varlen.varlen_attn in the
+    spellings torch releases have had, then the aten op beneath it."""
+    forms = []
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+        forms += [("varlen_attn-gqa", lambda: varlen_attn(q, k, v, cu, cu, max_len, max_len, window_size=(-1, 0),
+                                                          enable_gqa=True)),
+                  ("varlen_attn-window", lambda: varlen_attn(q, k, v, cu, cu, max_len, max_len, window_size=(-1, 0))),
+                  ("varlen_attn-causal", lambda: varlen_attn(q, k, v, cu, cu, max_len, max_len, is_causal=True))]
+    except ImportError as e:
+        print(f"# flash varlen: {e}", flush=True)
+    forms.append(("aten", lambda: torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, max_len, max_len, 0.0, True,
+                                                                          False)))
+    return forms
+
+
+def run_prefill_varlen():
+    """The varlen batch on flash (SDPA has no varlen form; cuDNN's is not exposed): q [T, 32,
+    128], k/v [T, 8, 128], causal; TFLOP/s summed per sequence as bench_cuda_prefill does."""
+    total = sum(VARLEN)
+    cu = torch.tensor([sum(VARLEN[:i]) for i in range(len(VARLEN) + 1)], device="cuda", dtype=torch.int32)
+    q = torch.randn(total, HQ, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(total, HKV, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(total, HKV, D, device="cuda", dtype=torch.bfloat16)
+    form, us = None, None
+    for fname, fn in varlen_forms(q, k, v, cu, max(VARLEN)):
+        try:
+            fn()
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - report and try the next form
+            print(f"# flash varlen {fname}: {type(e).__name__}: {str(e)[:160]}", flush=True)
+            continue
+        form, us = fname, time_fn(lambda: fn(), [()], REPS) * 1e3
+        break
+    flops = sum(4.0 * HQ * n * n * D / 2 for n in VARLEN)
+    tf = flops / (us * 1e-6) / 1e12 if us else float("nan")
+    print(f"prefill impl=torch_flash-varlen L={total} causal=1 B={len(VARLEN)} D={D} dtype=bf16 "
+          f"us={us if us else float('nan'):.1f} TFLOPs={tf:.1f} form={form}", flush=True)
+
+
 if __name__ == "__main__":
     print(f"# torch {torch.__version__} {torch.cuda.get_device_name()}", flush=True)
     what = sys.argv[2] if len(sys.argv) > 2 else "all"
     if what in ("all", "prefill"):
         run_prefill(SDPBackend.FLASH_ATTENTION, "flash")
         run_prefill(SDPBackend.CUDNN_ATTENTION, "cudnn")
+        run_prefill_varlen()
     if what in ("all", "decode"):
         run(SDPBackend.FLASH_ATTENTION, "flash")
         run(SDPBackend.CUDNN_ATTENTION, "cudnn")
