@@ -49,6 +49,20 @@ def time_graph(fn, sets, reps, per_call_ms):
     return time_fn(lambda: g.replay(), [()], reps) / n
 
 
+def time_first_form(forms, label):
+    """(name, eager µs) of the first of the (name, fn) forms that runs (median of REPS launches
+    between two events); the ones before it report why they did not. (None, None) if none runs."""
+    for fname, fn in forms:
+        try:
+            fn()
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - report and try the next form
+            print(f"# {label} {fname}: {type(e).__name__}: {str(e)[:160]}", flush=True)
+            continue
+        return fname, time_fn(lambda: fn(), [()], REPS) * 1e3
+    return None, None
+
+
 def run(backend, name):
     for b in (1, 8, 32):
         for ctx in (8192, 32768, 131072):
@@ -111,17 +125,8 @@ def run_prefill(backend, name):
         kr, vr = k.repeat_interleave(HQ // HKV, 1), v.repeat_interleave(HQ // HKV, 1)
         forms = (("gqa", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)),
                  ("repeat", lambda: F.scaled_dot_product_attention(q, kr, vr, is_causal=causal)))
-        form, us = None, None
         with sdpa_kernel(backend):
-            for fname, fn in forms:
-                try:
-                    fn()
-                    torch.cuda.synchronize()
-                except Exception as e:  # noqa: BLE001 - report and try the next form
-                    print(f"# {name} {fname} L={L}: {type(e).__name__}: {str(e)[:160]}", flush=True)
-                    continue
-                form, us = fname, time_fn(lambda: fn(), [()], REPS) * 1e3
-                break
+            form, us = time_first_form(forms, f"{name} L={L}")
         flops = 4.0 * HQ * L * L * hd / (2 if causal else 1)
         tf = flops / (us * 1e-6) / 1e12 if us else float("nan")
         dt = "f16" if dtype == torch.float16 else "bf16"
@@ -159,16 +164,7 @@ def run_prefill_varlen():
     q = torch.randn(total, HQ, D, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(total, HKV, D, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(total, HKV, D, device="cuda", dtype=torch.bfloat16)
-    form, us = None, None
-    for fname, fn in varlen_forms(q, k, v, cu, max(VARLEN)):
-        try:
-            fn()
-            torch.cuda.synchronize()
-        except Exception as e:  # noqa: BLE001 - report and try the next form
-            print(f"# flash varlen {fname}: {type(e).__name__}: {str(e)[:160]}", flush=True)
-            continue
-        form, us = fname, time_fn(lambda: fn(), [()], REPS) * 1e3
-        break
+    form, us = time_first_form(varlen_forms(q, k, v, cu, max(VARLEN)), "flash varlen")
     flops = sum(4.0 * HQ * n * n * D / 2 for n in VARLEN)
     tf = flops / (us * 1e-6) / 1e12 if us else float("nan")
     print(f"prefill impl=torch_flash-varlen L={total} causal=1 B={len(VARLEN)} D={D} dtype=bf16 "
