@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build clang libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libpcre2-dev nlohmann-json3-dev pkg-config
+  python3-jinja2
   gnuplot-nox
 )
 
