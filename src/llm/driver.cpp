@@ -221,13 +221,15 @@ Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows)
   for (size_t r = 0; r < rows.size(); ++r) {
     Sequence& q = *seqs_.at(rows[r].seq);
     q.computed += rows[r].tokens;
-    RowResult res{rows[r].seq, std::nullopt, {}};
+    RowResult res{rows[r].seq, std::nullopt, {}, std::nullopt};
     const std::span<const float> row_logits(logits->data() + static_cast<int64_t>(r) * vocab, static_cast<size_t>(vocab));
     if (opts_.return_logits) res.logits.assign(row_logits.begin(), row_logits.end());
     if (q.computed == q.known() && !q.finished) {
       std::vector<int32_t> history;
       for (int64_t i = 0; i < q.known(); ++i) history.push_back(q.token_at(i));
-      res.token = q.sampler.sample(row_logits, history);
+      res.token = q.sampler.sample(row_logits, history, q.prompt.size());
+      const int top = q.sampler.config().logprobs;
+      if (top >= 0) res.logprobs = token_logprobs(row_logits, *res.token, top);
     }
     // Full blocks whose K/V are now all written become findable by later prompts.
     if (opts_.prefix_cache && q.computed == q.table.num_tokens()) {

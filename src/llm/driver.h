@@ -75,6 +75,7 @@ struct RowResult {
   SeqId seq = -1;
   std::optional<int32_t> token;  // sampled when the row reached the end of the known tokens
   std::vector<float> logits;     // with DriverOptions::return_logits: after the row's last token
+  std::optional<TokenLogprobs> logprobs;  // with the sampler's logprobs: the sampled token's
 };
 
 enum class ReleaseReason { kFinished, kPreempted, kCancelled };

@@ -1,9 +1,10 @@
-// Sampling: penalty → temperature → top-k → softmax → top-p → min-p → draw.
+// Sampling: bias → penalties → temperature → top-k → softmax → top-p → min-p → draw.
 #include "llm/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace kvf::llm {
@@ -16,17 +17,54 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
-int32_t Sampler::sample(std::span<const float> logits_in, std::span<const int32_t> history) {
-  std::vector<float> logits(logits_in.begin(), logits_in.end());
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top) {
+  double m = -INFINITY;
+  for (float x : logits) m = std::max(m, static_cast<double>(x));
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - m);
+  const double lse = m + std::log(sum);
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - lse);
+  const size_t n = std::min(static_cast<size_t>(std::max(top, 0)), logits.size());
+  std::vector<int32_t> idx(logits.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(), [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+  });
+  for (size_t i = 0; i < n; ++i) {
+    out.top.emplace_back(idx[i], static_cast<float>(static_cast<double>(logits[static_cast<size_t>(idx[i])]) - lse));
+  }
+  return out;
+}
+
+void Sampler::adjust(std::vector<float>& logits, std::span<const int32_t> history, size_t n_prompt) const {
+  const auto in_vocab = [&](int32_t t) { return t >= 0 && static_cast<size_t>(t) < logits.size(); };
+  for (const auto& [t, bias] : cfg_.logit_bias) {
+    if (in_vocab(t)) logits[static_cast<size_t>(t)] += bias;
+  }
   if (cfg_.repeat_penalty != 1.0 && cfg_.repeat_last_n > 0) {
     const size_t from = history.size() > static_cast<size_t>(cfg_.repeat_last_n) ? history.size() - cfg_.repeat_last_n : 0;
     std::unordered_set<int32_t> seen(history.begin() + static_cast<std::ptrdiff_t>(from), history.end());
     for (int32_t t : seen) {
-      if (t < 0 || static_cast<size_t>(t) >= logits.size()) continue;
+      if (!in_vocab(t)) continue;
       float& l = logits[static_cast<size_t>(t)];
       l = l > 0 ? static_cast<float>(l / cfg_.repeat_penalty) : static_cast<float>(l * cfg_.repeat_penalty);
     }
   }
+  if (cfg_.presence_penalty != 0.0 || cfg_.frequency_penalty != 0.0) {
+    std::unordered_map<int32_t, int> count;
+    for (size_t i = std::min(n_prompt, history.size()); i < history.size(); ++i) ++count[history[i]];
+    for (const auto& [t, c] : count) {
+      if (in_vocab(t)) logits[static_cast<size_t>(t)] -= static_cast<float>(cfg_.presence_penalty + cfg_.frequency_penalty * c);
+    }
+  }
+}
+
+int32_t Sampler::sample(std::span<const float> logits_in, std::span<const int32_t> history, size_t n_prompt) {
+  std::vector<float> logits(logits_in.begin(), logits_in.end());
+  adjust(logits, history, n_prompt);
   if (cfg_.temperature <= 0) return argmax(logits);
 
   // Candidates sorted by logit, best first; top-k cuts the list.

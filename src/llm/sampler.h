@@ -1,11 +1,13 @@
 // Sampler: turns a logits row into the next token. Greedy when temperature is 0; else
-// repetition penalty, temperature, top-k, top-p and min-p filtering, then a seeded draw.
-// The RNG state lives here, never in a global (llama2.c's lesson).
+// logit bias, penalties, temperature, top-k, top-p and min-p filtering, then a seeded draw.
+// The RNG state lives here, never in a global (llama2.c's lesson). Log-probabilities for
+// a response (OpenAI `logprobs`) come from the raw logits, before any of that (token_logprobs).
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace kvf::llm {
@@ -17,16 +19,38 @@ struct SamplerConfig {
   double min_p = 0.0;        // 0: off; keep tokens with p >= min_p * p_max
   double repeat_penalty = 1.0;  // 1: off; divides positive logits, multiplies negative ones
   int repeat_last_n = 64;       // how much history the penalty looks at
+  // OpenAI's penalties over the generated tokens only: logit -= presence·[count > 0] + frequency·count.
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits first, greedy included
+  int logprobs = -1;  // -1: off; else the sampled token's log-probability and the top `logprobs` ones
   uint64_t seed = 0;
 };
 
+// A sampled token's log-probability under the raw logits, and the most likely tokens'.
+struct TokenLogprobs {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
+};
+
+// log_softmax(logits)[token] and the `top` best entries (ties: lower id first).
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top);
+
 class Sampler {
  public:
-  explicit Sampler(SamplerConfig cfg) : cfg_(cfg), rng_(cfg.seed) {}
-  // history: the tokens so far (prompt and generated), for the repetition penalty.
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  explicit Sampler(SamplerConfig cfg) : cfg_(std::move(cfg)), rng_(cfg_.seed) {}
+  // history: the tokens so far; its first n_prompt are the prompt (the repetition penalty
+  // looks at all of them, the presence and frequency penalties only at the rest).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, size_t n_prompt);
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history) {
+    return sample(logits, history, history.size());
+  }
+  const SamplerConfig& config() const { return cfg_; }
 
  private:
+  void adjust(std::vector<float>& logits, std::span<const int32_t> history, size_t n_prompt) const;
+
   SamplerConfig cfg_;
   std::mt19937_64 rng_;
 };

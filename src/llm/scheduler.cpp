@@ -113,6 +113,7 @@ Result<std::vector<Completion>> Scheduler::step() {
       if (!it->has_first) it->first_token = now;
       it->has_first = true;
       it->last_token = now;
+      if (opts_.on_token) opts_.on_token(it->req.id, r);
     }
   } else if (running_.empty() && !waiting_.empty()) {
     const Request& head = waiting_.front().req;
@@ -130,6 +131,20 @@ Result<std::vector<Completion>> Scheduler::step() {
     running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   }
   return done;
+}
+
+Result<bool> Scheduler::cancel(const std::string& id) {
+  const auto is = [&](const Tracked& t) { return t.req.id == id; };
+  if (auto w = std::find_if(waiting_.begin(), waiting_.end(), is); w != waiting_.end()) {
+    waiting_.erase(w);
+    return true;
+  }
+  auto r = std::find_if(running_.begin(), running_.end(), is);
+  if (r == running_.end()) return false;
+  Result<std::optional<Suspended>> s = driver_.release(r->seq, ReleaseReason::kCancelled);
+  if (!s) return s.take_error();
+  running_.erase(r);
+  return true;
 }
 
 Result<std::vector<Completion>> Scheduler::run() {

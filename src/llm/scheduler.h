@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct Completion {
 struct SchedulerOptions {
   int64_t max_batch_tokens = 256;  // tokens computed per step, decodes and prefill chunks together
   int max_rows = 32;               // sequences per step
+  // Called in step() for every sampled token, in row order, before the step's completions
+  // are returned (a server streams from it).
+  std::function<void(const std::string& id, const RowResult& row)> on_token;
 };
 
 class Scheduler {
@@ -48,6 +52,11 @@ class Scheduler {
   // kCapacity when the head request cannot fit even in an empty pool.
   Result<std::vector<Completion>> step();
   bool idle() const { return waiting_.empty() && running_.empty(); }
+  // Drops a request, waiting or running (its blocks go back to the pool); false when no
+  // request has that id.
+  Result<bool> cancel(const std::string& id);
+  size_t waiting() const { return waiting_.size(); }
+  size_t running() const { return running_.size(); }
   // Steps until idle; completions in the order they finished.
   Result<std::vector<Completion>> run();
 

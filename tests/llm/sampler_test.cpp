@@ -79,3 +79,48 @@ TEST(Sampler, RepetitionPenaltyMovesTheArgmax) {
 
 }  // namespace
 }  // namespace kvf
+
+namespace kvf {
+namespace {
+
+TEST(Sampler, LogitBiasMovesTheArgmaxAndCanBanAToken) {
+  EXPECT_EQ(draw({.logit_bias = {{4, 5.0f}}}, 5), (std::map<int32_t, int>{{4, 5}}));
+  // -100 on the best token: greedy takes the next best; sampled never draws it.
+  EXPECT_EQ(draw({.logit_bias = {{1, -100.0f}}}, 5), (std::map<int32_t, int>{{5, 5}}));
+  const auto sampled = draw({.temperature = 1.0, .logit_bias = {{1, -100.0f}}, .seed = 3}, 2000);
+  EXPECT_EQ(sampled.count(1), 0u);
+  // Ids outside the vocabulary are ignored, not written.
+  EXPECT_EQ(draw({.logit_bias = {{-1, 9.0f}, {99, 9.0f}}}, 3), (std::map<int32_t, int>{{1, 3}}));
+}
+
+TEST(Sampler, PresenceAndFrequencyPenaltiesLookOnlyAtGeneratedTokens) {
+  // Token 1 leads token 5 by 0.1. In the prompt it is not penalized; generated, it is.
+  const std::vector<int32_t> history{1, 1, 2};
+  Sampler in_prompt({.presence_penalty = 1.0});
+  EXPECT_EQ(in_prompt.sample(kLogits, history, 3), 1);
+  Sampler generated({.presence_penalty = 0.2});
+  EXPECT_EQ(generated.sample(kLogits, history, 0), 5);
+  // Frequency scales with the count: 2 x 0.06 > 0.1, 1 x 0.06 is not.
+  Sampler twice({.frequency_penalty = 0.06});
+  EXPECT_EQ(twice.sample(kLogits, history, 0), 5);
+  Sampler once({.frequency_penalty = 0.06});
+  EXPECT_EQ(once.sample(kLogits, history, 1), 1);
+}
+
+TEST(Sampler, TokenLogprobsAreTheLogSoftmaxOfTheRawLogits) {
+  double sum = 0;
+  for (float x : kLogits) sum += std::exp(static_cast<double>(x));
+  const llm::TokenLogprobs lp = llm::token_logprobs(kLogits, 2, 3);
+  EXPECT_EQ(lp.token, 2);
+  EXPECT_NEAR(lp.logprob, 2.5 - std::log(sum), 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, 1);
+  EXPECT_EQ(lp.top[1].first, 5);
+  EXPECT_EQ(lp.top[2].first, 2);
+  EXPECT_NEAR(lp.top[1].second, 2.9 - std::log(sum), 1e-6);
+  EXPECT_TRUE(llm::token_logprobs(kLogits, 0, 0).top.empty());
+  EXPECT_EQ(llm::token_logprobs(kLogits, 0, 100).top.size(), kLogits.size());
+}
+
+}  // namespace
+}  // namespace kvf
