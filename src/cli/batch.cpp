@@ -107,19 +107,6 @@ Result<std::vector<llm::Completion>> run_contiguous(const models::Model& m, cons
   return out;
 }
 
-// The weights behind the K/V: the file's path, size and modification time (a file replaced
-// in place is another model), or the synthetic spec. Adapters will join this string.
-llm::kv::WeightsIdentity identity_of(const std::string& spec) {
-  std::error_code ec;
-  const std::filesystem::path p(spec);
-  std::string id = spec;
-  if (std::filesystem::is_regular_file(p, ec)) {
-    id += str_cat("|", std::filesystem::file_size(p, ec), "|",
-                  std::filesystem::last_write_time(p, ec).time_since_epoch().count());
-  }
-  return llm::kv::weights_identity(id);
-}
-
 int64_t longest(const std::vector<llm::Request>& reqs) {
   int64_t n = 0;
   for (const llm::Request& r : reqs) n = std::max<int64_t>(n, static_cast<int64_t>(r.prompt.size()) + r.max_tokens);

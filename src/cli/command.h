@@ -25,6 +25,7 @@ Command add_convert_command(CLI::App& parent);
 Command add_compile_command(CLI::App& parent);
 Command add_bench_command(CLI::App& parent);
 Command add_batch_command(CLI::App& parent);
+Command add_serve_command(CLI::App& parent);
 Command add_ahbm_command(CLI::App& parent);
 // `ahbm sweep` (cli/ahbm_sweep.cpp), under the ahbm command; it sets run_fn when chosen.
 void add_ahbm_sweep_command(CLI::App& ahbm, const std::shared_ptr<std::function<Status()>>& run_fn);

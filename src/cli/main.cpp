@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
       kvf::cli::add_generate_command(app), kvf::cli::add_logits_command(app), kvf::cli::add_tokenize_command(app),
       kvf::cli::add_inspect_command(app), kvf::cli::add_convert_command(app), kvf::cli::add_demo_command(app),
       kvf::cli::add_compile_command(app), kvf::cli::add_bench_command(app), kvf::cli::add_batch_command(app),
-      kvf::cli::add_ahbm_command(app)};
+      kvf::cli::add_serve_command(app),       kvf::cli::add_ahbm_command(app)};
 
   try {
     app.parse(argc, argv);

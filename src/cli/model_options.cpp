@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 
 namespace kvf::cli {
 
@@ -54,6 +55,17 @@ llm::GeneratorOptions generator_options(const ModelOptions& o) {
 
 int64_t capacity_for(const ModelOptions& o, const models::Model& m) {
   return o.ctx > 0 ? o.ctx : std::min<int64_t>(m.config.context, 4096);
+}
+
+llm::kv::WeightsIdentity identity_of(const std::string& spec) {
+  std::error_code ec;
+  const std::filesystem::path p(spec);
+  std::string id = spec;
+  if (std::filesystem::is_regular_file(p, ec)) {
+    id += str_cat("|", std::filesystem::file_size(p, ec), "|",
+                  std::filesystem::last_write_time(p, ec).time_since_epoch().count());
+  }
+  return llm::kv::weights_identity(id);
 }
 
 Result<std::vector<int32_t>> parse_ids(const std::string& text) {

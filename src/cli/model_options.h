@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "llm/generator.h"
+#include "llm/kv/prefix_hash.h"
 #include "models/model.h"
 
 namespace kvf::cli {
@@ -28,6 +29,9 @@ Result<models::Model> open(const ModelOptions& o, bool need_tokenizer);
 // KV capacity for a run: --ctx, else the model's context capped at 4096 (the oracle holds
 // the contiguous cache whole).
 int64_t capacity_for(const ModelOptions& o, const models::Model& m);
+// The weights behind the K/V (the prefix cache's key): the file's path, size and
+// modification time (a file replaced in place is another model), or the synthetic spec.
+llm::kv::WeightsIdentity identity_of(const std::string& spec);
 // "1,2,3" -> ids; refuses anything that is not a comma-separated list of integers.
 Result<std::vector<int32_t>> parse_ids(const std::string& text);
 

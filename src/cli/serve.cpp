@@ -1,0 +1,178 @@
+// `kvforge serve`: the OpenAI-compatible HTTP server (docs/server.md). It binds first and
+// answers /health with 503 while the model loads; SIGINT or SIGTERM stops it taking
+// requests, lets the running ones finish, then exits 0.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/model_options.h"
+#include "load/chat_template_source.h"
+#include "serve/chat_prompt.h"
+#include "serve/engine.h"
+#include "serve/http_server.h"
+
+namespace kvf::cli {
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  serve::ServerOptions server;
+  std::string name;
+  std::string chat_template;  // a file; empty: the model's own, else the default
+  int max_rows = 16;
+  int64_t max_batch_tokens = 256;
+  int32_t pool_blocks = 0;
+  double kv_memory_gib = 2.0;
+  size_t max_queue = 256;
+  bool no_prefix_cache = false;
+};
+
+// The pool: --pool-blocks, else room for --max-rows sequences of the full context within
+// --kv-memory; never less than one full-context sequence.
+Result<int32_t> pool_blocks_for(const ServeOptions& o, const models::Model& m, int64_t ctx, DType kv) {
+  const int64_t per_seq = (ctx + llm::kv::kBlockTokens - 1) / llm::kv::kBlockTokens;
+  const int64_t bytes_per_block = models::kv_bill_bytes(m.config, llm::kv::kBlockTokens, block_bytes(kv));
+  if (o.pool_blocks > 0) {
+    if (o.pool_blocks < per_seq) {
+      return invalid_input("--pool-blocks ", o.pool_blocks, " cannot hold one sequence of --ctx ", ctx, " (", per_seq, " blocks)");
+    }
+    return o.pool_blocks;
+  }
+  const auto budget = static_cast<int64_t>(o.kv_memory_gib * 1024 * 1024 * 1024);
+  const int64_t fit = bytes_per_block > 0 ? budget / bytes_per_block : per_seq * o.max_rows;
+  if (fit < per_seq) {
+    return capacity("--kv-memory ", o.kv_memory_gib, " GiB holds ", fit, " blocks of ", bytes_per_block, " bytes; one sequence of --ctx ",
+                    ctx, " needs ", per_seq, " (raise --kv-memory or lower --ctx)");
+  }
+  return static_cast<int32_t>(std::min<int64_t>(fit, per_seq * o.max_rows));
+}
+
+// The chat renderer: --chat-template, else the model's template, else the default. A
+// template the engine cannot render leaves completions served and refuses chat requests.
+serve::ChatRenderer chat_renderer(const ServeOptions& o, const load::Tokenizer& tok) {
+  Result<std::string> text = o.chat_template.empty() ? load::read_chat_template(o.model.model) : [&]() -> Result<std::string> {
+    std::ifstream in(o.chat_template, std::ios::binary);
+    if (!in) return invalid_input("--chat-template: cannot open ", o.chat_template);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }();
+  Result<serve::ChatRenderer> r = text ? serve::make_chat_renderer(*text, tok) : Result<serve::ChatRenderer>(text.take_error());
+  if (r) return std::move(*r);
+  const std::string why = r.take_error().to_string();
+  std::fprintf(stderr, "kvforge serve: chat is off: %s\n", why.c_str());
+  return [why](const nlohmann::ordered_json&, const nlohmann::ordered_json&) -> Result<std::string> {
+    return unsupported("this server cannot render the model's chat template: ", why);
+  };
+}
+
+std::string default_name(const std::string& spec) {
+  const size_t slash = spec.find_last_of('/');
+  std::string base = slash == std::string::npos ? spec : spec.substr(slash + 1);
+  return base.empty() ? spec : base;
+}
+
+Status run(const ServeOptions& o) {
+  // Every thread started below inherits the blocked signals; only sigwait() takes them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  serve::Metrics metrics;
+  serve::HttpServer server(o.server, metrics);
+  Result<int> port = server.bind();
+  if (!port) return port.take_error();
+  std::fprintf(stderr, "kvforge serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), *port, o.model.model.c_str());
+  std::thread listener([&] {
+    Status s = server.listen();
+    if (!s) std::fprintf(stderr, "kvforge serve: %s\n", s.error().to_string().c_str());
+  });
+  const auto stop_listener = [&] {
+    server.stop();
+    listener.join();
+  };
+
+  Result<models::Model> m = open(o.model, /*need_tokenizer=*/true);
+  if (!m) {
+    stop_listener();
+    return m.take_error();
+  }
+  const llm::GeneratorOptions g = generator_options(o.model);
+  const int64_t ctx = capacity_for(o.model, *m);
+  Result<int32_t> blocks = pool_blocks_for(o, *m, ctx, g.kv_dtype);
+  if (!blocks) {
+    stop_listener();
+    return blocks.take_error();
+  }
+  serve::EngineOptions e;
+  e.driver.pool_blocks = *blocks;
+  e.driver.max_seq_len = ctx;
+  e.driver.kv_dtype = g.kv_dtype;
+  e.driver.executor = g.executor;
+  e.driver.threads = g.threads;
+  e.driver.identity = identity_of(o.model.model);
+  e.driver.prefix_cache = !o.no_prefix_cache;
+  e.driver.eos = m->config.eos;
+  e.scheduler.max_batch_tokens = o.max_batch_tokens;
+  e.scheduler.max_rows = o.max_rows;
+  e.max_waiting = o.max_queue;
+  serve::Engine engine(*m, e, metrics);
+  const std::string name = o.name.empty() ? default_name(o.model.model) : o.name;
+  server.set_model({name, &engine, m->tokenizer.get(), chat_renderer(o, *m->tokenizer), m->config.eos});
+  std::fprintf(stderr, "kvforge serve: serving '%s' (context %lld, %d KV blocks of 16 tokens, %d rows)\n", name.c_str(),
+               static_cast<long long>(ctx), *blocks, o.max_rows);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "kvforge serve: %s: finishing the requests in flight\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  server.shutdown();
+  engine.drain();
+  stop_listener();
+  return {};
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& parent) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = parent.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/server.md)");
+  add_model_options(*cmd, o->model, true);
+  cmd->add_option("--host", o->server.host, "address to bind (another than 127.0.0.1 exposes the server to the network)")
+      ->capture_default_str();
+  cmd->add_option("--port", o->server.port, "port to bind (0: any free port, printed at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "a Jinja chat template file for /v1/chat/completions (default: the model's own, else ChatML)");
+  cmd->add_option("--model-name", o->name, "the model id clients name (default: the model file's name)");
+  cmd->add_option("--max-rows", o->max_rows, "sequences decoded together in one step")->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens computed per step (decodes + prefill chunks)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--pool-blocks", o->pool_blocks, "16-token KV blocks in the pool (default: from --kv-memory)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-memory", o->kv_memory_gib, "GiB the KV pool may take when --pool-blocks is not given")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1024.0));
+  cmd->add_option("--max-queue", o->max_queue, "sequences that may wait beyond the running ones; more get 503")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  cmd->add_option("--http-threads", o->server.http_threads, "connections served at once (a stream holds one)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 4096));
+  cmd->add_option("--max-body", o->server.max_body_bytes, "largest request body in bytes (larger: 413)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "compute every prompt in full (no KV reuse across requests)");
+  return {cmd, [o] { return run(*o); }};
+}
+
+}  // namespace kvf::cli
