@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench (CPU only, -march=native) from the source that npm
-# node-llama-cpp 3.21.1 ships as llama/gitRelease.bundle, and prints the binary's path.
-# We time llama.cpp through llama-bench itself: the package's JavaScript API adds ~18 ms
-# per token (docs/benchmarks.md, "Peers").
-#   build-llama-bench.sh [OUT_DIR]     (default: build/peers of this repository)
-# Idempotent: once OUT_DIR/bin/llama-bench exists it only prints the path.
+# Builds one of llama.cpp's tools (CPU only, -march=native) from the source that npm
+# node-llama-cpp 3.21.1 ships as llama/gitRelease.bundle, and prints the binary's path:
+# llama-bench (the default) or llama-server. We time llama.cpp through its own tools: the
+# package's JavaScript API adds ~18 ms per token (docs/benchmarks.md, "Peers").
+#   build-llama-bench.sh [OUT_DIR] [TOOL]    (default: build/peers of this repository, llama-bench)
+# Idempotent: once OUT_DIR/bin/TOOL exists it only prints the path.
 # Needs git, cmake, a C++17 compiler (scripts/install-deps.sh) and Node.js >= 20 with npm.
 set -euo pipefail
 
@@ -13,7 +13,9 @@ root=$(cd "$here/../.." && pwd)
 out=${1:-$root/build/peers}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-bin="$out/bin/llama-bench"
+peer=${2:-llama-bench}
+case "$peer" in llama-bench|llama-server) ;; *) echo "build-llama-bench: unknown tool $peer" >&2; exit 2 ;; esac
+bin="$out/bin/$peer"
 # Progress goes to stderr, so that stdout is only the binary's path (callers capture it).
 exec 3>&1 1>&2
 jobs=${KVF_PEER_JOBS:-2}   # the shared benchmark machine has 2 cores
@@ -47,14 +49,14 @@ if [ -z "$want" ] || [ "$have" != "$want" ]; then
   git -c advice.detachedHead=false clone --quiet "$bundle" "$src"
 fi
 
-# 3. Configure once. Static libraries so that bin/llama-bench stands alone; tools on
-#    (llama-bench lives under tools/), everything else off. LLAMA_CURL is deprecated in
+# 3. Configure once. Static libraries so that bin/TOOL stands alone; tools and the server
+#    on (both live under tools/), everything else off. LLAMA_CURL is deprecated in
 #    this llama.cpp (downloads go through cpp-httplib, hence LLAMA_OPENSSL=OFF) but is
 #    kept off explicitly for older bundles.
 build="$out/llama.cpp-build"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-if [ ! -f "$build/CMakeCache.txt" ]; then
+if [ ! -f "$build/CMakeCache.txt" ] || grep -q '^LLAMA_BUILD_SERVER:BOOL=OFF' "$build/CMakeCache.txt"; then
   cmake -S "$src" -B "$build" "${generator[@]}" -Wno-dev \
     -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF \
@@ -62,14 +64,14 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_HIP=OFF -DGGML_SYCL=OFF \
     -DGGML_BACKEND_DL=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON
 fi
 
 # 4. Only the one target.
-cmake --build "$build" --target llama-bench -j "$jobs"
-built=$(find "$build" -type f -name llama-bench -perm -u+x | head -n 1)
-[ -n "$built" ] || { echo "build-llama-bench: no llama-bench under $build" >&2; exit 1; }
+cmake --build "$build" --target "$peer" -j "$jobs"
+built=$(find "$build" -type f -name "$peer" -perm -u+x | head -n 1)
+[ -n "$built" ] || { echo "build-llama-bench: no $peer under $build" >&2; exit 1; }
 mkdir -p "$out/bin"
 cp "$built" "$bin.tmp" && mv "$bin.tmp" "$bin"
 echo "$bin" >&3

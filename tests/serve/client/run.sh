@@ -34,7 +34,7 @@ echo "server at $base"
 
 expected=$("$kvforge" generate -m "$gguf" -p "Once upon a time" -n 24 --json |
   "$py" -c 'import json,sys; print(json.load(sys.stdin)["text"], end="")')
-(cd "$work" && node openai_client.mjs "$base" "$expected")
+(cd "$work" && node openai_client.mjs "$base" "$expected" chat)
 
 echo "wrk: ${load_seconds}s on loopback"
 wrk -t 2 -c 16 -d "${load_seconds}s" --latency -s "$here/post.lua" "$base/v1/completions" > "$work/wrk.txt"
