@@ -15,6 +15,9 @@ namespace {
 
 using nlohmann::json;
 constexpr auto kPoll = std::chrono::milliseconds(50);
+// A stream that has had nothing to send for this long sends an SSE comment, so a client
+// that hung up during a long prefill is noticed (a write fails) and its job cancelled.
+constexpr auto kKeepAlive = std::chrono::seconds(2);
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -205,8 +208,17 @@ void HttpServer::Impl::respond_stream(const std::shared_ptr<Generation>& g, http
       c.started = true;
       if (!send(chunk_json(g->meta, static_cast<int>(i), chat ? "" : g->echo_text, chat, "", nullptr, usage))) return false;
     }
+    auto last_write = std::chrono::steady_clock::now();
     while (!g->all_ended()) {
-      for (const JobEvent& ev : g->job->wait(kPoll)) {
+      const std::vector<JobEvent> events = g->job->wait(kPoll);
+      const auto now = std::chrono::steady_clock::now();
+      if (!events.empty()) last_write = now;
+      if (now - last_write > kKeepAlive) {
+        static constexpr char kPing[] = ": keep-alive\n\n";
+        if (!sink.write(kPing, sizeof kPing - 1)) return false;
+        last_write = now;
+      }
+      for (const JobEvent& ev : events) {
         Generation::Choice& c = g->choices[static_cast<size_t>(ev.choice)];
         const bool was_final = !c.finish.empty();
         ChoiceText::Delta d = g->apply(ev);
