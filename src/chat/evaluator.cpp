@@ -220,11 +220,18 @@ class Evaluator {
     return call_filter(f, v);
   }
 
+  // The macro holds its defining scope weakly: that scope holds the macro, and a strong
+  // reference both ways would never be freed.
   Status define_macro(const Stmt& s) {
-    Scope closure = scope_;
+    std::vector<std::weak_ptr<Frame>> closure(scope_.begin(), scope_.end());
     const Stmt* def = &s;
     (*scope_.back())[s.text] = Value::callable(s.text, [this, closure, def](CallArgs& a) -> Result<Value> {
-      return call_macro(*def, closure, a);
+      Scope frames;
+      for (const auto& w : closure) {
+        frames.push_back(w.lock());
+        if (!frames.back()) return unsupported("calling macro '", def->text, "' after its scope ended");
+      }
+      return call_macro(*def, frames, a);
     });
     return Status();
   }

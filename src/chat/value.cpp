@@ -200,7 +200,11 @@ std::string string_repr(const std::string& s) {
   return out;
 }
 
-Result<std::string> sequence_repr(const ListObj& l) {
+// A list that contains itself would recurse forever; Python prints [...], we refuse.
+constexpr int kMaxReprDepth = 200;
+Result<std::string> repr_at(const Value& v, int depth);
+
+Result<std::string> sequence_repr(const ListObj& l, int depth) {
   if (l.kind == ListKind::kGenerator || l.kind == ListKind::kRange) {
     return unsupported("printing a ", l.kind == ListKind::kRange ? "range" : "generator",
                        " object (Python prints its address); apply |list first");
@@ -209,7 +213,7 @@ Result<std::string> sequence_repr(const ListObj& l) {
   std::string out = tuple ? "(" : "[";
   for (size_t i = 0; i < l.items.size(); ++i) {
     if (i) out += ", ";
-    Result<std::string> r = py_repr(l.items[i]);
+    Result<std::string> r = repr_at(l.items[i], depth + 1);
     if (!r) return r.take_error();
     out += *r;
   }
@@ -218,20 +222,19 @@ Result<std::string> sequence_repr(const ListObj& l) {
   return out;
 }
 
-}  // namespace
-
-Result<std::string> py_repr(const Value& v) {
+Result<std::string> repr_at(const Value& v, int depth) {
+  if (depth > kMaxReprDepth) return unsupported("printing a value nested deeper than ", kMaxReprDepth, " levels");
   switch (v.kind()) {
     case Value::Kind::kString: return string_repr(v.as_string());
     case Value::Kind::kUndefined: return std::string();
-    case Value::Kind::kList: return sequence_repr(v.list_obj());
+    case Value::Kind::kList: return sequence_repr(v.list_obj(), depth);
     case Value::Kind::kDict: {
       const DictObj& d = v.dict_obj();
       if (d.kind != DictKind::kDict) return unsupported("printing a namespace or loop object");
       std::string out = "{";
       for (size_t i = 0; i < d.items.size(); ++i) {
         if (i) out += ", ";
-        Result<std::string> r = py_repr(d.items[i].second);
+        Result<std::string> r = repr_at(d.items[i].second, depth + 1);
         if (!r) return r.take_error();
         out += string_repr(d.items[i].first) + ": " + *r;
       }
@@ -240,6 +243,10 @@ Result<std::string> py_repr(const Value& v) {
     default: return py_str(v);
   }
 }
+
+}  // namespace
+
+Result<std::string> py_repr(const Value& v) { return repr_at(v, 0); }
 
 Result<std::string> py_str(const Value& v) {
   switch (v.kind()) {
