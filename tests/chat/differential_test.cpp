@@ -33,9 +33,11 @@ std::string read_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
-// Runs the reference renderer; nullopt when python3 or jinja2 is missing.
+// Runs the reference renderer under Debian's python3 (python3-jinja2, installed by
+// scripts/install-deps.sh), not whichever python3 is first on PATH; nullopt when it or
+// jinja2 is missing.
 std::optional<Json> reference_renders(const std::string& templates, const std::string& conversations) {
-  std::string cmd = "python3 " + source_dir() + "/tests/chat/render_reference.py '" + templates + "' '" +
+  std::string cmd = "/usr/bin/python3 " + source_dir() + "/tests/chat/render_reference.py '" + templates + "' '" +
                     conversations + "' 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return std::nullopt;
