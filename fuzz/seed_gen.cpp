@@ -365,6 +365,19 @@ void from_fixtures(const fs::path& fixtures) {
   }
 }
 
+// A completions body with every sampling field, a chat body with text parts and logprobs,
+// and a /tokenize body.
+void openai_requests() {
+  put_text("openai_request_fuzz", "completions.json",
+           R"({"model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 4, "seed": 3, )"
+           R"("stop": ["a", "b"], "n": 2, "stream": true, "stream_options": {"include_usage": true}, "logprobs": 2, )"
+           R"("echo": true, "logit_bias": {"5": -100}, "presence_penalty": 0.5, "frequency_penalty": 0.1})");
+  put_text("openai_request_fuzz", "chat.json",
+           R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "x"}]}], )"
+           R"("logprobs": true, "top_logprobs": 3, "tools": [], "max_completion_tokens": 4, "response_format": {"type": "text"}})");
+  put_text("openai_request_fuzz", "tokenize.json", R"({"tokens": [1, 2, 3], "content": "a", "add_special": false})");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -383,6 +396,7 @@ int main(int argc, char** argv) {
   put("llama2c_fuzz", "shared.bin", llama2c(8, 16, 2, 2, 1, 32, 4));
   put("llama2c_fuzz", "unshared.bin", llama2c(8, 12, 1, 4, 2, -16, 2));
   safetensors_synthetic();
+  openai_requests();
   if (argc > 2 && fs::is_directory(argv[2])) from_models(argv[2]);
   if (argc > 3 && fs::is_directory(argv[3])) from_fixtures(argv[3]);
   std::printf("seed_gen: wrote %d seed files under %s\n", g_written, g_out.c_str());

@@ -80,16 +80,22 @@ Completion Scheduler::complete(Tracked& t) {
   return c;
 }
 
-Result<std::vector<Completion>> Scheduler::step() {
-  std::vector<RowRequest> rows;
+bool Scheduler::in_phase(const Tracked& t, Phase phase) const {
+  if (phase == Phase::kAny) return true;
+  return (driver_.pending_tokens(t.seq) > 1) == (phase == Phase::kPrefill);
+}
+
+// The running sequences of the phase, oldest first, then (unless decoding) admissions,
+// within the step's token budget and rows.
+Status Scheduler::pick_rows(Phase phase, std::vector<RowRequest>& rows, bool& preempted) {
   int64_t budget = opts_.max_batch_tokens;
-  bool preempted = false;
-  for (size_t i = 0; i < running_.size() && budget > 0 && static_cast<int>(rows.size()) < opts_.max_rows; ++i) {
+  const auto room = [&] { return budget > 0 && static_cast<int>(rows.size()) < opts_.max_rows; };
+  for (size_t i = 0; i < running_.size() && room(); ++i) {
+    if (!in_phase(running_[i], phase)) continue;
     Result<bool> kept = place(running_[i], budget, rows, preempted);
     if (!kept) return kept.take_error();
   }
-  std::vector<Completion> done;
-  while (!preempted && budget > 0 && static_cast<int>(rows.size()) < opts_.max_rows && !waiting_.empty()) {
+  while (phase != Phase::kDecode && !preempted && room() && !waiting_.empty()) {
     Result<bool> in = admit(waiting_.front());
     if (!in) return in.take_error();
     if (!*in) break;
@@ -100,6 +106,24 @@ Result<std::vector<Completion>> Scheduler::step() {
     Result<bool> kept = place(t, budget, rows, preempted);
     if (!kept) return kept.take_error();
   }
+  return {};
+}
+
+Result<std::vector<Completion>> Scheduler::step() {
+  std::vector<RowRequest> rows;
+  bool preempted = false;
+  std::vector<Phase> phases{Phase::kAny};
+  if (!opts_.mix_prefill_and_decode) {
+    phases = last_was_prefill_ ? std::vector<Phase>{Phase::kDecode, Phase::kPrefill}
+                               : std::vector<Phase>{Phase::kPrefill, Phase::kDecode};
+  }
+  for (Phase phase : phases) {
+    Status s = pick_rows(phase, rows, preempted);
+    if (!s) return s.take_error();
+    last_was_prefill_ = phase == Phase::kPrefill;
+    if (!rows.empty() || preempted) break;
+  }
+  std::vector<Completion> done;
   if (!rows.empty()) {
     Result<std::vector<RowResult>> results = driver_.step(rows);
     if (!results) return results.take_error();

@@ -1,7 +1,8 @@
 // Scheduler: continuous batching over a Driver. Each step spends a token budget: first on
 // the running sequences, oldest first (a decode costs 1 token, a prefill a chunk of what
 // is left of its prompt), then on admitting waiting requests (a prefix-cache hit skips its
-// share of the prefill). When the pool runs out, the newest running sequence is preempted
+// share of the prefill). Unless told to mix them, a step runs either prefill chunks
+// (admissions included) or decodes, alternating when both wait. When the pool runs out, the newest running sequence is preempted
 // by recompute: its blocks go back and it waits at the head of the queue with its tokens
 // and sampler, to be re-admitted later as one longer prompt, producing the same tokens it
 // would have. No admission happens in a step that preempted (it would take back the room).
@@ -38,6 +39,10 @@ struct Completion {
 struct SchedulerOptions {
   int64_t max_batch_tokens = 256;  // tokens computed per step, decodes and prefill chunks together
   int max_rows = 32;               // sequences per step
+  // A step is [rows, t]: every row is padded to the longest row's tokens, so one prefill
+  // chunk among decodes makes each decode row compute t tokens. Unmixed (the default), a
+  // step holds either prefill chunks or decodes; when both wait, the two alternate.
+  bool mix_prefill_and_decode = false;
   // Called in step() for every sampled token, in row order, before the step's completions
   // are returned (a server streams from it).
   std::function<void(const std::string& id, const RowResult& row)> on_token;
@@ -78,6 +83,9 @@ class Scheduler {
   Result<bool> admit(Tracked& t);
   Status preempt_newest(std::vector<RowRequest>& rows);
   Result<bool> place(Tracked& t, int64_t& budget, std::vector<RowRequest>& rows, bool& preempted);
+  enum class Phase { kAny, kPrefill, kDecode };
+  bool in_phase(const Tracked& t, Phase phase) const;
+  Status pick_rows(Phase phase, std::vector<RowRequest>& rows, bool& preempted);
   Completion complete(Tracked& t);
 
   Driver& driver_;
@@ -85,6 +93,7 @@ class Scheduler {
   std::deque<Tracked> waiting_;
   std::vector<Tracked> running_;  // admission order: the back is the newest
   int64_t steps_ = 0, preemptions_ = 0;
+  bool last_was_prefill_ = false;
 };
 
 }  // namespace kvf::llm
