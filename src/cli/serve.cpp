@@ -3,6 +3,7 @@
 // requests, lets the running ones finish, then exits 0.
 #include <pthread.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -30,6 +31,7 @@ struct ServeOptions {
   double kv_memory_gib = 2.0;
   size_t max_queue = 256;
   bool no_prefix_cache = false;
+  bool no_warm_up = false;
 };
 
 // The pool: --pool-blocks, else room for --max-rows sequences of the full context within
@@ -123,11 +125,18 @@ Status run(const ServeOptions& o) {
   e.scheduler.max_batch_tokens = o.max_batch_tokens;
   e.scheduler.max_rows = o.max_rows;
   e.max_waiting = o.max_queue;
+  e.warm_up = !o.no_warm_up;
+  const auto t0 = std::chrono::steady_clock::now();
   serve::Engine engine(*m, e, metrics);
+  if (!engine.warm_up_status().ok()) {
+    stop_listener();
+    return engine.warm_up_status().error().context("warming up");
+  }
   const std::string name = o.name.empty() ? default_name(o.model.model) : o.name;
   server.set_model({name, &engine, m->tokenizer.get(), chat_renderer(o, *m->tokenizer), m->config.eos});
-  std::fprintf(stderr, "kvforge serve: serving '%s' (context %lld, %d KV blocks of 16 tokens, %d rows)\n", name.c_str(),
-               static_cast<long long>(ctx), *blocks, o.max_rows);
+  std::fprintf(stderr, "kvforge serve: serving '%s' (context %lld, %d KV blocks of 16 tokens, %d rows; ready in %.1f s)\n",
+               name.c_str(), static_cast<long long>(ctx), *blocks, o.max_rows,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -172,6 +181,9 @@ Command add_serve_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "compute every prompt in full (no KV reuse across requests)");
+  cmd->add_flag("--no-warm-up", o->no_warm_up,
+                "serve at once and compile each step shape at its first use (default: the decode shapes and a "
+                "prompt's first chunk are compiled before /health turns 200)");
   return {cmd, [o] { return run(*o); }};
 }
 

@@ -131,6 +131,35 @@ Result<std::optional<NoRoom>> Driver::reserve(SeqId id, int64_t n) {
   return std::optional<NoRoom>{};
 }
 
+models::StepSpec Driver::step_spec(int64_t t, int64_t cap, int64_t rows) const {
+  models::StepSpec spec;
+  spec.n_tokens = t;
+  spec.capacity = cap;
+  spec.cached = true;
+  spec.last_logits = true;
+  spec.kv_dtype = opts_.kv_dtype;
+  spec.pool_slots = pool_.pool_slots();
+  spec.rows = rows;
+  spec.window = opts_.window;
+  spec.sinks = opts_.sinks;
+  return spec;
+}
+
+// Every decode shape (rows and read-map widths in powers of two) and the first prefill
+// chunk of one prompt, so that no step of a server stalls on compiling its shape.
+Status Driver::warm_up(int max_rows, int64_t max_chunk) {
+  const int64_t widest = pow2_at_least(max_seq_len_);
+  for (int64_t rows = 1; rows <= pow2_at_least(max_rows); rows *= 2) {
+    for (int64_t cap = kv::kBlockTokens; cap <= widest; cap *= 2) {
+      if (Status s = runner_.prepare(step_spec(1, cap, rows)); !s) return s;
+    }
+  }
+  for (int64_t t = 2; t <= std::min(pow2_at_least(max_chunk), max_seq_len_); t *= 2) {
+    if (Status s = runner_.prepare(step_spec(t, std::max<int64_t>(t, kv::kBlockTokens), 1)); !s) return s;
+  }
+  return {};
+}
+
 Result<std::vector<float>> Driver::run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows) {
   // The read map is compact (a row lists the positions its table still holds), so its
   // width follows the live positions, in powers of two so that few step shapes are traced.
@@ -161,17 +190,7 @@ Result<std::vector<float>> Driver::run_rows(const std::vector<RowRequest>& rows,
     Status s = q.table.fill_read_row(row(read), row(key_pos));
     if (!s) return s.take_error();
   }
-  models::StepSpec spec;
-  spec.n_tokens = t;
-  spec.capacity = cap;
-  spec.cached = true;
-  spec.last_logits = true;
-  spec.kv_dtype = opts_.kv_dtype;
-  spec.pool_slots = pool_.pool_slots();
-  spec.rows = padded_rows;
-  spec.window = opts_.window;
-  spec.sinks = opts_.sinks;
-  return runner_.run(spec, {{ir::Slot::kToken, ids},
+  return runner_.run(step_spec(t, cap, padded_rows), {{ir::Slot::kToken, ids},
                             {ir::Slot::kPos, pos},
                             {ir::Slot::kWriteMap, write},
                             {ir::Slot::kSlotMap, read},

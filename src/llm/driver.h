@@ -107,6 +107,10 @@ class Driver {
   // Gives the sequence's blocks back. For kPreempted, returns its state for resume().
   Result<std::optional<Suspended>> release(SeqId seq, ReleaseReason why);
 
+  // Compiles the step shapes a server meets most now rather than at their first step:
+  // every decode of up to max_rows rows, and a prompt's first chunk of up to max_chunk.
+  Status warm_up(int max_rows, int64_t max_chunk);
+
   // The weights changed (a reload, another adapter): later sequences compute and cache
   // under the new identity, and blocks cached under the old one never serve them.
   void set_identity(kv::WeightsIdentity id) { opts_.identity = id; }
@@ -141,6 +145,7 @@ class Driver {
   Result<Opened> admit(std::vector<int32_t> prompt, std::vector<int32_t> generated, int64_t max_new, Sampler sampler);
   Result<Sequence*> find(SeqId seq);
   const Sequence* find(SeqId seq) const;
+  models::StepSpec step_spec(int64_t t, int64_t cap, int64_t rows) const;
   Result<std::vector<float>> run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows);
   Status drop_behind_window(Sequence& q);
 

@@ -25,6 +25,7 @@ struct EngineOptions {
   llm::DriverOptions driver;
   llm::SchedulerOptions scheduler;  // on_token is the engine's
   size_t max_waiting = 256;         // choices queued beyond this are refused (kCapacity)
+  bool warm_up = false;             // compile the common step shapes before serving (Driver::warm_up)
 };
 
 struct JobSpec {
@@ -66,8 +67,11 @@ class Job {
 
 class Engine {
  public:
+  // With opts.warm_up, returns once the common step shapes are compiled; a failure there
+  // (a shape the executor refuses) is reported by warm_up_status().
   Engine(const models::Model& model, EngineOptions opts, Metrics& metrics);
-  ~Engine();  // cancels what is left and joins the thread
+  ~Engine();
+  const Status& warm_up_status() const { return warm_up_; }  // cancels what is left and joins the thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -113,6 +117,7 @@ class Engine {
   Metrics& metrics_;
   std::unique_ptr<llm::Driver> driver_;
   std::unique_ptr<llm::Scheduler> sched_;
+  Status warm_up_;
   std::unordered_map<std::string, Choice> choices_;  // the engine thread's
 
   mutable std::mutex mu_;  // guards what HTTP threads touch: pending_, cancels_, flags, counts
