@@ -348,17 +348,33 @@ TEST(Server, ClientsThatHangUpMidStreamLeaveNoBlocksInUse) {
   EXPECT_NE(h.metrics.render().find("kvforge_request_finished_total{finish_reason=\"cancelled\"} 1000"), std::string::npos);
 }
 
+// Room for one sequence (one row, no queue): a request of two choices never fits, and of
+// eight requests sent at once, those that find the row taken get 503 with Retry-After.
 TEST(Server, AFullQueueAnswers503WithRetryAfter) {
   KVF_NEED_STORIES(m);
   Harness h(std::move(m), {}, /*max_rows=*/1, /*max_waiting=*/0);
-  std::thread busy([&] { h.post("/v1/completions", {{"prompt", "a long one"}, {"max_tokens", 200}}); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   httplib::Client c = h.client();
-  auto r = c.Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}.dump(), "application/json");
+  auto r = c.Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}, {"n", 2}}.dump(), "application/json");
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(r->get_header_value("Retry-After"), "1");
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "service_unavailable");
-  busy.join();
+  std::vector<std::future<int>> statuses;
+  for (int i = 0; i < 8; ++i) {
+    statuses.push_back(std::async(std::launch::async, [&] {
+      httplib::Client ci = h.client();
+      auto ri = ci.Post("/v1/completions", json{{"prompt", "a long one"}, {"max_tokens", 240}}.dump(), "application/json");
+      return ri ? ri->status : 0;
+    }));
+  }
+  int ok = 0, busy = 0;
+  for (auto& s : statuses) {
+    const int status = s.get();
+    ok += status == 200;
+    busy += status == 503;
+  }
+  EXPECT_EQ(ok + busy, 8);
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(busy, 1);
 }
 
 }  // namespace
