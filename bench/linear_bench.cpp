@@ -180,7 +180,7 @@ void BM_linear(benchmark::State& state) {
 }
 
 void linear_args(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {1, 512}) {
+  for (int64_t m : {1, 4, 16, 64, 512}) {
     for (int64_t d = 0; d < 5; ++d) {
       for (int64_t s = 0; s < 4; ++s) {
         for (int64_t t : {1, 2}) b->Args({d, s, t, m});
