@@ -239,7 +239,7 @@ Command add_batch_command(CLI::App& parent) {
   cmd->add_option("--pool-blocks", o->pool_blocks,
                   "16-token blocks in the pool (default: --max-rows sequences of the longest request)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens computed per step (decodes + prefill chunks)")
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens computed per step (a step runs prefill chunks or decodes)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-rows", o->max_rows, "sequences per step")->capture_default_str()->check(CLI::Range(1, 1024));

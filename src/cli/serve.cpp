@@ -101,7 +101,8 @@ Status run(const ServeOptions& o) {
     listener.join();
   };
 
-  Result<models::Model> m = open(o.model, /*need_tokenizer=*/true);
+  Result<models::Model> m = models::open_model(o.model.model, {.tokenizer_path = o.model.tokenizer, .with_tokenizer = true});
+  if (m && !m->tokenizer) m = invalid_input(o.model.model, ": the server needs a tokenizer and found none (pass --tokenizer)");
   if (!m) {
     stop_listener();
     return m.take_error();
@@ -163,7 +164,7 @@ Command add_serve_command(CLI::App& parent) {
                   "a Jinja chat template file for /v1/chat/completions (default: the model's own, else ChatML)");
   cmd->add_option("--model-name", o->name, "the model id clients name (default: the model file's name)");
   cmd->add_option("--max-rows", o->max_rows, "sequences decoded together in one step")->capture_default_str()->check(CLI::Range(1, 1024));
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens computed per step (decodes + prefill chunks)")
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens computed per step (a step runs prefill chunks or decodes)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--pool-blocks", o->pool_blocks, "16-token KV blocks in the pool (default: from --kv-memory)")
