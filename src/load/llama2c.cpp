@@ -88,7 +88,11 @@ Result<Llama2cCheckpoint> parse_llama2c(std::span<const uint8_t> bytes, const st
   Llama2cCheckpoint ck;
   Llama2cHeader& h = ck.header;
   std::memcpy(&h, bytes.data(), kHeaderBytes);
-  if (std::memcmp(bytes.data(), "ak42", 4) == 0) {
+  // llama2.c's export.py writes the version-1+ magic as struct.pack('I', 0x616b3432): the
+  // little-endian bytes "24ka", which read back as that uint32.
+  uint32_t magic = 0;
+  std::memcpy(&magic, bytes.data(), sizeof magic);
+  if (magic == 0x616b3432u) {
     return unsupported(name, ": llama2.c format version 1+ (magic ak42) is not supported; export with the legacy format");
   }
   Status s = check_header(h, name);

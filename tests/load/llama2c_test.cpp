@@ -89,10 +89,12 @@ TEST(Llama2c, MalformedHeadersAreTypedErrors) {
   ASSERT_FALSE(ck.ok());
   EXPECT_NE(ck.error().message().find("8 trailing bytes"), std::string::npos) << ck.error().message();
   std::vector<uint8_t> magic = good;
-  std::memcpy(magic.data(), "ak42", 4);
+  const uint32_t v1_magic = 0x616b3432;  // as export.py writes it: struct.pack('I', 0x616b3432)
+  std::memcpy(magic.data(), &v1_magic, 4);
   Result<load::Llama2cCheckpoint> v1 = parse(magic);
   ASSERT_FALSE(v1.ok());
   EXPECT_EQ(v1.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(v1.error().message().find("version 1+"), std::string::npos) << v1.error().message();
 }
 
 }  // namespace
