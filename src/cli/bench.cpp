@@ -2,6 +2,7 @@
 // --csv and --png (gnuplot, when installed) beside it. docs/benchmarks.md records the
 // numbers with the commands that made them.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,13 +38,20 @@ Status emit(const bench::Table& t, const Output& o) {
   return {};
 }
 
-std::vector<int64_t> parse_list(const std::string& s) {
+// "512,1024" -> sizes; anything but positive integers up to 2^20 (a million keys) is refused, naming the flag.
+Result<std::vector<int64_t>> parse_list(const std::string& flag, const std::string& s) {
   std::vector<int64_t> out;
   size_t at = 0;
-  while (at < s.size()) {
-    const size_t comma = s.find(',', at);
-    out.push_back(std::atoll(s.substr(at, comma - at).c_str()));
-    at = comma == std::string::npos ? s.size() : comma + 1;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, comma - at);
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 1 || v > (int64_t{1} << 20)) {
+      return invalid_input(flag, ": expected comma-separated positive integers (at most 1048576), got '", s, "'");
+    }
+    out.push_back(v);
+    at = comma + 1;
   }
   return out;
 }
@@ -142,7 +150,11 @@ Command add_bench_command(CLI::App& parent) {
   add_output_options(*a, att->second);
   a->callback([=] {
     *run_fn = [=]() -> Status {
-      if (!contexts->empty()) att->first.contexts = parse_list(*contexts);
+      if (!contexts->empty()) {
+        Result<std::vector<int64_t>> list = parse_list("--contexts", *contexts);
+        if (!list) return list.take_error();
+        att->first.contexts = std::move(*list);
+      }
       Result<bench::Table> t = bench::attention_scenario(att->first);
       if (!t) return t.take_error();
       Status s = emit(*t, att->second);
@@ -165,7 +177,11 @@ Command add_bench_command(CLI::App& parent) {
   add_output_options(*d, dc->second);
   d->callback([=] {
     *run_fn = [=]() -> Status {
-      if (!dc_contexts->empty()) dc->first.contexts = parse_list(*dc_contexts);
+      if (!dc_contexts->empty()) {
+        Result<std::vector<int64_t>> list = parse_list("--contexts", *dc_contexts);
+        if (!list) return list.take_error();
+        dc->first.contexts = std::move(*list);
+      }
       dc->first.kv_dtype = *dc_kv == "f16" ? DType::kF16 : DType::kF32;
       Result<bench::Table> t = bench::decode_curve_scenario(dc->first);
       if (!t) return t.take_error();
