@@ -110,8 +110,6 @@ const Kernels* kernels_for(std::string_view isa) {
   return nullptr;
 }
 
-constexpr int64_t kWideWeightRows = 16384;
-
 void linear_with(const Kernels& kern, ThreadPool& pool, const float* x, int64_t m, int64_t x_stride,
                  const WeightView& w, const float* bias, float* y, int64_t y_stride) {
   LinearArgs a{.x = x, .m = m, .x_stride = x_stride, .w = w, .bias = bias, .y = y, .y_stride = y_stride, .xq = {}};
@@ -121,11 +119,9 @@ void linear_with(const Kernels& kern, ThreadPool& pool, const float* x, int64_t 
     return;
   }
   // Few x rows: stream the weights once past all of them (a packed panel would cost more to
-  // build than it saves). More: the packed GEMM, except that a vocabulary-wide quantized
-  // weight (the logits) packs for so long that up to 16 rows still stream it faster (two
-  // threads, q8_0 32000x768, m=16: stream 5.7 ms, gemm 7.7 ms).
+  // build than it saves). More: the packed GEMM.
   const int64_t stream_rows = !is_block_quant(w.dtype) ? kern.stream_rows_float
-                              : w.n >= kWideWeightRows ? std::max<int64_t>(kern.stream_rows_quant, 16)
+                              : w.n >= kWideWeightRows ? kern.stream_rows_quant_wide
                                                        : kern.stream_rows_quant;
   const bool stream = m <= stream_rows;
   if (is_block_quant(w.dtype)) quantize_x(kern, pool, a, stream);

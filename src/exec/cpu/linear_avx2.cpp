@@ -381,7 +381,7 @@ void gemm(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, P
 const Kernels& avx2_kernels() {
   // Crossover, one thread, f16 768x768 (us, stream vs gemm): m=16 239 vs 255, m=32 483 vs
   // 477. Quant gemm is stream here.
-  static const Kernels k{"avx2", kNR, 16, 3, quant_form, quantize, stream, gemm};
+  static const Kernels k{"avx2", kNR, 16, 3, 3, quant_form, quantize, stream, gemm};
   return k;
 }
 

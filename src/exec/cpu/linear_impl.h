@@ -73,14 +73,18 @@ struct PanelCache {
   int64_t j0 = -1;
 };
 
+inline constexpr int64_t kWideWeightRows = 16384;
+
 // The kernels of one instruction set.
 struct Kernels {
   const char* isa;
   // GEMM tasks split the columns at multiples of this (the packed panel width).
   int64_t panel_cols;
   // Calls with at most this many x rows stream the weights instead of packing them, for
-  // float and for q8_0/q4_0 weights (the crossovers measured for each body).
-  int64_t stream_rows_float, stream_rows_quant;
+  // float and for q8_0/q4_0 weights (the crossovers measured for each body), and for
+  // q8_0/q4_0 weights of at least kWideWeightRows rows (the logits), whose packing costs
+  // more per call.
+  int64_t stream_rows_float, stream_rows_quant, stream_rows_quant_wide;
   // The quantized form `stream` (stream == true) or `gemm` expects for this weight type.
   QuantForm (*quant_form)(DType wt, bool stream);
   // Quantizes rows [i0, i1) of a.x into a.xq in the given form.
