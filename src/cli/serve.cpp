@@ -6,8 +6,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "cli/command.h"
@@ -57,13 +55,8 @@ Result<int32_t> pool_blocks_for(const ServeOptions& o, const models::Model& m, i
 // The chat renderer: --chat-template, else the model's template, else the default. A
 // template the engine cannot render leaves completions served and refuses chat requests.
 serve::ChatRenderer chat_renderer(const ServeOptions& o, const load::Tokenizer& tok) {
-  Result<std::string> text = o.chat_template.empty() ? load::read_chat_template(o.model.model) : [&]() -> Result<std::string> {
-    std::ifstream in(o.chat_template, std::ios::binary);
-    if (!in) return invalid_input("--chat-template: cannot open ", o.chat_template);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }();
+  Result<std::string> text = o.chat_template.empty() ? load::read_chat_template(o.model.model)
+                                                      : load::read_chat_template_file(o.chat_template);
   Result<serve::ChatRenderer> r = text ? serve::make_chat_renderer(*text, tok) : Result<serve::ChatRenderer>(text.take_error());
   if (r) return std::move(*r);
   const std::string why = r.take_error().to_string();
@@ -134,7 +127,7 @@ Status run(const ServeOptions& o) {
     return engine.warm_up_status().error().context("warming up");
   }
   const std::string name = o.name.empty() ? default_name(o.model.model) : o.name;
-  server.set_model({name, &engine, m->tokenizer.get(), chat_renderer(o, *m->tokenizer), m->config.eos});
+  server.set_model({name, &engine, chat_renderer(o, *m->tokenizer)});
   std::fprintf(stderr, "kvforge serve: serving '%s' (context %lld, %d KV blocks of 16 tokens, %d rows; ready in %.1f s)\n",
                name.c_str(), static_cast<long long>(ctx), *blocks, o.max_rows,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -12,16 +12,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Result<std::string> slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return invalid_input(p.string(), ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 Result<std::string> from_tokenizer_config(const fs::path& p) {
-  Result<std::string> text = slurp(p);
+  Result<std::string> text = read_chat_template_file(p.string());
   if (!text) return text;
   const nlohmann::json cfg = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (cfg.is_discarded() || !cfg.is_object()) return invalid_input(p.string(), ": malformed JSON");
@@ -41,11 +33,19 @@ Result<std::string> from_tokenizer_config(const fs::path& p) {
 
 }  // namespace
 
+Result<std::string> read_chat_template_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return invalid_input(path, ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 Result<std::string> read_chat_template(const std::string& model_path) {
   std::error_code ec;
   const fs::path path(model_path);
   if (fs::is_directory(path, ec)) {
-    if (fs::is_regular_file(path / "chat_template.jinja", ec)) return slurp(path / "chat_template.jinja");
+    if (fs::is_regular_file(path / "chat_template.jinja", ec)) return read_chat_template_file((path / "chat_template.jinja").string());
     if (fs::is_regular_file(path / "tokenizer_config.json", ec)) return from_tokenizer_config(path / "tokenizer_config.json");
     return std::string();
   }

@@ -11,5 +11,7 @@
 namespace kvf::load {
 
 Result<std::string> read_chat_template(const std::string& model_path);
+// A template file's text as is (`--chat-template FILE`).
+Result<std::string> read_chat_template_file(const std::string& path);
 
 }  // namespace kvf::load

@@ -1,7 +1,6 @@
 #include "serve/engine.h"
 
 #include <cstdio>
-#include <random>
 
 namespace kvf::serve {
 namespace {
@@ -58,7 +57,6 @@ Result<std::shared_ptr<Job>> Engine::submit(JobSpec spec) {
                          spec.max_tokens);
   }
   auto job = std::make_shared<Job>(spec.n);
-  std::random_device entropy;
   std::lock_guard lock(mu_);
   if (draining_ || stopping_) return capacity("the server is shutting down");
   const size_t room = opts_.max_waiting + static_cast<size_t>(opts_.scheduler.max_rows);
@@ -67,7 +65,7 @@ Result<std::shared_ptr<Job>> Engine::submit(JobSpec spec) {
   const Clock::time_point now = Clock::now();
   for (int i = 0; i < spec.n; ++i) {
     llm::Request r{str_cat(job->id_, "/", i), spec.prompt, spec.max_tokens, spec.sampler};
-    r.sampler.seed = spec.seeded ? spec.sampler.seed + static_cast<uint64_t>(i) : (uint64_t{entropy()} << 32) ^ entropy();
+    r.sampler.seed = spec.seeded ? spec.sampler.seed + static_cast<uint64_t>(i) : seeds_();
     pending_.push_back({r.id, Choice{job, i, now, now, 0}, std::move(r)});
   }
   queued_ += static_cast<size_t>(spec.n);

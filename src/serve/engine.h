@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -127,6 +128,7 @@ class Engine {
   size_t queued_ = 0;   // choices submitted and not yet ended
   int64_t used_blocks_ = 0;
   uint64_t next_job_ = 0;
+  std::mt19937_64 seeds_{std::random_device{}()};  // a choice's seed when the client gave none
   bool stopping_ = false, draining_ = false;
   std::thread thread_;
 };

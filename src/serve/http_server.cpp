@@ -59,7 +59,6 @@ struct Generation {
     std::vector<llm::TokenLogprobs> logprobs;    // non-stream: all of them
     std::string finish;                          // set when the text is complete
     bool ended = false;                          // the engine's end event came
-    bool started = false;                        // stream: the first chunk went out
     int64_t offset = 0;                          // completions logprobs' text_offset
   };
   std::vector<Choice> choices;
@@ -79,7 +78,7 @@ struct Generation {
   }
   json logprobs_of(const Choice& c, std::span<const llm::TokenLogprobs> lps) const {
     if (req.sampler.logprobs < 0) return nullptr;
-    return logprobs_json(req.endpoint, *model.tokenizer, lps, c.offset);
+    return logprobs_json(req.endpoint, model.tokenizer(), lps, c.offset);
   }
 
   // Applies one engine event; returns the text (and logprobs) it adds to its choice.
@@ -141,7 +140,7 @@ std::optional<ApiError> HttpServer::Impl::prepare(Generation& g, const std::stri
     return ApiError{404, "invalid_request_error", str_cat("the model '", r.model, "' does not exist; this server serves '", g.model.name, "'"),
                     "model", "model_not_found"};
   }
-  const load::Tokenizer& tok = *g.model.tokenizer;
+  const load::Tokenizer& tok = g.model.tokenizer();
   if (endpoint == Endpoint::kChat) {
     if (!g.model.render_chat) return ApiError{400, "invalid_request_error", "this model has no chat template", "messages", ""};
     Result<std::string> text = g.model.render_chat(r.messages, r.tools);
@@ -168,7 +167,7 @@ std::optional<ApiError> HttpServer::Impl::prepare(Generation& g, const std::stri
   g.job = std::move(*job);
   g.choices.resize(static_cast<size_t>(r.n));
   for (Generation::Choice& c : g.choices) {
-    c.text.emplace(tok, g.prompt, r.stop, g.model.eos);
+    c.text.emplace(tok, g.prompt, r.stop, g.model.engine->model().config.eos);
     c.offset = r.echo ? static_cast<int64_t>(g.echo_text.size()) : 0;
   }
   g.meta = {endpoint, str_cat(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", next_id++), std::time(nullptr), g.model.name};
@@ -202,10 +201,8 @@ void HttpServer::Impl::respond_stream(const std::shared_ptr<Generation>& g, http
     };
     const bool usage = g->req.include_usage;
     for (size_t i = 0; i < g->choices.size(); ++i) {  // chat opens each choice with its role; echo comes first
-      Generation::Choice& c = g->choices[i];
       const bool chat = g->req.endpoint == Endpoint::kChat;
       if (!chat && !g->req.echo) continue;
-      c.started = true;
       if (!send(chunk_json(g->meta, static_cast<int>(i), chat ? "" : g->echo_text, chat, "", nullptr, usage))) return false;
     }
     auto last_write = std::chrono::steady_clock::now();
@@ -284,7 +281,7 @@ void HttpServer::Impl::routes() {
     ApiResult<TokenizeRequest> r = parse_tokenize(req.body);
     if (auto* e = std::get_if<ApiError>(&r)) return send_error(res, *e);
     const TokenizeRequest& t = std::get<TokenizeRequest>(r);
-    send_json(res, 200, {{"tokens", m->tokenizer->encode(t.content, t.add_special)}});
+    send_json(res, 200, {{"tokens", m->tokenizer().encode(t.content, t.add_special)}});
   });
   svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     std::optional<ServedModel> m = served();
@@ -292,9 +289,9 @@ void HttpServer::Impl::routes() {
     ApiResult<std::vector<int32_t>> r = parse_detokenize(req.body);
     if (auto* e = std::get_if<ApiError>(&r)) return send_error(res, *e);
     for (int32_t id : std::get<std::vector<int32_t>>(r)) {
-      if (id >= m->tokenizer->vocab().size()) return send_error(res, bad_param("tokens", str_cat("token id ", id, " is outside the vocabulary")));
+      if (id >= m->tokenizer().vocab().size()) return send_error(res, bad_param("tokens", str_cat("token id ", id, " is outside the vocabulary")));
     }
-    send_json(res, 200, {{"content", m->tokenizer->decode(std::get<std::vector<int32_t>>(r))}});
+    send_json(res, 200, {{"content", m->tokenizer().decode(std::get<std::vector<int32_t>>(r))}});
   });
 }
 

@@ -33,13 +33,13 @@ struct ServerOptions {
 using ChatRenderer =
     std::function<Result<std::string>(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools)>;
 
-// What the server serves, once loaded.
+// What the server serves, once loaded: the engine's model, which has a tokenizer.
 struct ServedModel {
   std::string name;  // the id /v1/models lists and requests may name
   Engine* engine = nullptr;
-  const load::Tokenizer* tokenizer = nullptr;
   ChatRenderer render_chat;
-  int32_t eos = -1;
+
+  const load::Tokenizer& tokenizer() const { return *engine->model().tokenizer; }
 };
 
 class HttpServer {
