@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -115,6 +117,7 @@ struct HttpServer::Impl {
   std::optional<ServedModel> model;
   std::atomic<bool> closing{false};
   std::atomic<uint64_t> next_id{0};
+  int listen_fd = -1;
 
   Impl(ServerOptions o, Metrics& m) : opts(std::move(o)), metrics(m) {}
 
@@ -300,6 +303,13 @@ HttpServer::HttpServer(ServerOptions opts, Metrics& metrics) : impl_(std::make_u
   const int threads = std::max(s.opts.http_threads, 2);
   s.svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   s.svr.set_payload_max_length(s.opts.max_body_bytes);
+  // SO_REUSEADDR only: httplib's default SO_REUSEPORT would let a second server bind the
+  // same port and take half its connections. The fd is kept to widen the backlog (bind()).
+  s.svr.set_socket_options([&s](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    s.listen_fd = sock;
+  });
   s.svr.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
     const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
     if (s.opts.api_key.empty() || !guarded) return httplib::Server::HandlerResponse::Unhandled;
@@ -324,13 +334,17 @@ HttpServer::~HttpServer() = default;
 
 Result<int> HttpServer::bind() {
   Impl& s = *impl_;
-  if (s.opts.port == 0) {
-    const int port = s.svr.bind_to_any_port(s.opts.host);
+  int port = s.opts.port;
+  if (port == 0) {
+    port = s.svr.bind_to_any_port(s.opts.host);
     if (port <= 0) return invalid_input("cannot bind ", s.opts.host, " on any port");
-    return port;
+  } else if (!s.svr.bind_to_port(s.opts.host, port)) {
+    return invalid_input("cannot bind ", s.opts.host, ":", port);
   }
-  if (!s.svr.bind_to_port(s.opts.host, s.opts.port)) return invalid_input("cannot bind ", s.opts.host, ":", s.opts.port);
-  return s.opts.port;
+  // The library listens with a backlog of 5: a burst of clients connecting at once would
+  // overflow it and some of them be reset. Listening again only widens the queue.
+  if (::listen(s.listen_fd, SOMAXCONN) != 0) return invalid_input("cannot listen on ", s.opts.host, ":", port);
+  return port;
 }
 
 Status HttpServer::listen() {

@@ -46,8 +46,7 @@ struct Harness {
       Status s = server->listen();
       if (!s) ADD_FAILURE() << s.error().to_string();
     });
-    server->set_model({"stories", engine.get(), model.tokenizer.get(),
-                       testing::must(serve::make_chat_renderer("", *model.tokenizer)), model.config.eos});
+    server->set_model({"stories", engine.get(), testing::must(serve::make_chat_renderer("", *model.tokenizer))});
   }
   ~Harness() {
     server->stop();
@@ -71,7 +70,7 @@ struct Harness {
     httplib::Client c = client();
     std::string raw;
     auto r = c.Post(path.c_str(), httplib::Headers{}, body.dump(), "application/json");
-    EXPECT_TRUE(r);
+    EXPECT_TRUE(r) << httplib::to_string(r.error());
     if (!r) return {};
     EXPECT_EQ(r->status, 200) << r->body;
     EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
