@@ -62,6 +62,11 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
+bool models_required() {
+  const char* required = std::getenv("KVF_REQUIRE_MODELS");
+  return required && std::string(required) == "1";
+}
+
 std::optional<std::string> model_file(const std::string& relative) {
   std::string dir;
   if (const char* d = std::getenv("KVF_MODELS_DIR")) dir = d;
@@ -69,10 +74,7 @@ std::optional<std::string> model_file(const std::string& relative) {
   else dir = "../shared/models";
   const std::string path = dir + "/" + relative;
   if (std::ifstream(path).good()) return path;
-  const char* required = std::getenv("KVF_REQUIRE_MODELS");
-  if (required && std::string(required) == "1") {
-    ADD_FAILURE() << "required model file is missing: " << path;
-  }
+  if (models_required()) ADD_FAILURE() << "required model file is missing: " << path;
   return std::nullopt;
 }
 

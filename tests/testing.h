@@ -45,6 +45,10 @@ Result<eval::Outputs> run_graph(const ir::Graph& g, const eval::SlotBindings& sl
 double rel_error(const std::vector<double>& a, const std::vector<double>& b);
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 
+// KVF_REQUIRE_MODELS=1 (CI): what ../shared should hold must be there, a missing piece is a
+// failure, not a skip.
+bool models_required();
+
 // Path of a file under the shared models folder ($KVF_MODELS_DIR, else
 // $KVF_SOURCE_DIR/../shared/models). When it is missing: a test failure if
 // KVF_REQUIRE_MODELS=1 (CI), else nullopt so the caller can GTEST_SKIP — never a pass.

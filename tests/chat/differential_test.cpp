@@ -12,14 +12,10 @@
 #include <sstream>
 
 #include "chat/chat_template.h"
+#include "testing.h"
 
 namespace kvf::chat {
 namespace {
-
-bool models_required() {
-  const char* r = std::getenv("KVF_REQUIRE_MODELS");
-  return r && std::string(r) == "1";
-}
 
 std::string source_dir() {
   const char* src = std::getenv("KVF_SOURCE_DIR");
@@ -78,14 +74,14 @@ RenderInputs inputs_of(const Json& conv) {
 TEST(ChatDifferential, MatchesPythonJinja2) {
   const std::string dir = source_dir() + "/../shared/chat-templates";
   if (!std::filesystem::is_directory(dir)) {
-    if (models_required()) FAIL() << "required chat templates are missing: " << dir;
+    if (testing::models_required()) FAIL() << "required chat templates are missing: " << dir;
     GTEST_SKIP() << "no " << dir;
   }
   const std::string conv_path = source_dir() + "/tests/chat/conversations.json";
   Json conversations = Json::parse(read_file(conv_path));
   std::optional<Json> reference = reference_renders(dir, conv_path);
   if (!reference) {
-    if (models_required()) FAIL() << "python3 with jinja2 is needed for the reference renders";
+    if (testing::models_required()) FAIL() << "python3 with jinja2 is needed for the reference renders";
     GTEST_SKIP() << "python3 -c 'import jinja2' failed";
   }
 
