@@ -1,6 +1,8 @@
 #include "llm/scheduler.h"
 
 #include <algorithm>
+#include <array>
+#include <span>
 
 namespace kvf::llm {
 namespace {
@@ -112,12 +114,12 @@ Status Scheduler::pick_rows(Phase phase, std::vector<RowRequest>& rows, bool& pr
 Result<std::vector<Completion>> Scheduler::step() {
   std::vector<RowRequest> rows;
   bool preempted = false;
-  std::vector<Phase> phases{Phase::kAny};
-  if (!opts_.mix_prefill_and_decode) {
-    phases = last_was_prefill_ ? std::vector<Phase>{Phase::kDecode, Phase::kPrefill}
-                               : std::vector<Phase>{Phase::kPrefill, Phase::kDecode};
-  }
-  for (Phase phase : phases) {
+  // Unmixed, the kind that did not run last goes first; the other if it has no rows.
+  static constexpr std::array<Phase, 1> kMixed{Phase::kAny};
+  const std::array<Phase, 2> unmixed = last_was_prefill_ ? std::array{Phase::kDecode, Phase::kPrefill}
+                                                         : std::array{Phase::kPrefill, Phase::kDecode};
+  const std::span<const Phase> order = opts_.mix_prefill_and_decode ? std::span<const Phase>(kMixed) : unmixed;
+  for (Phase phase : order) {
     Status s = pick_rows(phase, rows, preempted);
     if (!s) return s.take_error();
     last_was_prefill_ = phase == Phase::kPrefill;
