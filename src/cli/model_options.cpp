@@ -24,6 +24,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
                  "cpu: the compiled graph on this CPU's kernels; oracle: the reference interpreter (slow, exact)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "oracle"}));
+  cmd.add_option("--device", o.device,
+                 "where the compiled step runs: cpu, or cuda (the first GPU: weights, KV cache and every step "
+                 "on the device; only token ids and logits cross)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--kv-type", o.kv_type,
                  "KV cache element type: f32, or f16 (half the memory and the bytes each decode step reads; "
                  "rows are rounded to f16 as they are written)")
@@ -34,6 +39,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
 }
 
 Result<models::Model> open(const ModelOptions& o, bool need_tokenizer) {
+  if (o.device == "cuda" && o.executor == "oracle") {
+    return invalid_input("--executor oracle is the host's reference interpreter; it does not run with --device cuda");
+  }
   models::OpenOptions opts;
   opts.tokenizer_path = o.tokenizer;
   opts.with_tokenizer = need_tokenizer;
@@ -47,7 +55,9 @@ Result<models::Model> open(const ModelOptions& o, bool need_tokenizer) {
 
 llm::GeneratorOptions generator_options(const ModelOptions& o) {
   llm::GeneratorOptions g;
-  g.executor = o.executor == "oracle" ? llm::ExecutorKind::kOracle : llm::ExecutorKind::kCpu;
+  g.executor = o.executor == "oracle" ? llm::ExecutorKind::kOracle
+               : o.device == "cuda"   ? llm::ExecutorKind::kCuda
+                                      : llm::ExecutorKind::kCpu;
   g.threads = o.threads;
   g.kv_dtype = o.kv_type == "f16" ? DType::kF16 : DType::kF32;
   return g;

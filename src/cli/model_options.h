@@ -18,6 +18,7 @@ struct ModelOptions {
   int threads = 2;
   int64_t ctx = 0;  // KV cache capacity; 0: min(model context, 4096)
   std::string executor = "cpu";  // cpu (compiled) or oracle
+  std::string device = "cpu";    // where the compiled step runs: cpu or cuda
   std::string kv_type = "f32";   // the KV cache's element type: f32 or f16
 };
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "ir/graph.h"
@@ -27,13 +28,48 @@ class HostBuffer {
   int64_t bytes_ = 0;
 };
 
+// Where a StateStore's buffers live: host memory (host_memory()), or a device's.
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  virtual std::string name() const = 0;
+  // `bytes` of zeroed memory; a shortfall is a kCapacity error naming it.
+  virtual Result<void*> allocate_zeroed(int64_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+};
+
+Memory& host_memory();  // 64-byte aligned host allocations
+
+// Bytes owned through a Memory.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Memory* memory, void* data, int64_t bytes) : memory_(memory), data_(data), bytes_(bytes) {}
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  Memory* memory_ = nullptr;
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
 struct StateBuffer {
   ir::TensorType type;
-  HostBuffer buf;
+  Buffer buf;
 };
 
 class StateStore {
  public:
+  explicit StateStore(Memory& memory = host_memory()) : memory_(&memory) {}
+  Memory& memory() const { return *memory_; }
+
   // A zeroed buffer for every state value g declares that the store lacks; refuses a name
   // the store holds with another type.
   Status allocate(const ir::Graph& g);
@@ -43,6 +79,7 @@ class StateStore {
   void clear() { buffers_.clear(); }
 
  private:
+  Memory* memory_;
   std::map<std::string, StateBuffer> buffers_;
 };
 

@@ -4,6 +4,9 @@
 
 #include "compile/passes.h"
 #include "compile/pipeline.h"
+#if KVF_WITH_CUDA
+#include "exec/cuda/step/executor.h"
+#endif
 
 namespace kvf::llm {
 namespace {
@@ -35,6 +38,7 @@ StepRunner::Key StepRunner::key_of(const models::StepSpec& s) {
 
 int64_t StepRunner::state_bytes() const {
   if (opts_.executor == ExecutorKind::kCpu) return cpu_state_.bytes();
+  if (opts_.executor == ExecutorKind::kCuda) return device_state_ ? device_state_->bytes() : 0;
   int64_t n = 0;
   for (const auto& [name, buf] : oracle_state_) n += buf.numel();
   return n * static_cast<int64_t>(sizeof(double));
@@ -44,6 +48,7 @@ void StepRunner::reset_state() {
   oracle_state_.clear();
   executors_.clear();  // they point into the state
   cpu_state_.clear();
+  if (device_state_) device_state_->clear();
 }
 
 Result<const ir::Graph*> StepRunner::graph_for(const models::StepSpec& spec) {
@@ -55,18 +60,57 @@ Result<const ir::Graph*> StepRunner::graph_for(const models::StepSpec& spec) {
   return &graphs_.emplace(k, std::move(*g)).first->second;
 }
 
-Result<exec::cpu::CpuExecutor*> StepRunner::executor_for(const models::StepSpec& spec) {
+Result<plan::DeviceCaps> StepRunner::caps() {
+  if (opts_.executor != ExecutorKind::kCuda) {
+    if (!pool_) pool_ = std::make_unique<ThreadPool>(opts_.threads);
+    return plan::cpu_caps(pool_->size());
+  }
+#if KVF_WITH_CUDA
+  if (!device_) {
+    Result<std::unique_ptr<exec::cuda::step::Device>> d = exec::cuda::step::Device::open();
+    if (!d) return d.take_error();
+    device_ = std::move(*d);
+    device_state_ = std::make_unique<exec::StateStore>(*device_);
+  }
+  return static_cast<exec::cuda::step::Device&>(*device_).caps();
+#else
+  return unsupported("--device cuda: this kvforge was built without CUDA (configure with nvcc on the PATH)");
+#endif
+}
+
+Result<std::unique_ptr<exec::Executor>> StepRunner::bind(plan::Plan plan, const models::StepSpec& spec) {
+  if (opts_.executor == ExecutorKind::kCuda) {
+#if KVF_WITH_CUDA
+    if (opts_.decode_attention != nullptr) {
+      return unsupported("placing attention on ", opts_.decode_attention->name(), " needs the CPU executor, not the GPU");
+    }
+    auto& device = static_cast<exec::cuda::step::Device&>(*device_);
+    Result<std::unique_ptr<exec::cuda::step::CudaExecutor>> ex =
+        exec::cuda::step::CudaExecutor::create(std::move(plan), *device_state_, device);
+    if (!ex) return ex.take_error();
+    return std::unique_ptr<exec::Executor>(std::move(*ex));
+#else
+    return internal_error("no CUDA executor in this build");
+#endif
+  }
+  exec::AttentionBackend* placed = spec.n_tokens == 1 ? opts_.decode_attention : nullptr;
+  Result<std::unique_ptr<exec::cpu::CpuExecutor>> ex =
+      exec::cpu::CpuExecutor::create(std::move(plan), cpu_state_, *pool_, placed);
+  if (!ex) return ex.take_error();
+  return std::unique_ptr<exec::Executor>(std::move(*ex));
+}
+
+Result<exec::Executor*> StepRunner::executor_for(const models::StepSpec& spec) {
   const Key k = key_of(spec);
   auto it = executors_.find(k);
   if (it != executors_.end()) return it->second.get();
+  Result<plan::DeviceCaps> dc = caps();
+  if (!dc) return dc.take_error();
   Result<const ir::Graph*> g = graph_for(spec);
   if (!g) return g.take_error();
-  if (!pool_) pool_ = std::make_unique<ThreadPool>(opts_.threads);
-  Result<plan::Plan> p = compile_step(**g, plan::cpu_caps(pool_->size()), opts_.skip_passes);
+  Result<plan::Plan> p = compile_step(**g, *dc, opts_.skip_passes);
   if (!p) return p.take_error();
-  exec::AttentionBackend* placed = spec.n_tokens == 1 ? opts_.decode_attention : nullptr;
-  Result<std::unique_ptr<exec::cpu::CpuExecutor>> ex =
-      exec::cpu::CpuExecutor::create(std::move(*p), cpu_state_, *pool_, placed);
+  Result<std::unique_ptr<exec::Executor>> ex = bind(std::move(*p), spec);
   if (!ex) return ex.take_error();
   return executors_.emplace(k, std::move(*ex)).first->second.get();
 }
@@ -94,7 +138,7 @@ Status StepRunner::prepare(const models::StepSpec& spec) {
     Result<const ir::Graph*> g = graph_for(spec);
     return g ? Status() : Status(g.take_error());
   }
-  Result<exec::cpu::CpuExecutor*> ex = executor_for(spec);
+  Result<exec::Executor*> ex = executor_for(spec);
   return ex ? Status() : Status(ex.take_error());
 }
 
@@ -105,7 +149,7 @@ Result<std::vector<float>> StepRunner::run(const models::StepSpec& spec, const e
     if (!g) return g.take_error();
     return run_oracle(**g, slots);
   }
-  Result<exec::cpu::CpuExecutor*> ex = executor_for(spec);
+  Result<exec::Executor*> ex = executor_for(spec);
   if (!ex) return ex.take_error();
   Status s = (*ex)->run(slots);
   if (!s) return s.take_error();

@@ -13,12 +13,15 @@
 #include "core/thread_pool.h"
 #include "eval/oracle.h"
 #include "exec/cpu/executor.h"
+#include "exec/executor.h"
 #include "exec/state.h"
 #include "models/model.h"
 
 namespace kvf::llm {
 
-enum class ExecutorKind { kCpu, kOracle };
+// kCpu: the compiled step on this CPU; kOracle: the reference interpreter; kCuda: the
+// compiled step on the first GPU (a build without CUDA, or a machine without a GPU, refuses it).
+enum class ExecutorKind { kCpu, kOracle, kCuda };
 
 struct RunnerOptions {
   ExecutorKind executor = ExecutorKind::kCpu;
@@ -43,13 +46,13 @@ class StepRunner {
   // returns the "logits" output, row-major. A refused step (a bad slot, a failed
   // validation) writes no state.
   Result<std::vector<float>> run(const models::StepSpec& spec, const exec::SlotValues& slots);
-  // Traces, compiles, plans and binds the step of shape `spec` now (CPU executor), so that a
-  // refusal (a placement the backend does not run) comes before any step has run.
+  // Traces, compiles, plans and binds the step of shape `spec` now (compiled executors), so
+  // that a refusal (no GPU, a placement the backend does not run) comes before any step has run.
   Status prepare(const models::StepSpec& spec);
 
   ExecutorKind executor() const { return opts_.executor; }
-  // Bytes the state holds now: the CPU executor's buffers in their dtype, or the oracle's
-  // f64 cells.
+  // Bytes the state holds now: the executor's buffers in their dtype (host or device), or
+  // the oracle's f64 cells.
   int64_t state_bytes() const;
   // Forgets the state (and the executors bound to it); graphs are kept.
   void reset_state();
@@ -58,7 +61,9 @@ class StepRunner {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, DType, int64_t, int64_t>;
   static Key key_of(const models::StepSpec& s);
   Result<const ir::Graph*> graph_for(const models::StepSpec& spec);
-  Result<exec::cpu::CpuExecutor*> executor_for(const models::StepSpec& spec);
+  Result<exec::Executor*> executor_for(const models::StepSpec& spec);
+  Result<std::unique_ptr<exec::Executor>> bind(plan::Plan plan, const models::StepSpec& spec);
+  Result<plan::DeviceCaps> caps();
   Result<std::vector<float>> run_oracle(const ir::Graph& g, const exec::SlotValues& slots);
 
   const models::Model& model_;
@@ -67,8 +72,10 @@ class StepRunner {
   eval::StateStore oracle_state_;
   std::unique_ptr<ThreadPool> pool_;
   exec::StateStore cpu_state_;
+  std::unique_ptr<exec::Memory> device_;      // kCuda: the GPU (its memory, stream and weights)
+  std::unique_ptr<exec::StateStore> device_state_;
   std::map<Key, ir::Graph> graphs_;
-  std::map<Key, std::unique_ptr<exec::cpu::CpuExecutor>> executors_;
+  std::map<Key, std::unique_ptr<exec::Executor>> executors_;
 };
 
 }  // namespace kvf::llm

@@ -58,6 +58,27 @@ std::string kernel_name(const ir::Graph& g, const ir::Eqn& e) {
 
 }  // namespace
 
+std::vector<bool> gathered_in_stored_type(const ir::Graph& g) {
+  std::vector<std::vector<int>> users(g.values.size());
+  for (size_t e = 0; e < g.eqns.size(); ++e) {
+    for (ir::ValueId v : g.eqns[e].in) users[static_cast<size_t>(v)].push_back(static_cast<int>(e));
+  }
+  std::vector<bool> lazy(g.eqns.size(), false);
+  for (size_t i = 0; i < g.eqns.size(); ++i) {
+    const ir::Eqn& e = g.eqns[i];
+    if (e.op != ir::OpKind::kCast || e.params.dtype != DType::kF32) continue;
+    if (g.value(e.in[0]).kind != ir::ValueKind::kConstant) continue;
+    const auto& us = users[static_cast<size_t>(e.out)];
+    bool only_gathers = !us.empty();
+    for (int u : us) {
+      const ir::Eqn& ue = g.eqns[static_cast<size_t>(u)];
+      only_gathers = only_gathers && ue.op == ir::OpKind::kGather && ue.in[0] == e.out && ue.in[1] != e.out;
+    }
+    lazy[i] = only_gathers;
+  }
+  return lazy;
+}
+
 Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
   Plan p;
   p.caps = caps;

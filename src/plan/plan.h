@@ -23,6 +23,11 @@ struct Plan {
 // A request the device cannot run is a typed refusal naming the eqn and what is missing.
 Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps);
 
+// Per eqn: a cast of a weight to f32 whose every reader is a gather of its rows. Executors
+// skip it and gather from the stored table, widening only the rows read (an f16 or q8_0
+// embedding table is never widened whole).
+std::vector<bool> gathered_in_stored_type(const ir::Graph& g);
+
 // The plan as text: every eqn with its kernel, the attention schedules, the arena.
 std::string describe(const Plan& p);
 

@@ -24,27 +24,6 @@ int64_t numel_of(const Shape& s) {
 
 Ref ref_of(void* data, const ir::TensorType& t) { return Ref{data, t, numel_of(t.shape)}; }
 
-std::vector<std::vector<int>> users_of(const ir::Graph& g) {
-  std::vector<std::vector<int>> users(g.values.size());
-  for (size_t e = 0; e < g.eqns.size(); ++e) {
-    for (ir::ValueId v : g.eqns[e].in) users[static_cast<size_t>(v)].push_back(static_cast<int>(e));
-  }
-  return users;
-}
-
-// A cast of a weight read only by gathers stays in its stored type: the gather dequantizes
-// the rows it reads (an f16 or q8_0 embedding table is never widened whole).
-bool lazy_cast(const ir::Graph& g, const ir::Eqn& e, const std::vector<std::vector<int>>& users) {
-  if (e.op != OpKind::kCast || e.params.dtype != DType::kF32) return false;
-  if (g.value(e.in[0]).kind != ValueKind::kConstant) return false;
-  const auto& us = users[static_cast<size_t>(e.out)];
-  for (int u : us) {
-    const ir::Eqn& ue = g.eqns[static_cast<size_t>(u)];
-    if (ue.op != OpKind::kGather || ue.in[0] != e.out || ue.in[1] == e.out) return false;
-  }
-  return !us.empty();
-}
-
 AttentionArgs attention_args(const ir::Eqn& e, const plan::AttentionRequest& r, const std::vector<Ref>& in,
                              const Ref& out) {
   AttentionArgs a;
@@ -181,7 +160,7 @@ Status CpuExecutor::bind_values() {
 
 Status CpuExecutor::bind_ops() {
   const ir::Graph& g = plan_.graph;
-  const auto users = users_of(g);
+  const std::vector<bool> lazy = plan::gathered_in_stored_type(g);
   // Witness closure: eqns the validations need, run (and checked) before anything else.
   std::vector<bool> needed(g.values.size(), false);
   for (const ir::Validation& c : g.validations) needed[static_cast<size_t>(c.witness)] = true;
@@ -203,7 +182,7 @@ Status CpuExecutor::bind_ops() {
       op.in.push_back(refs_[static_cast<size_t>(v)]);
       constant_inputs = constant_inputs && folded_[static_cast<size_t>(v)];
     }
-    if (lazy_cast(g, e, users)) {
+    if (lazy[i]) {
       refs_[out] = refs_[static_cast<size_t>(e.in[0])];
       folded_[out] = true;
       continue;

@@ -1,0 +1,153 @@
+#include "exec/cuda/step/device.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+namespace kvf::exec::cuda::step {
+namespace {
+
+Error cuda_error(const char* what, cudaError_t e) {
+  return internal_error("cuda: ", what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Device>> Device::open() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    return unsupported("--device cuda: no usable CUDA driver or device (", cudaGetErrorString(e), ")");
+  }
+  if (count == 0) return unsupported("--device cuda: no CUDA device is visible");
+  cudaDeviceProp prop{};
+  if (cudaError_t pe = cudaGetDeviceProperties(&prop, 0); pe != cudaSuccess) return cuda_error("device properties", pe);
+  if (prop.major < 9) {
+    return unsupported("--device cuda: ", prop.name, " is compute capability ", prop.major, ".", prop.minor,
+                       "; the kernels are built for sm_90 (Hopper)");
+  }
+  std::unique_ptr<Device> d(new Device());
+  if (cudaError_t se = cudaSetDevice(0); se != cudaSuccess) return cuda_error("set device", se);
+  cudaStream_t s = nullptr;
+  if (cudaError_t se = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); se != cudaSuccess) return cuda_error("stream", se);
+  d->stream_ = s;
+  void* f = nullptr;
+  if (cudaError_t fe = cudaMalloc(&f, sizeof(FaultRecord)); fe != cudaSuccess) return cuda_error("fault record", fe);
+  d->fault_ = static_cast<FaultRecord*>(f);
+  d->sms_ = prop.multiProcessorCount;
+  d->l2_bytes_ = prop.l2CacheSize;
+  d->smem_per_block_ = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
+  d->hbm_bytes_ = static_cast<int64_t>(prop.totalGlobalMem);
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.1f", static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+  d->name_ = str_cat("cuda: ", prop.name, ", ", prop.multiProcessorCount, " SMs, ", gib, " GiB");
+  Status c = d->clear_fault();
+  if (!c) return c.take_error();
+  return d;
+}
+
+Device::~Device() {
+  weights_.clear();
+  if (fault_ != nullptr) cudaFree(fault_);
+  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+std::string Device::name() const { return name_; }
+
+Result<void*> Device::allocate_zeroed(int64_t bytes) {
+  void* p = nullptr;
+  const size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  const cudaError_t e = cudaMalloc(&p, size);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // an allocation failure is not sticky: clear it for the next call
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    return capacity(name_, ": ", bytes, " bytes do not fit (", free, " of ", total, " bytes free)");
+  }
+  if (cudaError_t me = cudaMemset(p, 0, size); me != cudaSuccess) {
+    cudaFree(p);
+    return cuda_error("memset", me);
+  }
+  return p;
+}
+
+void Device::release(void* p) noexcept { cudaFree(p); }
+
+plan::DeviceCaps Device::caps() const {
+  plan::DeviceCaps c;
+  c.name = name_;
+  c.cores = sms_;
+  c.l1d_bytes = smem_per_block_;
+  c.l2_bytes = l2_bytes_;
+  c.l3_bytes = 0;
+  c.simd_bytes = 128;  // a warp's 32 lanes of f32
+  c.lane_state_bytes = smem_per_block_;
+  c.max_scratch_bytes = hbm_bytes_ / 4;
+  c.has_f16_kv = true;
+  return c;
+}
+
+Result<const void*> Device::upload(const HostTensor& t) {
+  auto it = weights_.find(t.raw());
+  if (it != weights_.end()) return static_cast<const void*>(it->second.data());
+  HostTensor c = t;
+  if (!c.is_contiguous()) {
+    Result<HostTensor> r = t.contiguous();
+    if (!r) return r.take_error();
+    c = std::move(*r);
+  }
+  const int64_t bytes = c.nbytes();
+  Result<void*> p = allocate_zeroed(bytes);
+  if (!p) return p.take_error();
+  Buffer b(this, *p, bytes);
+  Status s = copy_to_device(*p, c.raw(), bytes);
+  if (!s) return s.take_error();
+  weight_bytes_ += bytes;
+  return static_cast<const void*>(weights_.emplace(t.raw(), std::move(b)).first->second.data());
+}
+
+Status Device::copy_to_device(void* dst, const void* src, int64_t bytes) {
+  if (bytes == 0) return {};
+  const cudaError_t e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
+                                        static_cast<cudaStream_t>(stream_));
+  if (e != cudaSuccess) return cuda_error("copy to device", e);
+  return {};
+}
+
+Status Device::copy_to_host(void* dst, const void* src, int64_t bytes) {
+  if (bytes == 0) return {};
+  const cudaError_t e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost,
+                                        static_cast<cudaStream_t>(stream_));
+  if (e != cudaSuccess) return cuda_error("copy to host", e);
+  return {};
+}
+
+Status Device::copy_on_device(void* dst, const void* src, int64_t bytes) {
+  if (bytes == 0 || dst == src) return {};
+  const cudaError_t e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
+                                        static_cast<cudaStream_t>(stream_));
+  if (e != cudaSuccess) return cuda_error("copy on device", e);
+  return {};
+}
+
+Status Device::synchronize(const char* what) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  if (e != cudaSuccess) return cuda_error(what, e);
+  return {};
+}
+
+Status Device::clear_fault() {
+  const cudaError_t e = cudaMemsetAsync(fault_, 0, sizeof(FaultRecord), static_cast<cudaStream_t>(stream_));
+  if (e != cudaSuccess) return cuda_error("clear fault", e);
+  return {};
+}
+
+Result<FaultRecord> Device::read_fault() {
+  FaultRecord r;
+  const cudaError_t e = cudaMemcpy(&r, fault_, sizeof r, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return cuda_error("read fault", e);
+  return r;
+}
+
+}  // namespace kvf::exec::cuda::step

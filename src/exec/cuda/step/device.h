@@ -1,0 +1,62 @@
+// One GPU as the step executors see it: the stream every step runs on, the fault record the
+// kernels write, the weights (uploaded once, shared by the executors of every step shape)
+// and device memory for the KV state. Plain C++: no CUDA headers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "exec/cuda/step/kernels.h"
+#include "exec/state.h"
+#include "plan/device_caps.h"
+
+namespace kvf::exec::cuda::step {
+
+class Device final : public Memory {
+ public:
+  // The first GPU, or a kUnsupported refusal naming what is missing (no driver or device,
+  // a device older than sm_90).
+  static Result<std::unique_ptr<Device>> open();
+  ~Device() override;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  std::string name() const override;  // "cuda: NVIDIA H200, 132 SMs, 139.8 GiB"
+  Result<void*> allocate_zeroed(int64_t bytes) override;
+  void release(void* p) noexcept override;
+
+  void* stream() const { return stream_; }
+  FaultRecord* fault() const { return fault_; }
+  plan::DeviceCaps caps() const;
+
+  // The device copy of a constant's bytes (contiguous row-major), uploaded on first use and
+  // kept for the device's life.
+  Result<const void*> upload(const HostTensor& t);
+  int64_t weight_bytes() const { return weight_bytes_; }
+
+  Status copy_to_device(void* dst, const void* src, int64_t bytes);
+  Status copy_to_host(void* dst, const void* src, int64_t bytes);
+  Status copy_on_device(void* dst, const void* src, int64_t bytes);
+  // Waits for the stream; a CUDA error (a failed launch, a fault of the GPU) is kInternal.
+  Status synchronize(const char* what);
+  Status clear_fault();
+  // The step's fault record after synchronize().
+  Result<FaultRecord> read_fault();
+
+ private:
+  Device() = default;
+
+  void* stream_ = nullptr;
+  FaultRecord* fault_ = nullptr;
+  std::string name_;
+  int sms_ = 0;
+  int64_t l2_bytes_ = 0, smem_per_block_ = 0, hbm_bytes_ = 0;
+  std::map<const void*, Buffer> weights_;
+  int64_t weight_bytes_ = 0;
+};
+
+}  // namespace kvf::exec::cuda::step

@@ -1,0 +1,606 @@
+#include "exec/cuda/step/executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ir/printer.h"
+#include "ir/slot_check.h"
+
+namespace kvf::exec::cuda::step {
+
+using ir::OpKind;
+using ir::ValueKind;
+
+namespace {
+
+int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+int64_t elem_bytes(DType dt) { return std::max<int64_t>(plan::element_bytes(dt), 1); }
+
+void contiguous_strides(const Shape& s, int64_t* st) {
+  int64_t acc = 1;
+  for (int a = static_cast<int>(s.size()) - 1; a >= 0; --a) {
+    st[a] = acc;
+    acc *= s[static_cast<size_t>(a)];
+  }
+}
+
+// The walk over `out` with numpy-broadcast strides for each operand shape.
+Walk broadcast_walk(const Shape& out, std::initializer_list<const Shape*> ops) {
+  Walk w;
+  w.rank = std::max<int>(1, static_cast<int>(out.size()));
+  for (int a = 0; a < w.rank; ++a) w.shape[a] = out.empty() ? 1 : out[static_cast<size_t>(a)];
+  int k = 0;
+  for (const Shape* s : ops) {
+    const int r = static_cast<int>(s->size());
+    int64_t st = 1;
+    for (int a = w.rank - 1; a >= 0; --a) {
+      const int sa = a - (w.rank - r);
+      const int64_t d = sa >= 0 ? (*s)[static_cast<size_t>(sa)] : 1;
+      w.stride[k][a] = (d == 1 && w.shape[a] != 1) || sa < 0 ? 0 : st;
+      if (sa >= 0) st *= d;
+    }
+    ++k;
+  }
+  w.numel = numel_of(out);
+  return w;
+}
+
+// A copy walk over `shape`: source strides `src`, destination contiguous strides of `dst_shape`.
+Walk copy_walk(const Shape& shape, const int64_t* src, const Shape& dst_shape) {
+  Walk w;
+  w.rank = std::max<int>(1, static_cast<int>(shape.size()));
+  int64_t dst[kMaxRank] = {};
+  contiguous_strides(dst_shape, dst);
+  for (int a = 0; a < w.rank; ++a) {
+    w.shape[a] = shape.empty() ? 1 : shape[static_cast<size_t>(a)];
+    w.stride[0][a] = shape.empty() ? 0 : src[a];
+    w.stride[1][a] = shape.empty() ? 0 : dst[a];
+  }
+  w.numel = numel_of(shape);
+  return w;
+}
+
+UnaryOp unary_op(OpKind op) {
+  switch (op) {
+    case OpKind::kNeg: return UnaryOp::kNeg;
+    case OpKind::kExp: return UnaryOp::kExp;
+    case OpKind::kLog: return UnaryOp::kLog;
+    case OpKind::kSqrt: return UnaryOp::kSqrt;
+    case OpKind::kRsqrt: return UnaryOp::kRsqrt;
+    case OpKind::kTanh: return UnaryOp::kTanh;
+    case OpKind::kErf: return UnaryOp::kErf;
+    case OpKind::kAbs: return UnaryOp::kAbs;
+    case OpKind::kSin: return UnaryOp::kSin;
+    case OpKind::kCos: return UnaryOp::kCos;
+    default: return UnaryOp::kRecip;
+  }
+}
+
+BinaryOp binary_op(OpKind op, ir::CmpDir cmp) {
+  switch (op) {
+    case OpKind::kAdd: return BinaryOp::kAdd;
+    case OpKind::kSub: return BinaryOp::kSub;
+    case OpKind::kMul: return BinaryOp::kMul;
+    case OpKind::kDiv: return BinaryOp::kDiv;
+    case OpKind::kMax: return BinaryOp::kMax;
+    case OpKind::kMin: return BinaryOp::kMin;
+    case OpKind::kAnd: return BinaryOp::kAnd;
+    case OpKind::kOr: return BinaryOp::kOr;
+    default: break;
+  }
+  switch (cmp) {
+    case ir::CmpDir::kEq: return BinaryOp::kEq;
+    case ir::CmpDir::kNe: return BinaryOp::kNe;
+    case ir::CmpDir::kLt: return BinaryOp::kLt;
+    case ir::CmpDir::kLe: return BinaryOp::kLe;
+    case ir::CmpDir::kGt: return BinaryOp::kGt;
+    case ir::CmpDir::kGe: return BinaryOp::kGe;
+  }
+  return BinaryOp::kEq;
+}
+
+GluAct glu_act(ir::GluAct a) {
+  switch (a) {
+    case ir::GluAct::kSilu: return GluAct::kSilu;
+    case ir::GluAct::kGeluTanh: return GluAct::kGeluTanh;
+    case ir::GluAct::kGeluErf: return GluAct::kGeluErf;
+  }
+  return GluAct::kSilu;
+}
+
+bool word(DType d) { return d == DType::kF32 || d == DType::kI32 || d == DType::kBool; }
+bool half(DType d) { return d == DType::kF16 || d == DType::kBF16; }
+
+std::string fault_text(const FaultRecord& f) {
+  switch (static_cast<DeviceFault>(f.code)) {
+    case DeviceFault::kGatherIndex: return str_cat("gather: index ", f.value, " is outside the table");
+    case DeviceFault::kUpdateOverflow: return str_cat("dynamic_update_slice: the update at ", f.value, " overflows its axis");
+    case DeviceFault::kScatterSlot: return str_cat("scatter_update: slot ", f.value, " is outside the pool");
+    case DeviceFault::kScatterTwice: return str_cat("scatter_update: slot ", f.value, " is written twice");
+    case DeviceFault::kDivideByZero: return "div: integer division by zero";
+    case DeviceFault::kCastRange: return "cast: a value does not fit i32";
+    default: return str_cat("fault ", f.code);
+  }
+}
+
+ErrorCode fault_code(const FaultRecord& f) {
+  return static_cast<DeviceFault>(f.code) == DeviceFault::kUpdateOverflow ? ErrorCode::kCapacity : ErrorCode::kInvalidInput;
+}
+
+}  // namespace
+
+CudaExecutor::CudaExecutor(plan::Plan plan, StateStore& state, Device& device)
+    : plan_(std::move(plan)), state_(state), device_(device) {}
+
+Result<std::unique_ptr<CudaExecutor>> CudaExecutor::create(plan::Plan plan, StateStore& state, Device& device) {
+  if (&state.memory() != &device) {
+    return internal_error("exec/cuda: the state lives in ", state.memory().name(), ", not on ", device.name());
+  }
+  std::unique_ptr<CudaExecutor> ex(new CudaExecutor(std::move(plan), state, device));
+  Status s = state.allocate(ex->plan_.graph);
+  if (!s) return s.take_error();
+  s = ex->bind_values();
+  if (!s) return s.take_error().context("exec/cuda ", ex->plan_.graph.name);
+  s = ex->bind_ops();
+  if (!s) return s.take_error().context("exec/cuda ", ex->plan_.graph.name);
+  s = device.synchronize("bind");  // the uploads and folded eqns
+  if (!s) return s.take_error();
+  Result<FaultRecord> f = device.read_fault();
+  if (!f) return f.take_error();
+  if (f->code != 0) return Error(fault_code(*f), fault_text(*f)).context("exec/cuda folding eqn ", f->eqn);
+  return ex;
+}
+
+Result<void*> CudaExecutor::own(const ir::TensorType& t) {
+  const int64_t bytes = numel_of(t.shape) * elem_bytes(t.dtype);
+  Result<void*> p = device_.allocate_zeroed(bytes);
+  if (!p) return p.take_error();
+  owned_.emplace_back(&device_, *p, bytes);
+  return *p;
+}
+
+Status CudaExecutor::bind_values() {
+  const ir::Graph& g = plan_.graph;
+  Result<void*> arena = device_.allocate_zeroed(plan_.buffers.arena_bytes);
+  if (!arena) return arena.take_error().context("arena");
+  arena_ = Buffer(&device_, *arena, plan_.buffers.arena_bytes);
+  refs_.resize(g.values.size());
+  folded_.assign(g.values.size(), false);
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const ir::Value& v = g.values[i];
+    const int64_t n = numel_of(v.type.shape);
+    switch (v.kind) {
+      case ValueKind::kSlot: {
+        Result<void*> p = own(v.type);
+        if (!p) return p.take_error();
+        refs_[i] = Ref{*p, v.type, n};
+        slots_.push_back({v.slot, refs_[i]});
+        break;
+      }
+      case ValueKind::kLiteral: {
+        Result<void*> p = own(v.type);
+        if (!p) return p.take_error();
+        refs_[i] = Ref{*p, v.type, n};
+        uint32_t bits = 0;
+        if (v.type.dtype == DType::kF32) {
+          const auto f = static_cast<float>(v.literal);
+          std::memcpy(&bits, &f, 4);
+        } else if (v.type.dtype == DType::kI32) {
+          bits = static_cast<uint32_t>(static_cast<int32_t>(v.literal));
+        } else if (v.type.dtype == DType::kBool) {
+          bits = v.literal != 0;
+        } else {
+          return unsupported("literal of ", dtype_name(v.type.dtype));
+        }
+        Status s = device_.copy_to_device(*p, &bits, elem_bytes(v.type.dtype));
+        if (!s) return s;
+        Status sync = device_.synchronize("literal");  // bits is on this stack frame
+        if (!sync) return sync;
+        folded_[i] = true;
+        break;
+      }
+      case ValueKind::kConstant: {
+        Result<const void*> p = device_.upload(v.data);
+        if (!p) return p.take_error().context("constant ", v.name);
+        refs_[i] = Ref{const_cast<void*>(*p), v.type, n};
+        folded_[i] = true;
+        break;
+      }
+      case ValueKind::kState: {
+        StateBuffer* sb = state_.find(v.name);
+        if (sb == nullptr) return internal_error("state ", v.name, " was not allocated");
+        refs_[i] = Ref{sb->buf.data(), v.type, n};
+        break;
+      }
+      case ValueKind::kIntermediate: break;
+    }
+  }
+  return {};
+}
+
+Status CudaExecutor::check(const ir::Eqn& e) const {
+  const ir::Graph& g = plan_.graph;
+  const ir::TensorType& out = g.type(e.out);
+  if (out.shape.size() > static_cast<size_t>(kMaxRank)) return unsupported("exec/cuda: rank ", out.shape.size(), " > ", kMaxRank);
+  for (ir::ValueId v : e.in) {
+    if (g.type(v).shape.size() > static_cast<size_t>(kMaxRank)) return unsupported("exec/cuda: rank > ", kMaxRank);
+  }
+  switch (e.op) {
+    case OpKind::kLinear: {
+      const DType w = g.type(e.in[1]).dtype;
+      if (!is_float(w) && !is_block_quant(w)) return unsupported("exec/cuda: linear over ", dtype_name(w), " weights");
+      return {};
+    }
+    case OpKind::kAttention: {
+      const DType kv = g.type(e.in[1]).dtype;
+      if (kv != DType::kF32 && kv != DType::kF16) return unsupported("exec/cuda: attention over ", dtype_name(kv), " K/V");
+      const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(&e - g.eqns.data())].attention;
+      if (r.dk + r.ds > kAttentionRowsMaxWidth || r.dv > kAttentionRowsMaxWidth) {
+        return unsupported("exec/cuda: attention rows wider than ", kAttentionRowsMaxWidth);
+      }
+      if (e.params.attn.has_read) {
+        const ir::Value& read = g.value(e.in.back());
+        if (read.kind != ValueKind::kSlot || read.slot != ir::Slot::kSlotMap || read.slot_bound != g.type(e.in[1]).shape[0]) {
+          return unsupported("exec/cuda: paged attention reads its pools through ", ir::value_ref(g, e.in.back()),
+                             ", not a read-map slot declared over the pool's rows");
+        }
+      }
+      return {};
+    }
+    case OpKind::kRmsNorm: case OpKind::kRope: case OpKind::kSoftmax: case OpKind::kGlu: return {};
+    case OpKind::kCast:
+      if (!word(out.dtype) && !(half(out.dtype) && g.type(e.in[0]).dtype == DType::kF32)) {
+        return unsupported("exec/cuda: cast from ", dtype_name(g.type(e.in[0]).dtype), " to ", dtype_name(out.dtype));
+      }
+      return {};
+    case OpKind::kGather:
+      if (!word(out.dtype) && !half(out.dtype)) return unsupported("exec/cuda: gather to ", dtype_name(out.dtype));
+      return {};
+    case OpKind::kReduceSum: case OpKind::kReduceMax: {
+      std::vector<int64_t> axes = e.params.axes;
+      std::sort(axes.begin(), axes.end());
+      for (size_t i = 1; i < axes.size(); ++i) {
+        if (axes[i] != axes[i - 1] + 1) return unsupported("exec/cuda: reduce over non-adjacent axes");
+      }
+      if (g.type(e.in[0]).dtype != DType::kF32 && g.type(e.in[0]).dtype != DType::kI32) {
+        return unsupported("exec/cuda: reduce over ", dtype_name(g.type(e.in[0]).dtype));
+      }
+      return {};
+    }
+    default: break;
+  }
+  const bool moves = e.op == OpKind::kReshape || e.op == OpKind::kTranspose || e.op == OpKind::kBroadcast ||
+                     e.op == OpKind::kSlice || e.op == OpKind::kConcat || e.op == OpKind::kDynamicUpdateSlice ||
+                     e.op == OpKind::kScatterUpdate;
+  for (ir::ValueId v : e.in) {
+    const DType d = g.type(v).dtype;
+    if (!word(d) && !(moves && half(d))) return unsupported("exec/cuda: ", ir::op_name(e.op), " over ", ir::type_str(g.type(v)));
+  }
+  if (e.op == OpKind::kMatMul && out.dtype != DType::kF32) return unsupported("exec/cuda: matmul over ", ir::type_str(out));
+  if (ir::is_unary(e.op) && out.dtype == DType::kBool) return unsupported("exec/cuda: unary over pred");
+  return {};
+}
+
+Status CudaExecutor::bind_ops() {
+  const ir::Graph& g = plan_.graph;
+  const std::vector<bool> lazy = plan::gathered_in_stored_type(g);
+  std::vector<bool> needed(g.values.size(), false);
+  for (const ir::Validation& c : g.validations) needed[static_cast<size_t>(c.witness)] = true;
+  std::vector<bool> in_prelude(g.eqns.size(), false);
+  for (size_t i = g.eqns.size(); i-- > 0;) {
+    const ir::Eqn& e = g.eqns[i];
+    if (!needed[static_cast<size_t>(e.out)]) continue;
+    in_prelude[i] = true;
+    for (ir::ValueId v : e.in) needed[static_cast<size_t>(v)] = true;
+  }
+  for (size_t i = 0; i < g.eqns.size(); ++i) {
+    const ir::Eqn& e = g.eqns[i];
+    const auto out = static_cast<size_t>(e.out);
+    const ir::TensorType& ot = g.type(e.out);
+    Op op{static_cast<int>(i), {}, {}};
+    bool constant_inputs = true;
+    for (ir::ValueId v : e.in) {
+      op.in.push_back(refs_[static_cast<size_t>(v)]);
+      constant_inputs = constant_inputs && folded_[static_cast<size_t>(v)];
+    }
+    if (lazy[i]) {  // the gathers read the stored table
+      refs_[out] = refs_[static_cast<size_t>(e.in[0])];
+      folded_[out] = true;
+      continue;
+    }
+    const ir::ValueId owner = plan_.buffers.storage_of[out];
+    if (owner != e.out) {
+      refs_[out] = Ref{refs_[static_cast<size_t>(owner)].data, ot, numel_of(ot.shape)};
+      folded_[out] = folded_[static_cast<size_t>(owner)];
+      if (e.op == OpKind::kReshape) continue;  // an alias: nothing to run
+    } else if (constant_inputs || in_prelude[i]) {
+      Result<void*> p = own(ot);
+      if (!p) return p.take_error();
+      refs_[out] = Ref{*p, ot, numel_of(ot.shape)};
+    } else {
+      refs_[out] = Ref{static_cast<char*>(arena_.data()) + plan_.buffers.offset[out], ot, numel_of(ot.shape)};
+    }
+    op.out = refs_[out];
+    Status s = check(e);
+    if (!s) return s.take_error().context("eqn ", i);
+    if (constant_inputs && owner == e.out) {  // weights-only work happens once, here
+      s = launch(op);
+      if (!s) return s.take_error().context("folding eqn ", i);
+      folded_[out] = true;
+      continue;
+    }
+    if (in_prelude[i] && ir::is_fused(e.op)) return internal_error("a validation depends on fused eqn ", i);
+    (in_prelude[i] ? prelude_ : body_).push_back(std::move(op));
+  }
+  for (const ir::Output& o : g.outputs) {
+    if (g.type(o.value).dtype == DType::kF32) outputs_[o.name].resize(static_cast<size_t>(numel_of(g.type(o.value).shape)));
+  }
+  return {};
+}
+
+Status CudaExecutor::launch(const Op& op) {
+  const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
+  const Launch l{device_.stream(), device_.fault(), op.eqn};
+  const Ref& out = op.out;
+  const auto* in0 = op.in.empty() ? nullptr : &op.in[0];
+  if (ir::is_unary(e.op)) {
+    unary(unary_op(e.op), in0->type.dtype, in0->data, out.data, out.numel, l);
+    return {};
+  }
+  if (ir::is_binary(e.op)) {
+    const Walk w = broadcast_walk(out.type.shape, {&op.in[0].type.shape, &op.in[1].type.shape});
+    binary(binary_op(e.op, e.params.cmp), in0->type.dtype, op.in[0].data, op.in[1].data, out.data, w, l);
+    return {};
+  }
+  switch (e.op) {
+    case OpKind::kSelect: {
+      const Walk w = broadcast_walk(out.type.shape, {&op.in[0].type.shape, &op.in[1].type.shape, &op.in[2].type.shape});
+      select(static_cast<int>(elem_bytes(out.type.dtype)), op.in[0].data, op.in[1].data, op.in[2].data, out.data, w, l);
+      return {};
+    }
+    case OpKind::kReduceSum: case OpKind::kReduceMax: {
+      const Shape& s = in0->type.shape;
+      const int64_t first = *std::min_element(e.params.axes.begin(), e.params.axes.end());
+      const int64_t last = *std::max_element(e.params.axes.begin(), e.params.axes.end());
+      int64_t outer = 1, red = 1, inner = 1;
+      for (int64_t a = 0; a < static_cast<int64_t>(s.size()); ++a) {
+        (a < first ? outer : a > last ? inner : red) *= s[static_cast<size_t>(a)];
+      }
+      reduce(e.op == OpKind::kReduceMax, in0->type.dtype, in0->data, out.data, outer, red, inner, l);
+      return {};
+    }
+    case OpKind::kReshape:
+      return device_.copy_on_device(out.data, in0->data, out.numel * elem_bytes(out.type.dtype));
+    case OpKind::kTranspose: {
+      int64_t xs[kMaxRank], st[kMaxRank];
+      contiguous_strides(in0->type.shape, xs);
+      for (size_t a = 0; a < e.params.axes.size(); ++a) st[a] = xs[e.params.axes[a]];
+      strided_copy(static_cast<int>(elem_bytes(out.type.dtype)), in0->data, 0, out.data, 0,
+                   copy_walk(out.type.shape, st, out.type.shape), l);
+      return {};
+    }
+    case OpKind::kSlice: {
+      int64_t xs[kMaxRank], st[kMaxRank];
+      contiguous_strides(in0->type.shape, xs);
+      int64_t base = 0;
+      for (size_t a = 0; a < in0->type.shape.size(); ++a) {
+        base += e.params.starts[a] * xs[a];
+        st[a] = xs[a] * (e.params.steps.empty() ? 1 : e.params.steps[a]);
+      }
+      strided_copy(static_cast<int>(elem_bytes(out.type.dtype)), in0->data, base, out.data, 0,
+                   copy_walk(out.type.shape, st, out.type.shape), l);
+      return {};
+    }
+    case OpKind::kBroadcast: {
+      Walk w = broadcast_walk(out.type.shape, {&in0->type.shape});
+      contiguous_strides(out.type.shape, w.stride[1]);
+      strided_copy(static_cast<int>(elem_bytes(out.type.dtype)), in0->data, 0, out.data, 0, w, l);
+      return {};
+    }
+    case OpKind::kConcat: {
+      const auto axis = static_cast<size_t>(e.params.axis);
+      int64_t os[kMaxRank];
+      contiguous_strides(out.type.shape, os);
+      int64_t at = 0;
+      for (const Ref& x : op.in) {
+        int64_t xs[kMaxRank];
+        contiguous_strides(x.type.shape, xs);
+        Walk w = copy_walk(x.type.shape, xs, x.type.shape);
+        for (int a = 0; a < w.rank && !x.type.shape.empty(); ++a) w.stride[1][a] = os[a];
+        strided_copy(static_cast<int>(elem_bytes(out.type.dtype)), x.data, 0, out.data, at * os[axis], w, l);
+        at += x.type.shape[axis];
+      }
+      return {};
+    }
+    case OpKind::kIota: {
+      const Shape& s = out.type.shape;
+      const auto axis = static_cast<size_t>(e.params.axis);
+      int64_t inner = 1;
+      for (size_t a = axis + 1; a < s.size(); ++a) inner *= s[a];
+      iota(out.type.dtype, inner, s[axis], out.data, out.numel, l);
+      return {};
+    }
+    case OpKind::kCast: cast(in0->type.dtype, out.type.dtype, in0->data, out.data, out.numel, l); return {};
+    case OpKind::kGather: {
+      const Ref& table = op.in[0];
+      const int64_t rows = table.type.shape[0], row = table.numel / std::max<int64_t>(rows, 1);
+      gather(table.type.dtype, table.data, rows, row, static_cast<const int32_t*>(op.in[1].data), op.in[1].numel,
+             out.type.dtype, out.data, l);
+      return {};
+    }
+    case OpKind::kDynamicUpdateSlice: {
+      const Ref &base = op.in[0], &upd = op.in[1];
+      const auto axis = static_cast<size_t>(e.params.axis);
+      Status s = device_.copy_on_device(out.data, base.data, out.numel * elem_bytes(out.type.dtype));
+      if (!s) return s;
+      int64_t outer = 1, inner = 1;
+      for (size_t k = 0; k < axis; ++k) outer *= out.type.shape[k];
+      for (size_t k = axis + 1; k < out.type.shape.size(); ++k) inner *= out.type.shape[k];
+      update_slice(static_cast<int>(elem_bytes(out.type.dtype)), upd.data, out.data, outer, out.type.shape[axis],
+                   upd.type.shape[axis], inner, static_cast<const int32_t*>(op.in[2].data), l);
+      return {};
+    }
+    case OpKind::kScatterUpdate: {
+      const Ref &base = op.in[0], &idx = op.in[1], &upd = op.in[2];
+      Status s = device_.copy_on_device(out.data, base.data, out.numel * elem_bytes(out.type.dtype));
+      if (!s) return s;
+      const int64_t rows = out.type.shape[0];
+      scatter(static_cast<int>(elem_bytes(out.type.dtype)), static_cast<const int32_t*>(idx.data), idx.numel, upd.data,
+              out.data, rows, out.numel / std::max<int64_t>(rows, 1), l);
+      return {};
+    }
+    case OpKind::kMatMul: {
+      const Ref &a = op.in[0], &b = op.in[1];
+      const Shape& os = out.type.shape;
+      const int64_t m = a.type.shape[a.type.shape.size() - 2], k = a.type.shape.back(), n = b.type.shape.back();
+      const Shape batch(os.begin(), os.end() - 2);
+      const Shape ab(a.type.shape.begin(), a.type.shape.end() - 2), bb(b.type.shape.begin(), b.type.shape.end() - 2);
+      matmul(static_cast<const float*>(a.data), static_cast<const float*>(b.data), static_cast<float*>(out.data), m, k, n,
+             broadcast_walk(batch.empty() ? Shape{1} : batch, {&ab, &bb}), l);
+      return {};
+    }
+    case OpKind::kLinear: {
+      const Ref &x = op.in[0], &w = op.in[1];
+      const int64_t n = w.type.shape[0], k = w.type.shape[1];
+      linear(static_cast<const float*>(x.data), x.numel / k, k, w.type.dtype, w.data, n,
+             e.params.has_bias ? static_cast<const float*>(op.in[2].data) : nullptr, static_cast<float*>(out.data), l);
+      return {};
+    }
+    case OpKind::kRmsNorm: {
+      const int64_t d = in0->type.shape.back();
+      rmsnorm(static_cast<const float*>(in0->data), static_cast<const float*>(op.in[1].data), static_cast<float*>(out.data),
+              in0->numel / d, d, e.params.eps, e.params.unit_offset, l);
+      return {};
+    }
+    case OpKind::kRope: {
+      const Shape& s = in0->type.shape;
+      const int64_t d = s.back(), t_len = s[s.size() - 2];
+      rope(static_cast<const float*>(in0->data), static_cast<const float*>(op.in[1].data),
+           static_cast<const float*>(op.in[2].data), static_cast<float*>(out.data), in0->numel / d, d, t_len,
+           e.params.rope.rotary_dim, e.params.rope.layout == ir::RopeLayout::kInterleaved, l);
+      return {};
+    }
+    case OpKind::kSoftmax: {
+      const int64_t d = in0->type.shape.back();
+      softmax(static_cast<const float*>(in0->data), static_cast<float*>(out.data), in0->numel / d, d, l);
+      return {};
+    }
+    case OpKind::kGlu:
+      glu(glu_act(e.params.glu), static_cast<const float*>(op.in[0].data), static_cast<const float*>(op.in[1].data),
+          static_cast<float*>(out.data), out.numel, l);
+      return {};
+    case OpKind::kAttention: {
+      const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
+      AttentionRows a;
+      a.batch = r.batch;
+      a.hq = r.hq;
+      a.hkv = r.hkv;
+      a.lq = r.lq;
+      a.lk = r.lk;
+      a.dk = r.dk;
+      a.ds = r.ds;
+      a.dv = r.dv;
+      a.q = static_cast<const float*>(op.in[0].data);
+      a.kv_f16 = r.kv_dtype == DType::kF16;
+      a.k = op.in[1].data;
+      a.v = op.in[2].data;
+      size_t next = 3;
+      if (e.params.attn.has_shared) a.k_shared = op.in[next++].data;
+      if (e.params.attn.has_mask) {
+        const Ref& m = op.in[next++];
+        a.mask = static_cast<const float*>(m.data);
+        a.mask_batch = m.type.shape[0];
+        a.mask_heads = m.type.shape[1];
+      }
+      if (e.params.attn.has_len) a.len = static_cast<const int32_t*>(op.in[next++].data);
+      if (e.params.attn.has_read) a.read = static_cast<const int32_t*>(op.in[next++].data);
+      a.scale = static_cast<float>(r.scale);
+      a.softcap = static_cast<float>(r.softcap);
+      a.out = static_cast<float*>(out.data);
+      attention_rows(a, l);
+      return {};
+    }
+    default: break;
+  }
+  return internal_error("exec/cuda: no kernel for ", ir::op_name(e.op));
+}
+
+Status CudaExecutor::check_validations() {
+  const ir::Graph& g = plan_.graph;
+  if (g.validations.empty()) return {};
+  std::vector<std::vector<uint8_t>> witnesses;
+  for (const ir::Validation& c : g.validations) {
+    const Ref& w = refs_[static_cast<size_t>(c.witness)];
+    witnesses.emplace_back(static_cast<size_t>(w.numel));
+    Status s = device_.copy_to_host(witnesses.back().data(), w.data, w.numel);
+    if (!s) return s;
+  }
+  Status s = device_.synchronize("validations");
+  if (!s) return s;
+  for (size_t v = 0; v < witnesses.size(); ++v) {
+    for (size_t i = 0; i < witnesses[v].size(); ++i) {
+      if (!witnesses[v][i]) {
+        return Error(ErrorCode::kValidation, str_cat(g.name, ": ", g.validations[v].what, " does not hold (element ", i, ")"));
+      }
+    }
+  }
+  return {};
+}
+
+Status CudaExecutor::read_faults() {
+  Result<FaultRecord> f = device_.read_fault();
+  if (!f) return f.take_error();
+  if (f->code == 0) return {};
+  return Error(fault_code(*f), fault_text(*f)).context(plan_.graph.name, " eqn ", f->eqn);
+}
+
+Status CudaExecutor::run(const SlotValues& slots) {
+  for (auto& [slot, ref] : slots_) {  // every slot checked before any is copied in
+    auto it = slots.find(slot);
+    if (it == slots.end()) return invalid_input(plan_.graph.name, ": slot ", ir::slot_name(slot), " is not bound");
+    if (static_cast<int64_t>(it->second.size()) != ref.numel) {
+      return invalid_input(plan_.graph.name, ": slot ", ir::slot_name(slot), " has ", it->second.size(),
+                           " values, the graph expects ", ref.numel);
+    }
+    Status s = ir::check_slot(plan_.graph.value(plan_.graph.find_slot(slot)), it->second);
+    if (!s) return s.take_error().context(plan_.graph.name);
+  }
+  Status s = device_.clear_fault();
+  for (auto& [slot, ref] : slots_) {
+    if (!s) return s;
+    const std::vector<int32_t>& words = slots.at(slot);
+    s = device_.copy_to_device(ref.data, words.data(), static_cast<int64_t>(words.size() * sizeof(int32_t)));
+  }
+  for (const Op& op : prelude_) {
+    if (!s) return s;
+    s = launch(op);
+  }
+  if (!s) return s;
+  s = check_validations();
+  if (!s) return s;
+  for (const Op& op : body_) {
+    s = launch(op);
+    if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
+  }
+  for (auto& [name, host] : outputs_) {
+    const Ref& r = refs_[static_cast<size_t>(plan_.graph.find_output(name))];
+    s = device_.copy_to_host(host.data(), r.data, r.numel * 4);
+    if (!s) return s;
+  }
+  s = device_.synchronize(plan_.graph.name.c_str());
+  if (!s) return s;
+  return read_faults();
+}
+
+std::span<const float> CudaExecutor::output(const std::string& name) const {
+  auto it = outputs_.find(name);
+  if (it == outputs_.end()) return {};
+  return {it->second.data(), it->second.size()};
+}
+
+}  // namespace kvf::exec::cuda::step

@@ -1,0 +1,66 @@
+// The CUDA step executor: a plan is bound once (device arena, device state, uploaded
+// weights, one launch per eqn) and each run replays the launches on the device's stream.
+// Only the slots go up and the outputs come back; a data-dependent failure inside the step
+// is read from the fault record when the step ends. Plain C++: no CUDA headers.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/cuda/step/device.h"
+#include "exec/executor.h"
+#include "exec/state.h"
+#include "plan/plan.h"
+
+namespace kvf::exec::cuda::step {
+
+class CudaExecutor final : public Executor {
+ public:
+  // Binds `plan` to `state` (whose memory must be `device`; the buffers the plan declares
+  // are allocated there) and uploads the weights it reads. Refuses what no kernel here runs,
+  // naming the eqn. The device and the state outlive the executor.
+  static Result<std::unique_ptr<CudaExecutor>> create(plan::Plan plan, StateStore& state, Device& device);
+
+  Status run(const SlotValues& slots) override;
+  std::span<const float> output(const std::string& name) const override;
+
+  const plan::Plan& plan() const { return plan_; }
+  int64_t arena_bytes() const { return arena_.bytes(); }
+
+ private:
+  struct Ref {
+    void* data = nullptr;
+    ir::TensorType type;
+    int64_t numel = 0;
+  };
+  struct Op {
+    int eqn = -1;
+    std::vector<Ref> in;
+    Ref out;
+  };
+
+  CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
+  Status bind_values();
+  Status bind_ops();
+  Status check(const ir::Eqn& e) const;
+  Result<void*> own(const ir::TensorType& t);
+  Status launch(const Op& op);
+  Status check_validations();
+  Status read_faults();
+
+  plan::Plan plan_;
+  StateStore& state_;
+  Device& device_;
+  Buffer arena_;
+  std::vector<Buffer> owned_;    // slots, literals, folded values, prelude values
+  std::vector<Ref> refs_;        // per value
+  std::vector<bool> folded_;     // per value: computed once at bind time
+  std::vector<Op> prelude_;      // what the validation witnesses need; runs first
+  std::vector<Op> body_;
+  std::vector<std::pair<ir::Slot, Ref>> slots_;
+  std::map<std::string, std::vector<float>> outputs_;  // host copies of the f32 outputs
+};
+
+}  // namespace kvf::exec::cuda::step

@@ -1,0 +1,119 @@
+// The kernels the CUDA step executor replays, one per IR op (plain C++: no CUDA headers).
+// Each has the meaning its op has in docs/ir.md and eval/ (the enums below name the IR's ops
+// without including the IR, whose headers are C++20); the executor resolves shapes,
+// strides and pointers once at bind time and each launch only enqueues work on `stream`.
+// Nothing here synchronizes: a data-dependent failure (a gather index outside its table, an
+// update past its axis) is recorded in the device's error record (step/device.h) and the
+// failing launch writes nothing; the executor reads the record when the step ends.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace kvf::exec::cuda::step {
+
+inline constexpr int kMaxRank = 8;
+
+enum class UnaryOp : uint8_t { kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kErf, kAbs, kSin, kCos, kRecip };
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kEq, kNe, kLt, kLe, kGt, kGe, kAnd, kOr };
+enum class GluAct : uint8_t { kSilu, kGeluTanh, kGeluErf };
+
+// An output-shaped walk: the output's shape and, per operand, the element stride of each
+// output axis (0 on broadcast axes).
+struct Walk {
+  int rank = 1;
+  int64_t shape[kMaxRank] = {1};
+  int64_t stride[3][kMaxRank] = {};
+  int64_t numel = 1;
+};
+
+// What failed inside a step, kept for the first failure: the code, the eqn and one value.
+enum class DeviceFault : int32_t {
+  kNone = 0,
+  kGatherIndex,      // value: the index
+  kUpdateOverflow,   // value: the start
+  kScatterSlot,      // value: the slot
+  kScatterTwice,     // value: the slot
+  kDivideByZero,
+  kCastRange,
+};
+struct FaultRecord {
+  int32_t code = 0;
+  int32_t eqn = -1;
+  int64_t value = 0;
+};
+
+struct Launch {
+  void* stream = nullptr;        // cudaStream_t
+  FaultRecord* fault = nullptr;  // device memory
+  int eqn = -1;                  // recorded with a fault
+};
+
+// ---- pointwise (pointwise.cu) ----
+void unary(UnaryOp op, DType dt, const void* x, void* out, int64_t n, const Launch& l);
+// Arithmetic (f32, i32), compare (f32, i32, pred -> pred), and/or (pred).
+void binary(BinaryOp op, DType dt, const void* a, const void* b, void* out, const Walk& w,
+            const Launch& l);
+void select(int elem_bytes, const void* pred, const void* a, const void* b, void* out, const Walk& w, const Launch& l);
+// f32/i32/pred/f16/bf16/q8_0/q4_0 -> f32; f32/i32/pred -> f32/i32/pred; f32 -> f16/bf16.
+void cast(DType from, DType to, const void* x, void* out, int64_t n, const Launch& l);
+void iota(DType dt, int64_t inner, int64_t extent, void* out, int64_t n, const Launch& l);
+void glu(GluAct act, const float* gate, const float* up, float* out, int64_t n, const Launch& l);
+// x [rows, d] (rows cycle over t_len positions), cos/sin [t_len, rotary/2].
+void rope(const float* x, const float* cos, const float* sin, float* out, int64_t rows, int64_t d, int64_t t_len,
+          int64_t rotary, bool interleaved, const Launch& l);
+
+// ---- data movement (layout.cu) ----
+// out[i] = src[base + sum_a idx_a(i) * w.stride[0][a]] for every element of w's shape,
+// written at dst_base + sum_a idx_a(i) * w.stride[1][a].
+void strided_copy(int elem_bytes, const void* src, int64_t src_base, void* dst, int64_t dst_base, const Walk& w,
+                  const Launch& l);
+// table [rows, row] in its stored dtype (f32/i32/pred/f16/bf16/q8_0/q4_0), idx i32 [n]; out
+// [n, row] in `out_dt` (the table's dtype, or f32 from a stored float type).
+void gather(DType table_dt, const void* table, int64_t rows, int64_t row, const int32_t* idx, int64_t n,
+            DType out_dt, void* out, const Launch& l);
+// out (aliasing base or a copy of it) [extent along axis]: update placed at *start.
+void update_slice(int elem_bytes, const void* upd, void* out, int64_t outer, int64_t extent, int64_t n,
+                  int64_t inner, const int32_t* start, const Launch& l);
+// out (aliasing base or a copy of it) [rows, row]: row idx[i] = upd[i], idx -1 writes nothing.
+void scatter(int elem_bytes, const int32_t* idx, int64_t m, const void* upd, void* out, int64_t rows, int64_t row,
+             const Launch& l);
+
+// ---- reductions and rows (rows.cu) ----
+// x viewed as [outer, red, inner] after the executor has moved the reduced axes together;
+// general axes go through a transposing copy first.
+void reduce(bool is_max, DType dt, const void* x, void* out, int64_t outer, int64_t red, int64_t inner,
+            const Launch& l);
+void rmsnorm(const float* x, const float* w, float* out, int64_t rows, int64_t d, double eps, bool unit_offset,
+             const Launch& l);
+void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& l);
+
+// ---- matrix products (linear.cu) ----
+// out [m, n] = x [m, k] . w[n, k]^T (+ bias [n]); w in its stored dtype (f32/f16/bf16/q8_0/q4_0).
+void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias,
+            float* out, const Launch& l);
+// Batched f32 [.., m, k] x [.., k, n]: batch offsets from w (2 operands, in matrices).
+void matmul(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, const Walk& batch,
+            const Launch& l);
+
+// ---- attention (attention_rows.cu): the fused op's full contract (exec/cpu/attention.h) ----
+struct AttentionRows {
+  int64_t batch = 1, hq = 1, hkv = 1, lq = 1, lk = 1;
+  int64_t dk = 0, ds = 0, dv = 0;
+  const float* q = nullptr;
+  bool kv_f16 = false;
+  const void* k = nullptr;
+  const void* k_shared = nullptr;
+  const void* v = nullptr;
+  const int32_t* read = nullptr;
+  const float* mask = nullptr;
+  int64_t mask_batch = 1, mask_heads = 1;
+  const int32_t* len = nullptr;
+  float scale = 1.0f, softcap = 0.0f;
+  float* out = nullptr;
+};
+inline constexpr int64_t kAttentionRowsMaxWidth = 1024;
+void attention_rows(const AttentionRows& a, const Launch& l);
+
+}  // namespace kvf::exec::cuda::step

@@ -1,0 +1,124 @@
+// Data-movement kernels: strided copies (transpose, slice, broadcast, concat), gathers of
+// stored rows, and the two in-place state writers (dynamic update slice, scatter).
+#include "exec/cuda/step/launch.cuh"
+
+namespace kvf::exec::cuda::step {
+namespace {
+
+template <class T>
+__global__ void strided_copy_kernel(const T* src, int64_t src_base, T* dst, int64_t dst_base, Walk w) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < w.numel;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[dst_base + walk_offset(w, 1, i)] = src[src_base + walk_offset(w, 0, i)];
+  }
+}
+
+// One block per gathered row; a bad index faults and leaves its row unwritten.
+__global__ void gather_kernel(DType table_dt, const uint8_t* table, int64_t rows, int64_t row, const int32_t* idx,
+                              DType out_dt, uint8_t* out, Launch l) {
+  const int64_t i = blockIdx.x;
+  const int32_t r = idx[i];
+  if (r < 0 || r >= rows) {
+    if (threadIdx.x == 0) raise_fault(l.fault, DeviceFault::kGatherIndex, l.eqn, r);
+    return;
+  }
+  const uint8_t* src = table + r * stored_row_bytes(table_dt, row);
+  if (out_dt == DType::kF32) {
+    auto* o = reinterpret_cast<float*>(out) + i * row;
+    for (int64_t j = threadIdx.x; j < row; j += blockDim.x) o[j] = load_stored(table_dt, src, j);
+  } else {
+    const int64_t bytes = stored_row_bytes(out_dt, row);
+    uint8_t* o = out + i * bytes;
+    for (int64_t j = threadIdx.x; j < bytes; j += blockDim.x) o[j] = src[j];
+  }
+}
+
+template <class T>
+__global__ void update_slice_kernel(const T* upd, T* out, int64_t outer, int64_t extent, int64_t n, int64_t inner,
+                                    const int32_t* start_p, Launch l) {
+  const int32_t start = *start_p;
+  if (start < 0 || start + n > extent) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) raise_fault(l.fault, DeviceFault::kUpdateOverflow, l.eqn, start);
+    return;
+  }
+  if (faulted(l.fault)) return;  // state is not written after a failure in this step
+  const int64_t total = outer * n * inner;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = i / (n * inner), rest = i % (n * inner);
+    out[(o * extent + start) * inner + rest] = upd[i];
+  }
+}
+
+// One block: every slot is checked (range, written twice) before any row is written.
+template <class T>
+__global__ void scatter_kernel(const int32_t* idx, int64_t m, const T* upd, T* out, int64_t rows, int64_t row,
+                               Launch l) {
+  __shared__ int bad;
+  if (threadIdx.x == 0) bad = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+    const int32_t r = idx[i];
+    if (r < -1 || r >= rows) {
+      raise_fault(l.fault, DeviceFault::kScatterSlot, l.eqn, r);
+      bad = 1;
+    }
+    for (int64_t j = 0; j < i && r >= 0; ++j) {
+      if (idx[j] == r) {
+        raise_fault(l.fault, DeviceFault::kScatterTwice, l.eqn, r);
+        bad = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  if (bad || faulted(l.fault)) return;
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t r = idx[i];
+    if (r < 0) continue;
+    for (int64_t j = threadIdx.x; j < row; j += blockDim.x) out[r * row + j] = upd[i * row + j];
+  }
+}
+
+}  // namespace
+
+void strided_copy(int elem_bytes, const void* src, int64_t src_base, void* dst, int64_t dst_base, const Walk& w,
+                  const Launch& l) {
+  const unsigned g = blocks_for(w.numel);
+  cudaStream_t s = stream_of(l);
+  switch (elem_bytes) {
+    case 4: strided_copy_kernel<<<g, kThreads, 0, s>>>(static_cast<const uint32_t*>(src), src_base, static_cast<uint32_t*>(dst), dst_base, w); break;
+    case 2: strided_copy_kernel<<<g, kThreads, 0, s>>>(static_cast<const uint16_t*>(src), src_base, static_cast<uint16_t*>(dst), dst_base, w); break;
+    default: strided_copy_kernel<<<g, kThreads, 0, s>>>(static_cast<const uint8_t*>(src), src_base, static_cast<uint8_t*>(dst), dst_base, w); break;
+  }
+}
+
+void gather(DType table_dt, const void* table, int64_t rows, int64_t row, const int32_t* idx, int64_t n, DType out_dt,
+            void* out, const Launch& l) {
+  if (n == 0) return;
+  gather_kernel<<<static_cast<unsigned>(n), 128, 0, stream_of(l)>>>(table_dt, static_cast<const uint8_t*>(table), rows,
+                                                                   row, idx, out_dt, static_cast<uint8_t*>(out), l);
+}
+
+void update_slice(int elem_bytes, const void* upd, void* out, int64_t outer, int64_t extent, int64_t n, int64_t inner,
+                  const int32_t* start, const Launch& l) {
+  const unsigned g = blocks_for(outer * n * inner);
+  cudaStream_t s = stream_of(l);
+  switch (elem_bytes) {
+    case 4: update_slice_kernel<<<g, kThreads, 0, s>>>(static_cast<const uint32_t*>(upd), static_cast<uint32_t*>(out), outer, extent, n, inner, start, l); break;
+    case 2: update_slice_kernel<<<g, kThreads, 0, s>>>(static_cast<const uint16_t*>(upd), static_cast<uint16_t*>(out), outer, extent, n, inner, start, l); break;
+    default: update_slice_kernel<<<g, kThreads, 0, s>>>(static_cast<const uint8_t*>(upd), static_cast<uint8_t*>(out), outer, extent, n, inner, start, l); break;
+  }
+}
+
+void scatter(int elem_bytes, const int32_t* idx, int64_t m, const void* upd, void* out, int64_t rows, int64_t row,
+             const Launch& l) {
+  cudaStream_t s = stream_of(l);
+  switch (elem_bytes) {
+    case 4: scatter_kernel<<<1, 512, 0, s>>>(idx, m, static_cast<const uint32_t*>(upd), static_cast<uint32_t*>(out), rows, row, l); break;
+    case 2: scatter_kernel<<<1, 512, 0, s>>>(idx, m, static_cast<const uint16_t*>(upd), static_cast<uint16_t*>(out), rows, row, l); break;
+    default: scatter_kernel<<<1, 512, 0, s>>>(idx, m, static_cast<const uint8_t*>(upd), static_cast<uint8_t*>(out), rows, row, l); break;
+  }
+}
+
+}  // namespace kvf::exec::cuda::step

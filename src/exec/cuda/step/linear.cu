@@ -1,0 +1,211 @@
+// Matrix products with f32 accumulation, weights read in their stored type and widened in
+// registers (quantized weights are never dequantized in memory):
+//   - m <= 8 rows (decode): one warp per output column streams the weight row once for all
+//     rows: the step is bound by the weight bytes, as decode is.
+//   - more rows: 64x64 output tiles through shared memory, weights widened as they land.
+#include "exec/cuda/step/launch.cuh"
+
+namespace kvf::exec::cuda::step {
+namespace {
+
+constexpr int kGemvWarps = 8;
+constexpr int kMaxGemvRows = 8;
+
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// acc[r] += sum_i w[i] * x[r][k0 + i] for 8 consecutive weights w[].
+template <int MR>
+__device__ void fma8(float (&acc)[MR], const float (&w)[8], const float* x, int64_t k, int64_t k0) {
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    const float4 a = *reinterpret_cast<const float4*>(x + r * k + k0);
+    const float4 b = *reinterpret_cast<const float4*>(x + r * k + k0 + 4);
+    acc[r] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+  }
+}
+
+// Weights as 8-element groups; group g of a row lies at element 8g. Needs k % 8 == 0 (the
+// dispatcher's check) and, for quantized rows, k % 32 == 0.
+__device__ void load8(DType dt, const uint8_t* row, int64_t g, float (&w)[8]) {
+  switch (dt) {
+    case DType::kF32: {
+      const float4 a = reinterpret_cast<const float4*>(row)[2 * g], b = reinterpret_cast<const float4*>(row)[2 * g + 1];
+      w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w; w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
+      return;
+    }
+    case DType::kF16: {
+      const uint4 u = reinterpret_cast<const uint4*>(row)[g];
+      const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __half22float2(h[i]);
+        w[2 * i] = f.x;
+        w[2 * i + 1] = f.y;
+      }
+      return;
+    }
+    case DType::kBF16: {
+      const uint4 u = reinterpret_cast<const uint4*>(row)[g];
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(h[i]);
+        w[2 * i] = f.x;
+        w[2 * i + 1] = f.y;
+      }
+      return;
+    }
+    case DType::kQ8_0: {
+      const uint8_t* blk = row + (g / 4) * 34;
+      const float d = __half2float(*reinterpret_cast<const __half*>(blk));
+      const auto* q = reinterpret_cast<const uint16_t*>(blk + 2 + (g % 4) * 8);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint16_t p = q[i];
+        w[2 * i] = d * static_cast<float>(static_cast<int8_t>(p & 0xff));
+        w[2 * i + 1] = d * static_cast<float>(static_cast<int8_t>(p >> 8));
+      }
+      return;
+    }
+    case DType::kQ4_0: {  // group g % 4: quarters of the block's 32 values (low nibbles first)
+      const uint8_t* blk = row + (g / 4) * 18;
+      const float d = __half2float(*reinterpret_cast<const __half*>(blk));
+      const int part = static_cast<int>(g % 4);
+      const auto* q = reinterpret_cast<const uint16_t*>(blk + 2 + (part % 2) * 8);
+      const int shift = part < 2 ? 0 : 4;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint16_t p = q[i];
+        w[2 * i] = d * static_cast<float>(((p & 0xff) >> shift & 15) - 8);
+        w[2 * i + 1] = d * static_cast<float>(((p >> 8) >> shift & 15) - 8);
+      }
+      return;
+    }
+    default:
+#pragma unroll
+      for (int i = 0; i < 8; ++i) w[i] = 0.0f;
+  }
+}
+
+template <int MR>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const float* x, int64_t k, DType dt, const uint8_t* w,
+                                                               int64_t row_bytes, int64_t n, const float* bias,
+                                                               float* out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (col >= n) return;
+  const uint8_t* row = w + col * row_bytes;
+  float acc[MR] = {};
+  for (int64_t g = lane; g < k / 8; g += 32) {
+    float wv[8];
+    load8(dt, row, g, wv);
+    fma8<MR>(acc, wv, x, k, g * 8);
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    const float s = warp_sum(acc[r]);
+    if (lane == 0) out[r * n + col] = s + (bias != nullptr ? bias[col] : 0.0f);
+  }
+}
+
+constexpr int kTile = 64, kTileK = 32;
+
+// 256 threads, each a 4x4 block of the 64x64 output tile.
+__global__ void __launch_bounds__(256) gemm_kernel(const float* x, int64_t m, int64_t k, DType dt, const uint8_t* w,
+                                                   int64_t row_bytes, int64_t n, const float* bias, float* out) {
+  __shared__ float xs[kTileK][kTile + 4];
+  __shared__ float ws[kTileK][kTile + 4];
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTile, n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+    for (int i = threadIdx.x; i < kTile * kTileK; i += 256) {
+      const int r = i / kTileK, c = i % kTileK;
+      const int64_t gm = m0 + r, gn = n0 + r, gk = k0 + c;
+      xs[c][r] = gm < m && gk < k ? x[gm * k + gk] : 0.0f;
+      ws[c][r] = gn < n && gk < k ? load_stored(dt, w + gn * row_bytes, gk) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int c = 0; c < kTileK; ++c) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        a[i] = xs[c][ty * 4 + i];
+        b[i] = ws[c][tx * 4 + i];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t gm = m0 + ty * 4 + i;
+    if (gm >= m) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t gn = n0 + tx * 4 + j;
+      if (gn < n) out[gm * n + gn] = acc[i][j] + (bias != nullptr ? bias[gn] : 0.0f);
+    }
+  }
+}
+
+template <int MR>
+void launch_gemv(const float* x, int64_t k, DType dt, const uint8_t* w, int64_t rb, int64_t n, const float* bias,
+                 float* out, cudaStream_t s) {
+  const auto grid = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
+  gemv_kernel<MR><<<grid, kGemvWarps * 32, 0, s>>>(x, k, dt, w, rb, n, bias, out);
+}
+
+// One product of [m, k] x [k, n] per batch entry; the batch walk maps entries to matrices.
+__global__ void matmul_kernel(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, Walk batch) {
+  const int64_t total = batch.numel * m * n;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t bi = i / (m * n), r = (i / n) % m, c = i % n;
+    const float* ar = a + walk_offset(batch, 0, bi) * m * k + r * k;
+    const float* bm = b + walk_offset(batch, 1, bi) * k * n + c;
+    float acc = 0;
+    for (int64_t t = 0; t < k; ++t) acc += ar[t] * bm[t * n];
+    out[i] = acc;
+  }
+}
+
+}  // namespace
+
+void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias, float* out,
+            const Launch& l) {
+  if (m == 0 || n == 0) return;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t rb = stored_row_bytes(w_dt, k);
+  cudaStream_t s = stream_of(l);
+  const bool quant = w_dt == DType::kQ8_0 || w_dt == DType::kQ4_0;
+  if (m <= kMaxGemvRows && k % 8 == 0 && (quant ? k % 32 == 0 : rb % 16 == 0)) {
+    switch (m) {
+      case 1: launch_gemv<1>(x, k, w_dt, wb, rb, n, bias, out, s); return;
+      case 2: launch_gemv<2>(x, k, w_dt, wb, rb, n, bias, out, s); return;
+      case 3: launch_gemv<3>(x, k, w_dt, wb, rb, n, bias, out, s); return;
+      case 4: launch_gemv<4>(x, k, w_dt, wb, rb, n, bias, out, s); return;
+      case 5: launch_gemv<5>(x, k, w_dt, wb, rb, n, bias, out, s); return;
+      case 6: launch_gemv<6>(x, k, w_dt, wb, rb, n, bias, out, s); return;
+      case 7: launch_gemv<7>(x, k, w_dt, wb, rb, n, bias, out, s); return;
+      default: launch_gemv<8>(x, k, w_dt, wb, rb, n, bias, out, s); return;
+    }
+  }
+  const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
+  gemm_kernel<<<grid, 256, 0, s>>>(x, m, k, w_dt, wb, rb, n, bias, out);
+}
+
+void matmul(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, const Walk& batch,
+            const Launch& l) {
+  matmul_kernel<<<blocks_for(batch.numel * m * n), kThreads, 0, stream_of(l)>>>(a, b, out, m, k, n, batch);
+}
+
+}  // namespace kvf::exec::cuda::step

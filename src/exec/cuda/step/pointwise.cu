@@ -1,0 +1,242 @@
+// Elementwise kernels: unary, binary (numpy broadcasting through the walk), select, cast,
+// iota, gated units and rotary embedding. Meanings as in eval/ and exec/cpu.
+#include <cmath>
+#include <type_traits>
+
+#include "exec/cuda/step/launch.cuh"
+
+namespace kvf::exec::cuda::step {
+namespace {
+
+#define KVF_GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__device__ float unary_f32(UnaryOp op, float x) {
+  switch (op) {
+    case UnaryOp::kNeg: return -x;
+    case UnaryOp::kExp: return expf(x);
+    case UnaryOp::kLog: return logf(x);
+    case UnaryOp::kSqrt: return sqrtf(x);
+    case UnaryOp::kRsqrt: return 1.0f / sqrtf(x);
+    case UnaryOp::kTanh: return tanhf(x);
+    case UnaryOp::kErf: return erff(x);
+    case UnaryOp::kAbs: return fabsf(x);
+    case UnaryOp::kSin: return sinf(x);
+    case UnaryOp::kCos: return cosf(x);
+    case UnaryOp::kRecip: return 1.0f / x;
+  }
+  return __int_as_float(0x7fc00000);
+}
+
+__global__ void unary_f32_kernel(UnaryOp op, const float* x, float* out, int64_t n) {
+  KVF_GRID_LOOP(i, n) out[i] = unary_f32(op, x[i]);
+}
+
+__global__ void unary_i32_kernel(UnaryOp op, const int32_t* x, int32_t* out, int64_t n) {
+  KVF_GRID_LOOP(i, n) {
+    const int32_t v = x[i];
+    out[i] = op == UnaryOp::kNeg ? -v : (v < 0 ? -v : v);
+  }
+}
+
+template <class T>
+__device__ T arith(BinaryOp op, T x, T y, bool& div_zero) {
+  switch (op) {
+    case BinaryOp::kAdd: return x + y;
+    case BinaryOp::kSub: return x - y;
+    case BinaryOp::kMul: return x * y;
+    case BinaryOp::kMax: return x > y || x != x ? x : y;
+    case BinaryOp::kMin: return x < y || x != x ? x : y;
+    case BinaryOp::kDiv:
+      if constexpr (std::is_floating_point_v<T>) {
+        return x / y;
+      } else {
+        if (y == 0) div_zero = true;
+        return y == 0 ? T{0} : x / y;
+      }
+    default: return T{};
+  }
+}
+
+template <class T>
+__global__ void arith_kernel(BinaryOp op, const T* a, const T* b, T* out, Walk w, Launch l) {
+  KVF_GRID_LOOP(i, w.numel) {
+    bool div_zero = false;
+    out[i] = arith(op, a[walk_offset(w, 0, i)], b[walk_offset(w, 1, i)], div_zero);
+    if (div_zero) raise_fault(l.fault, DeviceFault::kDivideByZero, l.eqn, i);
+  }
+}
+
+template <class T>
+__global__ void compare_kernel(BinaryOp dir, const T* a, const T* b, uint8_t* out, Walk w) {
+  KVF_GRID_LOOP(i, w.numel) {
+    const T x = a[walk_offset(w, 0, i)], y = b[walk_offset(w, 1, i)];
+    bool r = false;
+    switch (dir) {
+      case BinaryOp::kEq: r = x == y; break;
+      case BinaryOp::kNe: r = x != y; break;
+      case BinaryOp::kLt: r = x < y; break;
+      case BinaryOp::kLe: r = x <= y; break;
+      case BinaryOp::kGt: r = x > y; break;
+      case BinaryOp::kGe: r = x >= y; break;
+      default: break;
+    }
+    out[i] = r;
+  }
+}
+
+__global__ void logic_kernel(bool is_and, const uint8_t* a, const uint8_t* b, uint8_t* out, Walk w) {
+  KVF_GRID_LOOP(i, w.numel) {
+    const uint8_t x = a[walk_offset(w, 0, i)], y = b[walk_offset(w, 1, i)];
+    out[i] = is_and ? (x & y) : (x | y);
+  }
+}
+
+template <class T>
+__global__ void select_kernel(const uint8_t* p, const T* a, const T* b, T* out, Walk w) {
+  KVF_GRID_LOOP(i, w.numel) out[i] = p[walk_offset(w, 0, i)] ? a[walk_offset(w, 1, i)] : b[walk_offset(w, 2, i)];
+}
+
+__global__ void to_f32_kernel(DType from, const void* x, float* out, int64_t n) {
+  KVF_GRID_LOOP(i, n) out[i] = load_stored(from, x, i);
+}
+
+__global__ void to_half_kernel(bool bf16, const float* x, void* out, int64_t n) {
+  KVF_GRID_LOOP(i, n) {
+    if (bf16) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(x[i]);
+    else static_cast<__half*>(out)[i] = __float2half_rn(x[i]);
+  }
+}
+
+__global__ void to_word_kernel(DType from, DType to, const void* x, void* out, int64_t n, Launch l) {
+  KVF_GRID_LOOP(i, n) {
+    double v = 0;
+    switch (from) {
+      case DType::kF32: v = static_cast<const float*>(x)[i]; break;
+      case DType::kI32: v = static_cast<const int32_t*>(x)[i]; break;
+      default: v = static_cast<const uint8_t*>(x)[i]; break;
+    }
+    if (to == DType::kBool) {
+      static_cast<uint8_t*>(out)[i] = v != 0;
+    } else if (to == DType::kF32) {
+      static_cast<float*>(out)[i] = static_cast<float>(v);
+    } else {
+      const double t = trunc(v);
+      if (isnan(v) || t < -2147483648.0 || t > 2147483647.0) {
+        raise_fault(l.fault, DeviceFault::kCastRange, l.eqn, i);
+        static_cast<int32_t*>(out)[i] = 0;
+      } else {
+        static_cast<int32_t*>(out)[i] = static_cast<int32_t>(t);
+      }
+    }
+  }
+}
+
+template <class T>
+__global__ void iota_kernel(int64_t inner, int64_t extent, T* out, int64_t n) {
+  KVF_GRID_LOOP(i, n) out[i] = static_cast<T>((i / inner) % extent);
+}
+
+__global__ void glu_kernel(GluAct act, const float* g, const float* u, float* out, int64_t n) {
+  KVF_GRID_LOOP(i, n) {
+    const float x = g[i];
+    float a;
+    switch (act) {
+      case GluAct::kSilu: a = x / (1.0f + expf(-x)); break;
+      case GluAct::kGeluTanh: a = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))); break;
+      default: a = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); break;
+    }
+    out[i] = a * u[i];
+  }
+}
+
+__global__ void rope_kernel(const float* x, const float* cs, const float* sn, float* out, int64_t rows, int64_t d,
+                            int64_t t_len, int64_t rotary, bool interleaved) {
+  const int64_t half = rotary / 2, per_row = half + (d - rotary);
+  KVF_GRID_LOOP(i, rows * per_row) {
+    const int64_t r = i / per_row, j = i % per_row;
+    const float* xr = x + r * d;
+    float* o = out + r * d;
+    if (j >= half) {  // the pass-through tail
+      const int64_t c = rotary + (j - half);
+      o[c] = xr[c];
+      continue;
+    }
+    const float c = cs[(r % t_len) * half + j], s = sn[(r % t_len) * half + j];
+    const int64_t i0 = interleaved ? 2 * j : j, i1 = interleaved ? 2 * j + 1 : j + half;
+    const float a = xr[i0], b = xr[i1];
+    o[i0] = a * c - b * s;
+    o[i1] = b * c + a * s;
+  }
+}
+
+}  // namespace
+
+void unary(UnaryOp op, DType dt, const void* x, void* out, int64_t n, const Launch& l) {
+  if (dt == DType::kI32) {
+    unary_i32_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(op, static_cast<const int32_t*>(x),
+                                                                  static_cast<int32_t*>(out), n);
+  } else {
+    unary_f32_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(op, static_cast<const float*>(x),
+                                                                  static_cast<float*>(out), n);
+  }
+}
+
+static bool is_compare(BinaryOp op) { return op >= BinaryOp::kEq && op <= BinaryOp::kGe; }
+
+void binary(BinaryOp op, DType dt, const void* a, const void* b, void* out, const Walk& w, const Launch& l) {
+  const unsigned g = blocks_for(w.numel);
+  cudaStream_t s = stream_of(l);
+  auto* pred = static_cast<uint8_t*>(out);
+  if (is_compare(op)) {
+    if (dt == DType::kF32) compare_kernel<<<g, kThreads, 0, s>>>(op, static_cast<const float*>(a), static_cast<const float*>(b), pred, w);
+    else if (dt == DType::kI32) compare_kernel<<<g, kThreads, 0, s>>>(op, static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), pred, w);
+    else compare_kernel<<<g, kThreads, 0, s>>>(op, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), pred, w);
+  } else if (op == BinaryOp::kAnd || op == BinaryOp::kOr) {
+    logic_kernel<<<g, kThreads, 0, s>>>(op == BinaryOp::kAnd, static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), pred, w);
+  } else if (dt == DType::kF32) {
+    arith_kernel<<<g, kThreads, 0, s>>>(op, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(out), w, l);
+  } else {
+    arith_kernel<<<g, kThreads, 0, s>>>(op, static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), static_cast<int32_t*>(out), w, l);
+  }
+}
+
+void select(int elem_bytes, const void* pred, const void* a, const void* b, void* out, const Walk& w, const Launch& l) {
+  const auto* p = static_cast<const uint8_t*>(pred);
+  if (elem_bytes == 4) {
+    select_kernel<<<blocks_for(w.numel), kThreads, 0, stream_of(l)>>>(p, static_cast<const int32_t*>(a),
+        static_cast<const int32_t*>(b), static_cast<int32_t*>(out), w);
+  } else {
+    select_kernel<<<blocks_for(w.numel), kThreads, 0, stream_of(l)>>>(p, static_cast<const uint8_t*>(a),
+        static_cast<const uint8_t*>(b), static_cast<uint8_t*>(out), w);
+  }
+}
+
+void cast(DType from, DType to, const void* x, void* out, int64_t n, const Launch& l) {
+  const unsigned g = blocks_for(n);
+  cudaStream_t s = stream_of(l);
+  if (to == DType::kF32 && from != DType::kI32 && from != DType::kBool) {
+    to_f32_kernel<<<g, kThreads, 0, s>>>(from, x, static_cast<float*>(out), n);
+  } else if (to == DType::kF16 || to == DType::kBF16) {
+    to_half_kernel<<<g, kThreads, 0, s>>>(to == DType::kBF16, static_cast<const float*>(x), out, n);
+  } else {
+    to_word_kernel<<<g, kThreads, 0, s>>>(from, to, x, out, n, l);
+  }
+}
+
+void iota(DType dt, int64_t inner, int64_t extent, void* out, int64_t n, const Launch& l) {
+  if (dt == DType::kI32) iota_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(inner, extent, static_cast<int32_t*>(out), n);
+  else iota_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(inner, extent, static_cast<float*>(out), n);
+}
+
+void glu(GluAct act, const float* gate, const float* up, float* out, int64_t n, const Launch& l) {
+  glu_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(act, gate, up, out, n);
+}
+
+void rope(const float* x, const float* cos, const float* sin, float* out, int64_t rows, int64_t d, int64_t t_len,
+          int64_t rotary, bool interleaved, const Launch& l) {
+  const int64_t n = rows * (rotary / 2 + d - rotary);
+  rope_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(x, cos, sin, out, rows, d, t_len, rotary, interleaved);
+}
+
+}  // namespace kvf::exec::cuda::step

@@ -1,0 +1,107 @@
+// Row kernels: reductions, RMSNorm and softmax, one block per row with a block-wide
+// reduction (f32 sums accumulate in f32 per thread, then in a fixed tree: deterministic).
+#include <cfloat>
+
+#include "exec/cuda/step/launch.cuh"
+
+namespace kvf::exec::cuda::step {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float y = __shfl_xor_sync(0xffffffffu, v, o);
+    v = y > v || y != y ? y : v;
+  }
+  return v;
+}
+
+// The block's sum (or max) of v, returned to every thread.
+__device__ float block_reduce(float v, bool is_max) {
+  __shared__ float part[kRowThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = is_max ? warp_max(v) : warp_sum(v);
+  __syncthreads();  // part may still be read by a previous call
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  float r = is_max ? -INFINITY : 0.0f;
+  for (int i = 0; i < kRowThreads / 32; ++i) r = is_max ? (part[i] > r || part[i] != part[i] ? part[i] : r) : r + part[i];
+  return r;
+}
+
+// x as [outer, red, inner]; one block per (outer, inner) output.
+__global__ void reduce_f32_kernel(bool is_max, const float* x, float* out, int64_t red, int64_t inner) {
+  const int64_t o = blockIdx.x / inner, in = blockIdx.x % inner;
+  const float* base = x + o * red * inner + in;
+  float acc = is_max ? -INFINITY : 0.0f;
+  for (int64_t r = threadIdx.x; r < red; r += blockDim.x) {
+    const float v = base[r * inner];
+    acc = is_max ? (v > acc || v != v ? v : acc) : acc + v;
+  }
+  acc = block_reduce(acc, is_max);
+  if (threadIdx.x == 0) out[blockIdx.x] = acc;
+}
+
+__global__ void reduce_i32_kernel(bool is_max, const int32_t* x, int32_t* out, int64_t red, int64_t inner) {
+  const int64_t o = blockIdx.x / inner, in = blockIdx.x % inner;
+  if (threadIdx.x != 0) return;  // integer reductions are index arithmetic: short and rare
+  const int32_t* base = x + o * red * inner + in;
+  int64_t acc = is_max ? INT64_MIN : 0;
+  for (int64_t r = 0; r < red; ++r) acc = is_max ? max(acc, static_cast<int64_t>(base[r * inner])) : acc + base[r * inner];
+  out[blockIdx.x] = static_cast<int32_t>(acc);
+}
+
+__global__ void rmsnorm_kernel(const float* x, const float* w, float* out, int64_t d, double eps, bool unit_offset) {
+  const float* xr = x + blockIdx.x * d;
+  float* o = out + blockIdx.x * d;
+  float ss = 0;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) ss += xr[c] * xr[c];
+  ss = block_reduce(ss, false);
+  const float inv = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / static_cast<double>(d) + eps));
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = xr[c] * inv * (unit_offset ? 1.0f + w[c] : w[c]);
+}
+
+__global__ void softmax_kernel(const float* x, float* out, int64_t d) {
+  const float* xr = x + blockIdx.x * d;
+  float* o = out + blockIdx.x * d;
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) m = fmaxf(m, xr[c]);
+  m = block_reduce(m, true);
+  float sum = 0;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) sum += expf(xr[c] - m);
+  sum = block_reduce(sum, false);
+  const float inv = 1.0f / sum;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = expf(xr[c] - m) * inv;
+}
+
+}  // namespace
+
+void reduce(bool is_max, DType dt, const void* x, void* out, int64_t outer, int64_t red, int64_t inner,
+            const Launch& l) {
+  const auto grid = static_cast<unsigned>(outer * inner);
+  if (grid == 0) return;
+  if (dt == DType::kI32) {
+    reduce_i32_kernel<<<grid, 32, 0, stream_of(l)>>>(is_max, static_cast<const int32_t*>(x), static_cast<int32_t*>(out), red, inner);
+  } else {
+    reduce_f32_kernel<<<grid, kRowThreads, 0, stream_of(l)>>>(is_max, static_cast<const float*>(x), static_cast<float*>(out), red, inner);
+  }
+}
+
+void rmsnorm(const float* x, const float* w, float* out, int64_t rows, int64_t d, double eps, bool unit_offset,
+             const Launch& l) {
+  if (rows == 0) return;
+  rmsnorm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream_of(l)>>>(x, w, out, d, eps, unit_offset);
+}
+
+void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& l) {
+  if (rows == 0) return;
+  softmax_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream_of(l)>>>(x, out, d);
+}
+
+}  // namespace kvf::exec::cuda::step
