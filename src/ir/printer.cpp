@@ -77,6 +77,12 @@ std::string value_ref(const Graph& g, ValueId id) {
   return str_cat("%", v.producer >= 0 ? v.producer : id);
 }
 
+std::string eqn_str(const Graph& g, const Eqn& e) {
+  std::string out = str_cat(value_ref(g, e.out), ":", type_str(g.type(e.out)), " = ", op_name(e.op), params_str(e));
+  for (ValueId v : e.in) out += " " + value_ref(g, v);
+  return out;
+}
+
 std::string print(const Graph& g) {
   std::string out = str_cat("{ graph ", g.name, " ;");
   for (size_t i = 0; i < g.values.size(); ++i) {
@@ -94,11 +100,7 @@ std::string print(const Graph& g) {
     }
   }
   out += " .\n";
-  for (const Eqn& e : g.eqns) {
-    out += str_cat("  ", value_ref(g, e.out), ":", type_str(g.type(e.out)), " = ", op_name(e.op), params_str(e));
-    for (ValueId v : e.in) out += " " + value_ref(g, v);
-    out += "\n";
-  }
+  for (const Eqn& e : g.eqns) out += str_cat("  ", eqn_str(g, e), "\n");
   for (const Output& o : g.outputs) out += str_cat("  out ", o.name, " = ", value_ref(g, o.value), "\n");
   for (const Donation& d : g.donations) {
     out += str_cat("  donate ", value_ref(g, d.state_in), " <- ", value_ref(g, d.state_out), "\n");

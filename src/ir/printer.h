@@ -13,6 +13,9 @@ namespace kvf::ir {
 // }
 std::string print(const Graph& g);
 
+// One eqn as print() writes it: "%7:f32[1,4] = add %5 %6".
+std::string eqn_str(const Graph& g, const Eqn& e);
+
 // How eqns and the header refer to a value: its name, "%N" (N = its eqn), or an inline literal.
 std::string value_ref(const Graph& g, ValueId id);
 

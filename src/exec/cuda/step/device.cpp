@@ -64,7 +64,9 @@ Result<void*> Device::allocate_zeroed(int64_t bytes) {
     cudaMemGetInfo(&free, &total);
     return capacity(name_, ": ", bytes, " bytes do not fit (", free, " of ", total, " bytes free)");
   }
-  if (cudaError_t me = cudaMemset(p, 0, size); me != cudaSuccess) {
+  // On the step stream: a plain cudaMemset runs on the legacy stream, which does not order
+  // against a non-blocking one, and could land after the first copy into the buffer.
+  if (cudaError_t me = cudaMemsetAsync(p, 0, size, static_cast<cudaStream_t>(stream_)); me != cudaSuccess) {
     cudaFree(p);
     return cuda_error("memset", me);
   }
@@ -88,7 +90,8 @@ plan::DeviceCaps Device::caps() const {
 }
 
 Result<const void*> Device::upload(const HostTensor& t) {
-  auto it = weights_.find(t.raw());
+  const WeightKey key{t.raw(), t.dtype(), t.shape(), t.strides()};
+  auto it = weights_.find(key);
   if (it != weights_.end()) return static_cast<const void*>(it->second.data());
   HostTensor c = t;
   if (!c.is_contiguous()) {
@@ -103,7 +106,7 @@ Result<const void*> Device::upload(const HostTensor& t) {
   Status s = copy_to_device(*p, c.raw(), bytes);
   if (!s) return s.take_error();
   weight_bytes_ += bytes;
-  return static_cast<const void*>(weights_.emplace(t.raw(), std::move(b)).first->second.data());
+  return static_cast<const void*>(weights_.emplace(key, std::move(b)).first->second.data());
 }
 
 Status Device::copy_to_device(void* dst, const void* src, int64_t bytes) {
@@ -141,6 +144,33 @@ Status Device::clear_fault() {
   const cudaError_t e = cudaMemsetAsync(fault_, 0, sizeof(FaultRecord), static_cast<cudaStream_t>(stream_));
   if (e != cudaSuccess) return cuda_error("clear fault", e);
   return {};
+}
+
+Status Device::begin_capture() {
+  const cudaError_t e = cudaStreamBeginCapture(static_cast<cudaStream_t>(stream_), cudaStreamCaptureModeThreadLocal);
+  if (e != cudaSuccess) return cuda_error("begin capture", e);
+  return {};
+}
+
+Result<void*> Device::end_capture() {
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(stream_), &graph);
+  if (e != cudaSuccess) return cuda_error("end capture", e);
+  cudaGraphExec_t exec = nullptr;
+  e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) return cuda_error("instantiate graph", e);
+  return static_cast<void*>(exec);
+}
+
+Status Device::launch_graph(void* graph) {
+  const cudaError_t e = cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream_));
+  if (e != cudaSuccess) return cuda_error("graph launch", e);
+  return {};
+}
+
+void Device::destroy_graph(void* graph) noexcept {
+  if (graph != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
 }
 
 Result<FaultRecord> Device::read_fault() {

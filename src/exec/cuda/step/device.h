@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -33,8 +34,8 @@ class Device final : public Memory {
   FaultRecord* fault() const { return fault_; }
   plan::DeviceCaps caps() const;
 
-  // The device copy of a constant's bytes (contiguous row-major), uploaded on first use and
-  // kept for the device's life.
+  // The device copy of a constant (row-major, contiguous), uploaded on first use of that
+  // view and kept for the device's life.
   Result<const void*> upload(const HostTensor& t);
   int64_t weight_bytes() const { return weight_bytes_; }
 
@@ -44,6 +45,12 @@ class Device final : public Memory {
   // Waits for the stream; a CUDA error (a failed launch, a fault of the GPU) is kInternal.
   Status synchronize(const char* what);
   Status clear_fault();
+  // Stream capture into a CUDA graph: what is enqueued between the two calls is recorded,
+  // not run; the instantiated graph replays it with one launch.
+  Status begin_capture();
+  Result<void*> end_capture();  // a cudaGraphExec_t
+  Status launch_graph(void* graph);
+  static void destroy_graph(void* graph) noexcept;
   // The step's fault record after synchronize().
   Result<FaultRecord> read_fault();
 
@@ -55,7 +62,9 @@ class Device final : public Memory {
   std::string name_;
   int sms_ = 0;
   int64_t l2_bytes_ = 0, smem_per_block_ = 0, hbm_bytes_ = 0;
-  std::map<const void*, Buffer> weights_;
+  // A view is its bytes and its layout: a transposed view shares its data's address.
+  using WeightKey = std::tuple<const void*, DType, Shape, Shape>;
+  std::map<WeightKey, Buffer> weights_;
   int64_t weight_bytes_ = 0;
 };
 

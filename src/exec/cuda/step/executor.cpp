@@ -156,6 +156,8 @@ Result<std::unique_ptr<CudaExecutor>> CudaExecutor::create(plan::Plan plan, Stat
   return ex;
 }
 
+CudaExecutor::~CudaExecutor() { Device::destroy_graph(body_graph_); }
+
 Result<void*> CudaExecutor::own(const ir::TensorType& t) {
   const int64_t bytes = numel_of(t.shape) * elem_bytes(t.dtype);
   Result<void*> p = device_.allocate_zeroed(bytes);
@@ -583,10 +585,8 @@ Status CudaExecutor::run(const SlotValues& slots) {
   if (!s) return s;
   s = check_validations();
   if (!s) return s;
-  for (const Op& op : body_) {
-    s = launch(op);
-    if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
-  }
+  s = run_body();
+  if (!s) return s;
   for (auto& [name, host] : outputs_) {
     const Ref& r = refs_[static_cast<size_t>(plan_.graph.find_output(name))];
     s = device_.copy_to_host(host.data(), r.data, r.numel * 4);
@@ -595,6 +595,28 @@ Status CudaExecutor::run(const SlotValues& slots) {
   s = device_.synchronize(plan_.graph.name.c_str());
   if (!s) return s;
   return read_faults();
+}
+
+// Every launch's arguments are fixed at bind time (pointers into the arena, the state and
+// the slot buffers; data-dependent values are read on the device), so the body is the same
+// work each run: captured once, replayed as one graph.
+Status CudaExecutor::run_body() {
+  if (body_graph_ == nullptr) {
+    Status s = device_.begin_capture();
+    for (const Op& op : body_) {
+      if (!s) break;
+      s = launch(op);
+      if (!s) s = s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
+    }
+    Result<void*> g = device_.end_capture();  // ends the capture even after a failed launch
+    if (!s) {
+      if (g) Device::destroy_graph(*g);
+      return s;
+    }
+    if (!g) return g.take_error();
+    body_graph_ = *g;
+  }
+  return device_.launch_graph(body_graph_);
 }
 
 std::span<const float> CudaExecutor::output(const std::string& name) const {

@@ -1,5 +1,6 @@
 // The CUDA step executor: a plan is bound once (device arena, device state, uploaded
-// weights, one launch per eqn) and each run replays the launches on the device's stream.
+// weights, one launch per eqn); the first run captures the body's launches as a CUDA graph
+// and every run replays it with one launch.
 // Only the slots go up and the outputs come back; a data-dependent failure inside the step
 // is read from the fault record when the step ends. Plain C++: no CUDA headers.
 #pragma once
@@ -22,6 +23,7 @@ class CudaExecutor final : public Executor {
   // are allocated there) and uploads the weights it reads. Refuses what no kernel here runs,
   // naming the eqn. The device and the state outlive the executor.
   static Result<std::unique_ptr<CudaExecutor>> create(plan::Plan plan, StateStore& state, Device& device);
+  ~CudaExecutor() override;
 
   Status run(const SlotValues& slots) override;
   std::span<const float> output(const std::string& name) const override;
@@ -49,6 +51,7 @@ class CudaExecutor final : public Executor {
   Status launch(const Op& op);
   Status check_validations();
   Status read_faults();
+  Status run_body();
 
   plan::Plan plan_;
   StateStore& state_;
@@ -61,6 +64,7 @@ class CudaExecutor final : public Executor {
   std::vector<Op> body_;
   std::vector<std::pair<ir::Slot, Ref>> slots_;
   std::map<std::string, std::vector<float>> outputs_;  // host copies of the f32 outputs
+  void* body_graph_ = nullptr;   // the body captured once (a cudaGraphExec_t), replayed per run
 };
 
 }  // namespace kvf::exec::cuda::step
