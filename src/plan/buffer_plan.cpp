@@ -55,6 +55,19 @@ class Arena {
 
 }  // namespace
 
+bool is_alias(const ir::Graph& g, const ir::Eqn& e) {
+  if (e.op == ir::OpKind::kReshape) return true;
+  if (e.op != ir::OpKind::kTranspose) return false;
+  const Shape& in = g.type(e.in[0]).shape;
+  int64_t last = -1;
+  for (int64_t axis : e.params.axes) {  // the non-unit axes keep their order
+    if (in[static_cast<size_t>(axis)] == 1) continue;
+    if (axis < last) return false;
+    last = axis;
+  }
+  return true;
+}
+
 int64_t element_bytes(DType dt) {
   switch (dt) {
     case DType::kF32: case DType::kI32: return 4;
@@ -72,7 +85,7 @@ Result<BufferPlan> plan_buffers(const ir::Graph& g, const std::vector<int64_t>& 
   p.scratch_offset.assign(ne, -1);
   for (size_t v = 0; v < nv; ++v) p.storage_of[v] = static_cast<ir::ValueId>(v);
   for (const ir::Eqn& e : g.eqns) {
-    if (e.op == ir::OpKind::kReshape || is_state_update(g, e)) {
+    if (is_alias(g, e) || is_state_update(g, e)) {
       p.storage_of[static_cast<size_t>(e.out)] = p.storage_of[static_cast<size_t>(e.in[0])];
     }
   }

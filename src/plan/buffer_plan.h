@@ -22,6 +22,11 @@ struct BufferPlan {
   int64_t naive_bytes = 0;   // what one buffer per value would take, for the report
 };
 
+// Whether e's result is its operand's bytes read another way: a reshape, or a transpose
+// that moves only size-1 axes (the row-major order of the elements is unchanged, as in
+// [1, T=1, H, D] -> [1, H, 1, D]). Executors run nothing for it.
+bool is_alias(const ir::Graph& g, const ir::Eqn& e);
+
 // Bytes one element of dt takes in an executor buffer (pred: 1).
 int64_t element_bytes(DType dt);
 

@@ -46,6 +46,7 @@ Result<AttentionRequest> attention_request(const ir::Graph& g, const ir::Eqn& e,
 }
 
 std::string kernel_name(const ir::Graph& g, const ir::Eqn& e) {
+  if (e.op == ir::OpKind::kTranspose && is_alias(g, e)) return "transpose.alias";
   switch (e.op) {
     case ir::OpKind::kLinear: return str_cat("linear.", dtype_name(g.type(e.in[1]).dtype));
     case ir::OpKind::kReshape: return "reshape.alias";

@@ -68,6 +68,24 @@ INSTANTIATE_TEST_SUITE_P(Synthetic, GpuVsCpu,
                                           dtype_name(std::get<1>(info.param)));
                          });
 
+// A long context: decode splits the keys across blocks and merges the partials.
+TEST(GpuVsCpuLong, DecodeOverFourHundredPositionsAgrees) {
+  KVF_NEED_GPU();
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  std::mt19937_64 rng(testing::test_seed());
+  for (DType kv : {DType::kF32, DType::kF16}) {
+    llm::Generator cpu(m, 512, on(llm::ExecutorKind::kCpu, kv));
+    llm::Generator gpu(m, 512, on(llm::ExecutorKind::kCuda, kv));
+    std::vector<int32_t> in = random_ids(rng, 400, m.config.vocab);
+    for (int step = 0; step < 8; ++step) {
+      const std::vector<float> a = testing::must(cpu.step(in)), b = testing::must(gpu.step(in));
+      const double rel = testing::rel_error(std::vector<double>(b.begin(), b.end()), std::vector<double>(a.begin(), a.end()));
+      ASSERT_LE(rel, 1e-4) << dtype_name(kv) << " step " << step;
+      in = {llm::argmax(last_row(a, m.config.vocab))};
+    }
+  }
+}
+
 std::vector<int32_t> solo_on_gpu(const models::Model& m, const llm::Request& r, int64_t cap) {
   llm::GeneratorOptions o = on(llm::ExecutorKind::kCuda, DType::kF32);
   o.last_logits = true;

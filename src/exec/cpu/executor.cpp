@@ -191,7 +191,7 @@ Status CpuExecutor::bind_ops() {
     if (owner != e.out) {
       refs_[out] = ref_of(refs_[static_cast<size_t>(owner)].data, ot);
       folded_[out] = folded_[static_cast<size_t>(owner)];
-      if (e.op == OpKind::kReshape) continue;  // an alias: nothing to run
+      if (plan::is_alias(g, e)) continue;  // nothing to run
     } else if (constant_inputs || in_prelude[i]) {
       // Folded values outlive the arena's reuse; prelude values run out of eqn order.
       owned_.emplace_back(numel_of(ot.shape) * std::max<int64_t>(plan::element_bytes(ot.dtype), 1));

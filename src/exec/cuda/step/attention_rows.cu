@@ -1,8 +1,14 @@
 // The fused Attention op's whole contract on the GPU (exec/cpu/attention.h): dense or paged
 // keys, f32 or f16 K/V, a split (shared) key, an additive mask of any broadcast, a live
-// length and a softcap. One block per query row; its warps take every fourth key and keep an
-// online softmax, merged at the end. The general path every request can take; the decode and
-// prefill kernels of exec/cuda serve the shapes they cover.
+// length and a softcap.
+//
+// One block per (query row, key split). Its warps take tiles of 32 keys, one key per lane:
+// each lane scores its key whole, the warp keeps an online softmax per tile (one max and one
+// sum per 32 keys), and the tile's values are accumulated lane-per-output-element. With one
+// split the block writes the row; with several, each writes its partial (m, l, o) and a
+// second kernel merges them (Flash-Decoding), so that a few long rows still fill the GPU.
+#include <algorithm>
+
 #include "exec/cuda/step/launch.cuh"
 
 namespace kvf::exec::cuda::step {
@@ -14,9 +20,45 @@ __device__ float load_kv(bool f16, const void* p, int64_t i) {
   return f16 ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
 }
 
-// NV: value elements per lane (dv <= 32 * NV).
+__device__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// q . key over n elements; q in shared memory. 16-byte loads where the row allows them.
+__device__ float dot_row(const float* q, bool f16, const void* base, int64_t off, int64_t n) {
+  float acc = 0.0f;
+  if (f16 && n % 8 == 0 && off % 8 == 0) {
+    const uint4* p = reinterpret_cast<const uint4*>(static_cast<const __half*>(base) + off);
+    for (int64_t j = 0; j < n / 8; ++j) {
+      const uint4 u = p[j];
+      const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __half22float2(h[i]);
+        acc += q[8 * j + 2 * i] * f.x + q[8 * j + 2 * i + 1] * f.y;
+      }
+    }
+  } else if (!f16 && n % 4 == 0 && off % 4 == 0) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(base) + off);
+    for (int64_t j = 0; j < n / 4; ++j) {
+      const float4 f = p[j];
+      acc += q[4 * j] * f.x + q[4 * j + 1] * f.y + q[4 * j + 2] * f.z + q[4 * j + 3] * f.w;
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) acc += q[j] * load_kv(f16, base, off + j);
+  }
+  return acc;
+}
+
+// NV: value elements per lane (dv <= 32 * NV). partial: null when the grid has one split.
 template <int NV>
-__global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRows a) {
+__global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRows a, int64_t chunk, float* partial) {
   extern __shared__ float smem[];
   const int64_t dq = a.dk + a.ds;
   float* qs = smem;                          // [dq]
@@ -30,42 +72,53 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
 
   int64_t keys = a.lk;
   if (a.len != nullptr) keys = min(max(static_cast<int64_t>(a.len[b]), int64_t{0}), a.lk);
+  const int64_t begin = blockIdx.y * chunk, end = min(keys, begin + chunk);
   const float* mrow = nullptr;
   if (a.mask != nullptr) {
     const int64_t mb = a.mask_batch == 1 ? 0 : b, mh = a.mask_heads == 1 ? 0 : h;
     mrow = a.mask + ((mb * a.mask_heads + mh) * a.lq + i) * a.lk;
   }
   float m = -INFINITY, l = 0.0f, acc[NV] = {};
-  for (int64_t t = warp; t < keys; t += kWarps) {
-    const int64_t slot = a.read != nullptr ? a.read[b * a.lk + t] : -1;
-    const int64_t k_off = slot >= 0 ? (slot * a.hkv + g) * a.dk : ((b * a.hkv + g) * a.lk + t) * a.dk;
-    const int64_t v_off = slot >= 0 ? (slot * a.hkv + g) * a.dv : ((b * a.hkv + g) * a.lk + t) * a.dv;
-    float dot = 0.0f;
-    for (int64_t j = lane; j < a.dk; j += 32) dot += qs[j] * load_kv(a.kv_f16, a.k, k_off + j);
-    if (a.ds > 0) {
-      const int64_t s_off = slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds;
-      for (int64_t j = lane; j < a.ds; j += 32) dot += qs[a.dk + j] * load_kv(a.kv_f16, a.k_shared, s_off + j);
+  for (int64_t t0 = begin + warp * 32; t0 < end; t0 += kWarps * 32) {
+    const int64_t t = t0 + lane;
+    int64_t slot = -1;
+    float s = -INFINITY;
+    if (t < end) {
+      slot = a.read != nullptr ? a.read[b * a.lk + t] : -1;
+      const int64_t k_off = slot >= 0 ? (slot * a.hkv + g) * a.dk : ((b * a.hkv + g) * a.lk + t) * a.dk;
+      float dot = dot_row(qs, a.kv_f16, a.k, k_off, a.dk);
+      if (a.ds > 0) dot += dot_row(qs + a.dk, a.kv_f16, a.k_shared, slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds, a.ds);
+      s = dot * a.scale;
+      if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+      if (mrow != nullptr) s += mrow[t];
     }
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    float s = dot * a.scale;
-    if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
-    if (mrow != nullptr) s += mrow[t];
-    if (s == -INFINITY) continue;  // a masked key adds exactly nothing
-    const float m_new = fmaxf(m, s);
-    const float corr = expf(m - m_new), p = expf(s - m_new);
-    l = l * corr + p;
+    const float tile_max = warp_max(s);
+    if (tile_max == -INFINITY) continue;  // every key of the tile masked: it adds exactly nothing
+    const float m_new = fmaxf(m, tile_max);
+    const float corr = expf(m - m_new);
+    const float p = s == -INFINITY ? 0.0f : expf(s - m_new);
+    l = l * corr + warp_sum(p);
 #pragma unroll
-    for (int c = 0; c < NV; ++c) {
-      const int64_t j = lane + 32 * c;
-      if (j < a.dv) acc[c] = acc[c] * corr + p * load_kv(a.kv_f16, a.v, v_off + j);
+    for (int c = 0; c < NV; ++c) acc[c] *= corr;
+    const int n = static_cast<int>(end - t0 < 32 ? end - t0 : 32);
+    for (int j = 0; j < n; ++j) {
+      const float pj = __shfl_sync(0xffffffffu, p, j);
+      const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
+      if (pj == 0.0f) continue;
+      const int64_t v_off = sj >= 0 ? (sj * a.hkv + g) * a.dv : ((b * a.hkv + g) * a.lk + t0 + j) * a.dv;
+#pragma unroll
+      for (int c = 0; c < NV; ++c) {
+        const int64_t e = lane + 32 * c;
+        if (e < a.dv) acc[c] += pj * load_kv(a.kv_f16, a.v, v_off + e);
+      }
     }
     m = m_new;
   }
   float* mine = part + warp * (a.dv + 2);
 #pragma unroll
   for (int c = 0; c < NV; ++c) {
-    const int64_t j = lane + 32 * c;
-    if (j < a.dv) mine[j] = acc[c];
+    const int64_t e = lane + 32 * c;
+    if (e < a.dv) mine[e] = acc[c];
   }
   if (lane == 0) {
     mine[a.dv] = m;
@@ -79,27 +132,66 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
     const float mw = part[w * (a.dv + 2) + a.dv];
     if (mw != -INFINITY) total += part[w * (a.dv + 2) + a.dv + 1] * expf(mw - mx);
   }
-  for (int64_t j = threadIdx.x; j < a.dv; j += blockDim.x) {
+  float* dst = partial != nullptr ? partial + (row * gridDim.y + blockIdx.y) * (a.dv + 2) : nullptr;
+  for (int64_t e = threadIdx.x; e < a.dv; e += blockDim.x) {
     float o = 0.0f;
     for (int w = 0; w < kWarps; ++w) {
       const float mw = part[w * (a.dv + 2) + a.dv];
-      if (mw != -INFINITY) o += part[w * (a.dv + 2) + j] * expf(mw - mx);
+      if (mw != -INFINITY) o += part[w * (a.dv + 2) + e] * expf(mw - mx);
     }
-    a.out[row * a.dv + j] = o / total;  // no visible key: 0/0, as the CPU kernel and the oracle
+    if (dst != nullptr) dst[e] = o;
+    else a.out[row * a.dv + e] = o / total;  // no visible key: 0/0, as the CPU kernel and the oracle
+  }
+  if (dst != nullptr && threadIdx.x == 0) {
+    dst[a.dv] = mx;
+    dst[a.dv + 1] = total;
+  }
+}
+
+// One block per row: the splits' partials merged as one softmax.
+__global__ void merge_splits_kernel(const float* partial, int splits, int64_t dv, float* out) {
+  const float* p = partial + static_cast<int64_t>(blockIdx.x) * splits * (dv + 2);
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, p[s * (dv + 2) + dv]);
+  float total = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float ms = p[s * (dv + 2) + dv];
+    if (ms != -INFINITY) total += p[s * (dv + 2) + dv + 1] * expf(ms - mx);
+  }
+  for (int64_t e = threadIdx.x; e < dv; e += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float ms = p[s * (dv + 2) + dv];
+      if (ms != -INFINITY) o += p[s * (dv + 2) + e] * expf(ms - mx);
+    }
+    out[static_cast<int64_t>(blockIdx.x) * dv + e] = o / total;
   }
 }
 
 }  // namespace
 
-void attention_rows(const AttentionRows& a, const Launch& l) {
+AttentionSplit attention_rows_split(const AttentionRows& a, int sms) {
+  const int64_t rows = a.batch * a.hq * a.lq, target = 2 * static_cast<int64_t>(sms);  // two waves
+  AttentionSplit s;
+  if (rows >= target || a.lk <= 256) return AttentionSplit{1, a.lk, 0};
+  const int64_t most = (a.lk + 127) / 128;  // at least 128 keys per split
+  s.splits = static_cast<int>(std::min<int64_t>(most, (target + rows - 1) / rows));
+  s.chunk = (a.lk + s.splits - 1) / s.splits;
+  s.workspace_floats = rows * s.splits * (a.dv + 2);
+  return s;
+}
+
+void attention_rows(const AttentionRows& a, const AttentionSplit& split, float* workspace, const Launch& l) {
   const int64_t rows = a.batch * a.hq * a.lq;
   if (rows == 0) return;
   const size_t smem = static_cast<size_t>(a.dk + a.ds + kWarps * (a.dv + 2)) * sizeof(float);
-  const auto grid = static_cast<unsigned>(rows);
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(split.splits));
+  float* partial = split.splits > 1 ? workspace : nullptr;
   cudaStream_t s = stream_of(l);
-  if (a.dv <= 64) attention_rows_kernel<2><<<grid, kWarps * 32, smem, s>>>(a);
-  else if (a.dv <= 256) attention_rows_kernel<8><<<grid, kWarps * 32, smem, s>>>(a);
-  else attention_rows_kernel<32><<<grid, kWarps * 32, smem, s>>>(a);
+  if (a.dv <= 64) attention_rows_kernel<2><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
+  else if (a.dv <= 256) attention_rows_kernel<8><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
+  else attention_rows_kernel<32><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
+  if (partial != nullptr) merge_splits_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(partial, split.splits, a.dv, a.out);
 }
 
 }  // namespace kvf::exec::cuda::step

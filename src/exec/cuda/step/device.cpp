@@ -2,7 +2,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 
 namespace kvf::exec::cuda::step {
 namespace {
@@ -43,10 +46,32 @@ Result<std::unique_ptr<Device>> Device::open() {
   d->name_ = str_cat("cuda: ", prop.name, ", ", prop.multiProcessorCount, " SMs, ", gib, " GiB");
   Status c = d->clear_fault();
   if (!c) return c.take_error();
+  const char* profile = std::getenv("KVF_CUDA_PROFILE");
+  if (profile != nullptr && std::string(profile) == "1") {
+    for (void*& ev : d->profile_events_) {
+      cudaEvent_t event = nullptr;
+      if (cudaError_t ee = cudaEventCreate(&event); ee != cudaSuccess) return cuda_error("profile event", ee);
+      ev = event;
+    }
+  }
   return d;
 }
 
 Device::~Device() {
+  if (!profile_.empty()) {
+    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(profile_.begin(), profile_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    double total = 0;
+    for (const auto& r : rows) total += r.second.first;
+    std::fprintf(stderr, "kvforge: cuda profile, %.3f ms in eqns\n", total);
+    for (const auto& [name, t] : rows) {
+      std::fprintf(stderr, "  %-28s %10.3f ms %6.1f%% %8lld launches %8.2f us each\n", name.c_str(), t.first,
+                   100.0 * t.first / total, static_cast<long long>(t.second), 1000.0 * t.first / static_cast<double>(t.second));
+    }
+  }
+  for (void* ev : profile_events_) {
+    if (ev != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(ev));
+  }
   weights_.clear();
   if (fault_ != nullptr) cudaFree(fault_);
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
@@ -171,6 +196,25 @@ Status Device::launch_graph(void* graph) {
 
 void Device::destroy_graph(void* graph) noexcept {
   if (graph != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+}
+
+Status Device::time_begin() {
+  const cudaError_t e = cudaEventRecord(static_cast<cudaEvent_t>(profile_events_[0]), static_cast<cudaStream_t>(stream_));
+  if (e != cudaSuccess) return cuda_error("profile", e);
+  return {};
+}
+
+Status Device::time_end(const std::string& kernel) {
+  auto* stop = static_cast<cudaEvent_t>(profile_events_[1]);
+  cudaError_t e = cudaEventRecord(stop, static_cast<cudaStream_t>(stream_));
+  if (e == cudaSuccess) e = cudaEventSynchronize(stop);
+  float ms = 0;
+  if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(profile_events_[0]), stop);
+  if (e != cudaSuccess) return cuda_error("profile", e);
+  auto& [total, launches] = profile_[kernel];
+  total += ms;
+  ++launches;
+  return {};
 }
 
 Result<FaultRecord> Device::read_fault() {

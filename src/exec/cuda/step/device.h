@@ -51,6 +51,13 @@ class Device final : public Memory {
   Result<void*> end_capture();  // a cudaGraphExec_t
   Status launch_graph(void* graph);
   static void destroy_graph(void* graph) noexcept;
+
+  // KVF_CUDA_PROFILE=1: executors run their eqns one by one, each timed by events, and the
+  // device prints the time per kernel when it closes (no graphs, a sync per eqn: for finding
+  // where a step's time goes, not for measuring it).
+  bool profiling() const { return profile_events_[0] != nullptr; }
+  Status time_begin();
+  Status time_end(const std::string& kernel);
   // The step's fault record after synchronize().
   Result<FaultRecord> read_fault();
 
@@ -66,6 +73,8 @@ class Device final : public Memory {
   using WeightKey = std::tuple<const void*, DType, Shape, Shape>;
   std::map<WeightKey, Buffer> weights_;
   int64_t weight_bytes_ = 0;
+  void* profile_events_[2] = {nullptr, nullptr};
+  std::map<std::string, std::pair<double, int64_t>> profile_;  // kernel -> (ms, launches)
 };
 
 }  // namespace kvf::exec::cuda::step

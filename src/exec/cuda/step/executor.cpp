@@ -294,6 +294,7 @@ Status CudaExecutor::bind_ops() {
   std::vector<bool> needed(g.values.size(), false);
   for (const ir::Validation& c : g.validations) needed[static_cast<size_t>(c.witness)] = true;
   std::vector<bool> in_prelude(g.eqns.size(), false);
+  int64_t workspace_floats = 0;
   for (size_t i = g.eqns.size(); i-- > 0;) {
     const ir::Eqn& e = g.eqns[i];
     if (!needed[static_cast<size_t>(e.out)]) continue;
@@ -319,7 +320,7 @@ Status CudaExecutor::bind_ops() {
     if (owner != e.out) {
       refs_[out] = Ref{refs_[static_cast<size_t>(owner)].data, ot, numel_of(ot.shape)};
       folded_[out] = folded_[static_cast<size_t>(owner)];
-      if (e.op == OpKind::kReshape) continue;  // an alias: nothing to run
+      if (plan::is_alias(g, e)) continue;  // nothing to run
     } else if (constant_inputs || in_prelude[i]) {
       Result<void*> p = own(ot);
       if (!p) return p.take_error();
@@ -337,7 +338,16 @@ Status CudaExecutor::bind_ops() {
       continue;
     }
     if (in_prelude[i] && ir::is_fused(e.op)) return internal_error("a validation depends on fused eqn ", i);
+    if (e.op == OpKind::kAttention) {
+      op.split = attention_rows_split(attention_rows_of(op), device_.caps().cores);
+      workspace_floats = std::max(workspace_floats, op.split.workspace_floats);
+    }
     (in_prelude[i] ? prelude_ : body_).push_back(std::move(op));
+  }
+  if (workspace_floats > 0) {
+    Result<void*> w = device_.allocate_zeroed(workspace_floats * 4);
+    if (!w) return w.take_error().context("attention workspace");
+    attention_workspace_ = Buffer(&device_, *w, workspace_floats * 4);
   }
   for (const ir::Output& o : g.outputs) {
     if (g.type(o.value).dtype == DType::kF32) outputs_[o.name].resize(static_cast<size_t>(numel_of(g.type(o.value).shape)));
@@ -496,40 +506,44 @@ Status CudaExecutor::launch(const Op& op) {
       glu(glu_act(e.params.glu), static_cast<const float*>(op.in[0].data), static_cast<const float*>(op.in[1].data),
           static_cast<float*>(out.data), out.numel, l);
       return {};
-    case OpKind::kAttention: {
-      const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
-      AttentionRows a;
-      a.batch = r.batch;
-      a.hq = r.hq;
-      a.hkv = r.hkv;
-      a.lq = r.lq;
-      a.lk = r.lk;
-      a.dk = r.dk;
-      a.ds = r.ds;
-      a.dv = r.dv;
-      a.q = static_cast<const float*>(op.in[0].data);
-      a.kv_f16 = r.kv_dtype == DType::kF16;
-      a.k = op.in[1].data;
-      a.v = op.in[2].data;
-      size_t next = 3;
-      if (e.params.attn.has_shared) a.k_shared = op.in[next++].data;
-      if (e.params.attn.has_mask) {
-        const Ref& m = op.in[next++];
-        a.mask = static_cast<const float*>(m.data);
-        a.mask_batch = m.type.shape[0];
-        a.mask_heads = m.type.shape[1];
-      }
-      if (e.params.attn.has_len) a.len = static_cast<const int32_t*>(op.in[next++].data);
-      if (e.params.attn.has_read) a.read = static_cast<const int32_t*>(op.in[next++].data);
-      a.scale = static_cast<float>(r.scale);
-      a.softcap = static_cast<float>(r.softcap);
-      a.out = static_cast<float*>(out.data);
-      attention_rows(a, l);
+    case OpKind::kAttention:
+      attention_rows(attention_rows_of(op), op.split, static_cast<float*>(attention_workspace_.data()), l);
       return {};
-    }
     default: break;
   }
   return internal_error("exec/cuda: no kernel for ", ir::op_name(e.op));
+}
+
+AttentionRows CudaExecutor::attention_rows_of(const Op& op) const {
+  const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
+  const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
+  AttentionRows a;
+  a.batch = r.batch;
+  a.hq = r.hq;
+  a.hkv = r.hkv;
+  a.lq = r.lq;
+  a.lk = r.lk;
+  a.dk = r.dk;
+  a.ds = r.ds;
+  a.dv = r.dv;
+  a.q = static_cast<const float*>(op.in[0].data);
+  a.kv_f16 = r.kv_dtype == DType::kF16;
+  a.k = op.in[1].data;
+  a.v = op.in[2].data;
+  size_t next = 3;
+  if (e.params.attn.has_shared) a.k_shared = op.in[next++].data;
+  if (e.params.attn.has_mask) {
+    const Ref& m = op.in[next++];
+    a.mask = static_cast<const float*>(m.data);
+    a.mask_batch = m.type.shape[0];
+    a.mask_heads = m.type.shape[1];
+  }
+  if (e.params.attn.has_len) a.len = static_cast<const int32_t*>(op.in[next++].data);
+  if (e.params.attn.has_read) a.read = static_cast<const int32_t*>(op.in[next++].data);
+  a.scale = static_cast<float>(r.scale);
+  a.softcap = static_cast<float>(r.softcap);
+  a.out = static_cast<float*>(op.out.data);
+  return a;
 }
 
 Status CudaExecutor::check_validations() {
@@ -601,6 +615,18 @@ Status CudaExecutor::run(const SlotValues& slots) {
 // the slot buffers; data-dependent values are read on the device), so the body is the same
 // work each run: captured once, replayed as one graph.
 Status CudaExecutor::run_body() {
+  if (device_.profiling()) {
+    for (const Op& op : body_) {
+      const plan::KernelRequest& r = plan_.requests[static_cast<size_t>(op.eqn)];
+      Status s = device_.time_begin();
+      if (s) s = launch(op);
+      if (s) s = device_.time_end(str_cat(r.kernel, op.out.type.shape.size() > 0 && r.op == OpKind::kLinear
+                                                        ? str_cat(" n=", op.out.type.shape.back())
+                                                        : std::string()));
+      if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
+    }
+    return {};
+  }
   if (body_graph_ == nullptr) {
     Status s = device_.begin_capture();
     for (const Op& op : body_) {

@@ -41,6 +41,7 @@ class CudaExecutor final : public Executor {
     int eqn = -1;
     std::vector<Ref> in;
     Ref out;
+    AttentionSplit split;  // attention only
   };
 
   CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
@@ -49,6 +50,7 @@ class CudaExecutor final : public Executor {
   Status check(const ir::Eqn& e) const;
   Result<void*> own(const ir::TensorType& t);
   Status launch(const Op& op);
+  AttentionRows attention_rows_of(const Op& op) const;
   Status check_validations();
   Status read_faults();
   Status run_body();
@@ -57,6 +59,7 @@ class CudaExecutor final : public Executor {
   StateStore& state_;
   Device& device_;
   Buffer arena_;
+  Buffer attention_workspace_;   // split-key partials, shared by the attention eqns in turn
   std::vector<Buffer> owned_;    // slots, literals, folded values, prelude values
   std::vector<Ref> refs_;        // per value
   std::vector<bool> folded_;     // per value: computed once at bind time

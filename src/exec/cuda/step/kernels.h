@@ -114,6 +114,14 @@ struct AttentionRows {
   float* out = nullptr;
 };
 inline constexpr int64_t kAttentionRowsMaxWidth = 1024;
-void attention_rows(const AttentionRows& a, const Launch& l);
+// Keys split across blocks (Flash-Decoding) when the rows alone cannot fill the GPU's `sms`
+// multiprocessors twice over; the partials need workspace_floats of device memory.
+struct AttentionSplit {
+  int splits = 1;
+  int64_t chunk = 0;  // keys per split
+  int64_t workspace_floats = 0;
+};
+AttentionSplit attention_rows_split(const AttentionRows& a, int sms);
+void attention_rows(const AttentionRows& a, const AttentionSplit& split, float* workspace, const Launch& l);
 
 }  // namespace kvf::exec::cuda::step

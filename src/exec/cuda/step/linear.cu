@@ -29,7 +29,8 @@ __device__ void fma8(float (&acc)[MR], const float (&w)[8], const float* x, int6
 
 // Weights as 8-element groups; group g of a row lies at element 8g. Needs k % 8 == 0 (the
 // dispatcher's check) and, for quantized rows, k % 32 == 0.
-__device__ void load8(DType dt, const uint8_t* row, int64_t g, float (&w)[8]) {
+template <DType dt>
+__device__ void load8(const uint8_t* row, int64_t g, float (&w)[8]) {
   switch (dt) {
     case DType::kF32: {
       const float4 a = reinterpret_cast<const float4*>(row)[2 * g], b = reinterpret_cast<const float4*>(row)[2 * g + 1];
@@ -90,8 +91,12 @@ __device__ void load8(DType dt, const uint8_t* row, int64_t g, float (&w)[8]) {
   }
 }
 
-template <int MR>
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const float* x, int64_t k, DType dt, const uint8_t* w,
+// Each lane issues kUnroll weight loads before it uses any: enough bytes in flight per warp
+// to cover the memory latency.
+constexpr int kUnroll = 4;
+
+template <int MR, DType dt>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const float* x, int64_t k, const uint8_t* w,
                                                                int64_t row_bytes, int64_t n, const float* bias,
                                                                float* out) {
   const int lane = threadIdx.x % 32;
@@ -99,9 +104,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const float* x, i
   if (col >= n) return;
   const uint8_t* row = w + col * row_bytes;
   float acc[MR] = {};
-  for (int64_t g = lane; g < k / 8; g += 32) {
+  const int64_t groups = k / 8;
+  int64_t g = lane;
+  for (; g + 32 * (kUnroll - 1) < groups; g += 32 * kUnroll) {
+    float wv[kUnroll][8];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) load8<dt>(row, g + 32 * u, wv[u]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) fma8<MR>(acc, wv[u], x, k, (g + 32 * u) * 8);
+  }
+  for (; g < groups; g += 32) {
     float wv[8];
-    load8(dt, row, g, wv);
+    load8<dt>(row, g, wv);
     fma8<MR>(acc, wv, x, k, g * 8);
   }
 #pragma unroll
@@ -161,7 +175,13 @@ template <int MR>
 void launch_gemv(const float* x, int64_t k, DType dt, const uint8_t* w, int64_t rb, int64_t n, const float* bias,
                  float* out, cudaStream_t s) {
   const auto grid = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
-  gemv_kernel<MR><<<grid, kGemvWarps * 32, 0, s>>>(x, k, dt, w, rb, n, bias, out);
+  switch (dt) {
+    case DType::kF32: gemv_kernel<MR, DType::kF32><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
+    case DType::kF16: gemv_kernel<MR, DType::kF16><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
+    case DType::kBF16: gemv_kernel<MR, DType::kBF16><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
+    case DType::kQ8_0: gemv_kernel<MR, DType::kQ8_0><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
+    default: gemv_kernel<MR, DType::kQ4_0><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
+  }
 }
 
 // One product of [m, k] x [k, n] per batch entry; the batch walk maps entries to matrices.
