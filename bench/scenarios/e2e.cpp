@@ -18,6 +18,7 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
   g.threads = o.threads;
   g.last_logits = true;
   g.kv_dtype = o.kv_dtype;
+  if (o.cuda) g.executor = llm::ExecutorKind::kCuda;
   llm::Generator gen(*m, cap, g);
   std::mt19937 rng(42);
   auto tokens = [&](int64_t n) {

@@ -56,6 +56,7 @@ struct E2eOptions {
   int64_t pp = 512, tg = 128, depth = 0;
   int repeats = 3;
   DType kv_dtype = DType::kF16;  // llama-bench's default cache type
+  bool cuda = false;             // the compiled step on the GPU (llm::ExecutorKind::kCuda)
 };
 struct E2eResult {
   double pp_tok_s = 0, tg_tok_s = 0;

@@ -95,6 +95,7 @@ Result<bench::E2eResult> run_peer(const std::string& peer, const bench::E2eOptio
 struct E2eCli {
   bench::E2eOptions o;
   std::string kv_type = "f16";
+  std::string device = "cpu";
   bool json = false;
   std::string peer;
 };
@@ -234,10 +235,14 @@ Command add_bench_command(CLI::App& parent) {
   e->add_option("--kv-type", e2e->kv_type, "KV cache element type, for both engines (llama-bench's default is f16)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f16"}));
+  e->add_option("--device", e2e->device, "where kvforge's steps run: cpu, or cuda (the first GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   e->add_option("--peer", e2e->peer, "llama.cpp's llama-bench binary: run it on the same file and print the ratio");
   e->add_flag("--json", e2e->json, "print one JSON line");
   e->callback([=] {
     e2e->o.kv_dtype = e2e->kv_type == "f32" ? DType::kF32 : DType::kF16;
+    e2e->o.cuda = e2e->device == "cuda";
     *run_fn = [=] { return run_e2e(*e2e); };
   });
 

@@ -6,7 +6,10 @@
 
 namespace kvf::plan {
 
+enum class Target : uint8_t { kCpu, kCuda };
+
 struct DeviceCaps {
+  Target target = Target::kCpu;
   std::string name = "cpu";
   int cores = 1;                 // threads the executor will run
   int64_t l1d_bytes = 32 << 10;  // per core

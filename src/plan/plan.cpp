@@ -80,7 +80,55 @@ std::vector<bool> gathered_in_stored_type(const ir::Graph& g) {
   return lazy;
 }
 
+ir::Graph colocate_linears(ir::Graph g) {
+  constexpr size_t kMaxGroup = 3;  // q, k, v
+  const size_t n = g.eqns.size();
+  auto weight_dtype = [&](const ir::Eqn& e) { return g.type(e.in[1]).dtype; };
+  auto movable_linear = [&](const ir::Eqn& e) {  // operands: x, then constants
+    if (e.op != ir::OpKind::kLinear) return false;
+    for (size_t k = 1; k < e.in.size(); ++k) {
+      if (g.value(e.in[k]).kind != ir::ValueKind::kConstant) return false;
+    }
+    return true;
+  };
+  std::vector<bool> placed(n, false);
+  std::vector<size_t> order;
+  order.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (placed[i]) continue;
+    placed[i] = true;
+    order.push_back(i);
+    const ir::Eqn& e = g.eqns[i];
+    if (!movable_linear(e)) continue;
+    std::vector<size_t> group{i};
+    for (size_t j = i + 1; j < n && group.size() < kMaxGroup; ++j) {
+      const ir::Eqn& f = g.eqns[j];
+      if (!placed[j] && movable_linear(f) && f.in[0] == e.in[0] && weight_dtype(f) == weight_dtype(e)) {
+        group.push_back(j);
+        placed[j] = true;
+        order.push_back(j);
+      }
+    }
+    if (group.size() < 2) continue;
+    for (size_t j = group.back() + 1; j < n; ++j) {  // a gated unit over the first two
+      const ir::Eqn& f = g.eqns[j];
+      if (!placed[j] && f.op == ir::OpKind::kGlu && f.in[0] == g.eqns[group[0]].out && f.in[1] == g.eqns[group[1]].out) {
+        placed[j] = true;
+        order.push_back(j);
+        break;
+      }
+    }
+  }
+  std::vector<ir::Eqn> eqns;
+  eqns.reserve(n);
+  for (size_t i : order) eqns.push_back(std::move(g.eqns[i]));
+  g.eqns = std::move(eqns);
+  for (size_t i = 0; i < n; ++i) g.values[static_cast<size_t>(g.eqns[i].out)].producer = static_cast<int>(i);
+  return g;
+}
+
 Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
+  if (caps.target == Target::kCuda) g = colocate_linears(std::move(g));
   Plan p;
   p.caps = caps;
   std::vector<int64_t> scratch(g.eqns.size(), 0);

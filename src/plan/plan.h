@@ -19,7 +19,14 @@ struct Plan {
   BufferPlan buffers;
 };
 
-// Requests for every eqn of an already compiled graph, schedules chosen for `caps`.
+// The GPU's launch order: every Linear that reads the same input as an earlier one (with the
+// same weight type) moved up to follow it, and a Glu over the first two of such a group
+// moved up after them, so that one launch can run the group (exec/cuda/step). Only eqns
+// whose operands are that input and constants move, so the result computes the same values.
+ir::Graph colocate_linears(ir::Graph g);
+
+// Requests for every eqn of an already compiled graph, schedules chosen for `caps` (on a
+// GPU, after colocate_linears).
 // A request the device cannot run is a typed refusal naming the eqn and what is missing.
 Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps);
 

@@ -30,8 +30,40 @@ __device__ float warp_sum(float v) {
   return v;
 }
 
+// q . key over N (a head width known at compile time) elements: every 16-byte load of the
+// row issued before the first product, so a lane waits for its row once.
+template <int N>
+__device__ float dot_row_fixed(const float* q, bool f16, const void* base, int64_t off) {
+  float acc = 0.0f;
+  if (f16) {
+    uint4 u[N / 8];
+    const uint4* p = reinterpret_cast<const uint4*>(static_cast<const __half*>(base) + off);
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) u[j] = p[j];
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+      const __half2* h = reinterpret_cast<const __half2*>(&u[j]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __half22float2(h[i]);
+        acc += q[8 * j + 2 * i] * f.x + q[8 * j + 2 * i + 1] * f.y;
+      }
+    }
+  } else {
+    float4 f[N / 4];
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(base) + off);
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) f[j] = p[j];
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) acc += q[4 * j] * f[j].x + q[4 * j + 1] * f[j].y + q[4 * j + 2] * f[j].z + q[4 * j + 3] * f[j].w;
+  }
+  return acc;
+}
+
 // q . key over n elements; q in shared memory. 16-byte loads where the row allows them.
 __device__ float dot_row(const float* q, bool f16, const void* base, int64_t off, int64_t n) {
+  if (n == 64 && off % 8 == 0) return dot_row_fixed<64>(q, f16, base, off);
+  if (n == 128 && off % 8 == 0) return dot_row_fixed<128>(q, f16, base, off);
   float acc = 0.0f;
   if (f16 && n % 8 == 0 && off % 8 == 0) {
     const uint4* p = reinterpret_cast<const uint4*>(static_cast<const __half*>(base) + off);
@@ -100,16 +132,30 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
     l = l * corr + warp_sum(p);
 #pragma unroll
     for (int c = 0; c < NV; ++c) acc[c] *= corr;
+    // The tile's values, kKeys keys at a time with every load issued before any is used: the
+    // loads of one key do not wait for the previous key's. Keys past the tile's end reuse
+    // its first key (finite values) with weight 0.
     const int n = static_cast<int>(end - t0 < 32 ? end - t0 : 32);
-    for (int j = 0; j < n; ++j) {
-      const float pj = __shfl_sync(0xffffffffu, p, j);
-      const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
-      if (pj == 0.0f) continue;
-      const int64_t v_off = sj >= 0 ? (sj * a.hkv + g) * a.dv : ((b * a.hkv + g) * a.lk + t0 + j) * a.dv;
+    constexpr int kKeys = NV <= 8 ? 8 : 2;  // registers: kKeys * NV values in flight
+    for (int j0 = 0; j0 < n; j0 += kKeys) {
+      float pj[kKeys], vj[kKeys][NV];
 #pragma unroll
-      for (int c = 0; c < NV; ++c) {
-        const int64_t e = lane + 32 * c;
-        if (e < a.dv) acc[c] += pj * load_kv(a.kv_f16, a.v, v_off + e);
+      for (int u = 0; u < kKeys; ++u) {
+        const int j = j0 + u < n ? j0 + u : 0;
+        const float pu = __shfl_sync(0xffffffffu, p, j);
+        pj[u] = j0 + u < n ? pu : 0.0f;
+        const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
+        const int64_t v_off = sj >= 0 ? (sj * a.hkv + g) * a.dv : ((b * a.hkv + g) * a.lk + t0 + j) * a.dv;
+#pragma unroll
+        for (int c = 0; c < NV; ++c) {
+          const int64_t e = lane + 32 * c;
+          vj[u][c] = e < a.dv ? load_kv(a.kv_f16, a.v, v_off + e) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+#pragma unroll
+        for (int c = 0; c < NV; ++c) acc[c] += pj[u] * vj[u][c];
       }
     }
     m = m_new;

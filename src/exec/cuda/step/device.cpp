@@ -102,6 +102,7 @@ void Device::release(void* p) noexcept { cudaFree(p); }
 
 plan::DeviceCaps Device::caps() const {
   plan::DeviceCaps c;
+  c.target = plan::Target::kCuda;
   c.name = name_;
   c.cores = sms_;
   c.l1d_bytes = smem_per_block_;

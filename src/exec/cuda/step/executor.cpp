@@ -352,12 +352,147 @@ Status CudaExecutor::bind_ops() {
   for (const ir::Output& o : g.outputs) {
     if (g.type(o.value).dtype == DType::kF32) outputs_[o.name].resize(static_cast<size_t>(numel_of(g.type(o.value).shape)));
   }
+  group_linears();
+  fuse_norms();
+  fuse_rounding_casts();
   return {};
+}
+
+namespace {
+
+// Per value: the eqns and outputs that read it.
+std::vector<int> readers_of(const ir::Graph& g) {
+  std::vector<int> readers(g.values.size(), 0);
+  for (const ir::Eqn& e : g.eqns) {
+    for (ir::ValueId v : e.in) ++readers[static_cast<size_t>(v)];
+  }
+  for (const ir::Output& o : g.outputs) ++readers[static_cast<size_t>(o.value)];
+  return readers;
+}
+
+bool overlaps(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  const auto* pa = static_cast<const char*>(a);
+  const auto* pb = static_cast<const char*>(b);
+  return pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+}  // namespace
+
+// An RMSNorm read only by the linear group after it: the group normalizes its input itself.
+void CudaExecutor::fuse_norms() {
+  const ir::Graph& g = plan_.graph;
+  const std::vector<int> readers = readers_of(g);
+  std::vector<Op> out;
+  for (size_t i = 0; i < body_.size(); ++i) {
+    const ir::Eqn& e = g.eqns[static_cast<size_t>(body_[i].eqn)];
+    if (i + 1 < body_.size() && e.op == OpKind::kRmsNorm && body_[i + 1].grouped > 0) {
+      Op& group = body_[i + 1];
+      const ir::Eqn& first = g.eqns[static_cast<size_t>(group.eqn)];
+      if (first.in[0] == e.out && readers[static_cast<size_t>(e.out)] == group.group.parts) {
+        group.group.norm_w = static_cast<const float*>(body_[i].in[1].data);
+        group.group.norm_eps = e.params.eps;
+        group.group.norm_unit_offset = e.params.unit_offset;
+        group.group.norm_out = static_cast<float*>(body_[i].out.data);
+        group.in[0] = body_[i].in[0];
+        ++group.grouped;
+        continue;  // the norm runs inside the group
+      }
+    }
+    out.push_back(std::move(body_[i]));
+  }
+  body_ = std::move(out);
+}
+
+// A cast to f16/bf16 read only by the dynamic_update_slice after it (rows entering a half
+// cache): the update kernel rounds the f32 rows itself.
+void CudaExecutor::fuse_rounding_casts() {
+  const ir::Graph& g = plan_.graph;
+  const std::vector<int> readers = readers_of(g);
+  std::vector<Op> out;
+  for (size_t i = 0; i < body_.size(); ++i) {
+    const ir::Eqn& e = g.eqns[static_cast<size_t>(body_[i].eqn)];
+    if (i + 1 < body_.size() && e.op == OpKind::kCast && body_[i].in[0].type.dtype == DType::kF32 &&
+        half(e.params.dtype) && readers[static_cast<size_t>(e.out)] == 1) {
+      const ir::Eqn& next = g.eqns[static_cast<size_t>(body_[i + 1].eqn)];
+      if (next.op == OpKind::kDynamicUpdateSlice && next.in[1] == e.out) {
+        Op update = std::move(body_[i + 1]);
+        update.in[1] = body_[i].in[0];
+        update.round_update = true;
+        out.push_back(std::move(update));
+        ++i;
+        continue;
+      }
+    }
+    out.push_back(std::move(body_[i]));
+  }
+  body_ = std::move(out);
+}
+
+// Consecutive linears over one input (plan::colocate_linears put them together) become one
+// launch, with the glu over the first two, or the residual add after a single one, as its
+// epilogue when nothing else reads the values it then never writes.
+void CudaExecutor::group_linears() {
+  const ir::Graph& g = plan_.graph;
+  const std::vector<int> readers = readers_of(g);
+  auto eqn = [&](const Op& op) -> const ir::Eqn& { return g.eqns[static_cast<size_t>(op.eqn)]; };
+  auto read_once = [&](ir::ValueId v) { return readers[static_cast<size_t>(v)] == 1; };
+  std::vector<Op> out;
+  for (size_t i = 0; i < body_.size();) {
+    const ir::Eqn& first = eqn(body_[i]);
+    if (first.op != OpKind::kLinear) {
+      out.push_back(std::move(body_[i++]));
+      continue;
+    }
+    Op op = body_[i];
+    op.grouped = 1;
+    op.group.parts = 0;
+    size_t j = i;
+    while (j < body_.size() && op.group.parts < 3 && eqn(body_[j]).op == OpKind::kLinear &&
+           eqn(body_[j]).in[0] == first.in[0] && body_[j].in[1].type.dtype == body_[i].in[1].type.dtype) {
+      const Op& l = body_[j];
+      op.group.part[op.group.parts++] =
+          LinearPart{l.in[1].data, eqn(l).params.has_bias ? static_cast<const float*>(l.in[2].data) : nullptr,
+                     l.in[1].type.shape[0], static_cast<float*>(l.out.data)};
+      ++j;
+    }
+    if (j < body_.size()) {
+      const ir::Eqn& next = eqn(body_[j]);
+      const ir::ValueId y0 = eqn(body_[i]).out;
+      if (op.group.parts == 2 && next.op == OpKind::kGlu && next.in[0] == y0 && next.in[1] == eqn(body_[i + 1]).out &&
+          read_once(y0) && read_once(next.in[1])) {
+        op.group.glu = true;
+        op.group.act = glu_act(next.params.glu);
+        op.group.glu_out = static_cast<float*>(body_[j].out.data);
+        ++j;
+      } else if (op.group.parts == 1 && next.op == OpKind::kAdd && read_once(y0) &&
+                 (next.in[0] == y0 || next.in[1] == y0) && g.type(next.in[0]).shape == g.type(next.in[1]).shape) {
+        const Op& add = body_[j];
+        const Ref& res = next.in[0] == y0 ? add.in[1] : add.in[0];
+        const Ref& x = body_[i].in[0];
+        // The launch reads x whole while it writes the sum: they must not share bytes.
+        if (!overlaps(add.out.data, add.out.numel * 4, x.data, x.numel * 4)) {
+          op.group.residual = static_cast<const float*>(res.data);
+          op.group.residual_out = static_cast<float*>(add.out.data);
+          ++j;
+        }
+      }
+    }
+    op.grouped = static_cast<int>(j - i);
+    out.push_back(std::move(op));
+    i = j;
+  }
+  body_ = std::move(out);
 }
 
 Status CudaExecutor::launch(const Op& op) {
   const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
   const Launch l{device_.stream(), device_.fault(), op.eqn};
+  if (op.grouped > 0) {
+    const Ref& x = op.in[0];
+    const int64_t k = op.in[1].type.shape[1];
+    linear_group(static_cast<const float*>(x.data), x.numel / k, k, op.in[1].type.dtype, op.group, l);
+    return {};
+  }
   const Ref& out = op.out;
   const auto* in0 = op.in.empty() ? nullptr : &op.in[0];
   if (ir::is_unary(e.op)) {
@@ -453,8 +588,14 @@ Status CudaExecutor::launch(const Op& op) {
       int64_t outer = 1, inner = 1;
       for (size_t k = 0; k < axis; ++k) outer *= out.type.shape[k];
       for (size_t k = axis + 1; k < out.type.shape.size(); ++k) inner *= out.type.shape[k];
-      update_slice(static_cast<int>(elem_bytes(out.type.dtype)), upd.data, out.data, outer, out.type.shape[axis],
-                   upd.type.shape[axis], inner, static_cast<const int32_t*>(op.in[2].data), l);
+      const auto* start = static_cast<const int32_t*>(op.in[2].data);
+      if (op.round_update) {
+        update_slice_rounded(out.type.dtype, static_cast<const float*>(upd.data), out.data, outer, out.type.shape[axis],
+                             upd.type.shape[axis], inner, start, l);
+      } else {
+        update_slice(static_cast<int>(elem_bytes(out.type.dtype)), upd.data, out.data, outer, out.type.shape[axis],
+                     upd.type.shape[axis], inner, start, l);
+      }
       return {};
     }
     case OpKind::kScatterUpdate: {
@@ -620,9 +761,7 @@ Status CudaExecutor::run_body() {
       const plan::KernelRequest& r = plan_.requests[static_cast<size_t>(op.eqn)];
       Status s = device_.time_begin();
       if (s) s = launch(op);
-      if (s) s = device_.time_end(str_cat(r.kernel, op.out.type.shape.size() > 0 && r.op == OpKind::kLinear
-                                                        ? str_cat(" n=", op.out.type.shape.back())
-                                                        : std::string()));
+      if (s) s = device_.time_end(op.grouped > 0 ? str_cat(r.kernel, " group of ", op.grouped) : r.kernel);
       if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
     }
     return {};

@@ -42,6 +42,9 @@ class CudaExecutor final : public Executor {
     std::vector<Ref> in;
     Ref out;
     AttentionSplit split;  // attention only
+    int grouped = 0;       // > 0: linears (and a glu or residual add) run as one launch
+    LinearGroup group;
+    bool round_update = false;  // dynamic_update_slice of an f32 update into a half cache (the cast fused)
   };
 
   CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
@@ -50,6 +53,9 @@ class CudaExecutor final : public Executor {
   Status check(const ir::Eqn& e) const;
   Result<void*> own(const ir::TensorType& t);
   Status launch(const Op& op);
+  void group_linears();
+  void fuse_rounding_casts();
+  void fuse_norms();
   AttentionRows attention_rows_of(const Op& op) const;
   Status check_validations();
   Status read_faults();

@@ -76,6 +76,10 @@ void gather(DType table_dt, const void* table, int64_t rows, int64_t row, const 
 // out (aliasing base or a copy of it) [extent along axis]: update placed at *start.
 void update_slice(int elem_bytes, const void* upd, void* out, int64_t outer, int64_t extent, int64_t n,
                   int64_t inner, const int32_t* start, const Launch& l);
+// The same with an f32 update rounded to f16 or bf16 (`to`) as it is written: a cast into a
+// half-precision cache and the write in one launch.
+void update_slice_rounded(DType to, const float* upd, void* out, int64_t outer, int64_t extent, int64_t n,
+                          int64_t inner, const int32_t* start, const Launch& l);
 // out (aliasing base or a copy of it) [rows, row]: row idx[i] = upd[i], idx -1 writes nothing.
 void scatter(int elem_bytes, const int32_t* idx, int64_t m, const void* upd, void* out, int64_t rows, int64_t row,
              const Launch& l);
@@ -93,6 +97,34 @@ void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& 
 // out [m, n] = x [m, k] . w[n, k]^T (+ bias [n]); w in its stored dtype (f32/f16/bf16/q8_0/q4_0).
 void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias,
             float* out, const Launch& l);
+// Up to three linears over one x [m, k] (one weight dtype) in one launch, optionally behind
+// an RMSNorm of x. With glu, parts 0
+// and 1 are gate and up and act(gate) * up goes to glu_out; with a residual (one part),
+// out = x . w^T + bias + residual. Small m writes only the final values; larger m writes
+// every part's out and finishes with the glu or add.
+struct LinearPart {
+  const void* w = nullptr;
+  const float* bias = nullptr;
+  int64_t n = 0;
+  float* out = nullptr;
+};
+struct LinearGroup {
+  // An RMSNorm of x in front (norm_w non-null): the parts read x * rsqrt(mean(x²) + eps) *
+  // (norm_w or 1 + norm_w). Small m normalizes on the fly; larger m writes norm_out first.
+  const float* norm_w = nullptr;
+  double norm_eps = 0.0;
+  bool norm_unit_offset = false;
+  float* norm_out = nullptr;
+  int parts = 1;
+  LinearPart part[3];
+  bool glu = false;
+  GluAct act = GluAct::kSilu;
+  float* glu_out = nullptr;
+  const float* residual = nullptr;
+  float* residual_out = nullptr;
+};
+void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+
 // Batched f32 [.., m, k] x [.., k, n]: batch offsets from w (2 operands, in matrices).
 void matmul(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, const Walk& batch,
             const Launch& l);

@@ -1,5 +1,7 @@
 // Data-movement kernels: strided copies (transpose, slice, broadcast, concat), gathers of
 // stored rows, and the two in-place state writers (dynamic update slice, scatter).
+#include <type_traits>
+
 #include "exec/cuda/step/launch.cuh"
 
 namespace kvf::exec::cuda::step {
@@ -33,8 +35,16 @@ __global__ void gather_kernel(DType table_dt, const uint8_t* table, int64_t rows
   }
 }
 
-template <class T>
-__global__ void update_slice_kernel(const T* upd, T* out, int64_t outer, int64_t extent, int64_t n, int64_t inner,
+// An element of U stored as T: the same bits, or an f32 rounded to a half type.
+template <class T, class U>
+__device__ T store_as(U x) {
+  if constexpr (std::is_same_v<T, U>) return x;
+  else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(x);
+  else return __float2bfloat16_rn(x);
+}
+
+template <class T, class U>
+__global__ void update_slice_kernel(const U* upd, T* out, int64_t outer, int64_t extent, int64_t n, int64_t inner,
                                     const int32_t* start_p, Launch l) {
   const int32_t start = *start_p;
   if (start < 0 || start + n > extent) {
@@ -46,7 +56,7 @@ __global__ void update_slice_kernel(const T* upd, T* out, int64_t outer, int64_t
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t o = i / (n * inner), rest = i % (n * inner);
-    out[(o * extent + start) * inner + rest] = upd[i];
+    out[(o * extent + start) * inner + rest] = store_as<T>(upd[i]);
   }
 }
 
@@ -108,6 +118,17 @@ void update_slice(int elem_bytes, const void* upd, void* out, int64_t outer, int
     case 4: update_slice_kernel<<<g, kThreads, 0, s>>>(static_cast<const uint32_t*>(upd), static_cast<uint32_t*>(out), outer, extent, n, inner, start, l); break;
     case 2: update_slice_kernel<<<g, kThreads, 0, s>>>(static_cast<const uint16_t*>(upd), static_cast<uint16_t*>(out), outer, extent, n, inner, start, l); break;
     default: update_slice_kernel<<<g, kThreads, 0, s>>>(static_cast<const uint8_t*>(upd), static_cast<uint8_t*>(out), outer, extent, n, inner, start, l); break;
+  }
+}
+
+void update_slice_rounded(DType to, const float* upd, void* out, int64_t outer, int64_t extent, int64_t n,
+                          int64_t inner, const int32_t* start, const Launch& l) {
+  const unsigned g = blocks_for(outer * n * inner);
+  cudaStream_t s = stream_of(l);
+  if (to == DType::kBF16) {
+    update_slice_kernel<<<g, kThreads, 0, s>>>(upd, static_cast<__nv_bfloat16*>(out), outer, extent, n, inner, start, l);
+  } else {
+    update_slice_kernel<<<g, kThreads, 0, s>>>(upd, static_cast<__half*>(out), outer, extent, n, inner, start, l);
   }
 }
 

@@ -9,6 +9,14 @@ namespace kvf::exec::cuda::step {
 namespace {
 
 constexpr int kGemvWarps = 8;
+
+__device__ float glu_value(GluAct act, float x) {
+  switch (act) {
+    case GluAct::kSilu: return x / (1.0f + expf(-x));
+    case GluAct::kGeluTanh: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  }
+}
 constexpr int kMaxGemvRows = 8;
 
 __device__ float warp_sum(float v) {
@@ -125,6 +133,101 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const float* x, i
   }
 }
 
+// With an RMSNorm in front, the weights of 8 elements are scaled by the norm's weight
+// (the row's 1 / rms is applied to the sum at the end: it is one number per row).
+__device__ void scale8(const float* nw, bool unit_offset, int64_t k0, float (&w)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(nw + k0), b = *reinterpret_cast<const float4*>(nw + k0 + 4);
+  const float s[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) w[i] *= unit_offset ? 1.0f + s[i] : s[i];
+}
+
+// 1 / rms of each of the MR rows of x, computed by the whole block into inv[].
+template <int MR>
+__device__ void row_inv_rms(const float* x, int64_t k, double eps, float* inv) {
+  __shared__ float part[kGemvWarps][MR];
+  float ss[MR] = {};
+  for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+#pragma unroll
+    for (int r = 0; r < MR; ++r) ss[r] += x[r * k + c] * x[r * k + c];
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    const float v = warp_sum(ss[r]);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32][r] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < MR) {
+    float t = 0;
+    for (int w = 0; w < kGemvWarps; ++w) t += part[w][threadIdx.x];
+    inv[threadIdx.x] = static_cast<float>(1.0 / sqrt(static_cast<double>(t) / static_cast<double>(k) + eps));
+  }
+  __syncthreads();
+}
+
+// The group's columns laid end to end; warp c takes global column c. With glu the columns
+// are the gate's and each warp reads the gate row and the up row.
+template <int MR, DType dt>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_group_kernel(const float* x, int64_t k, int64_t row_bytes,
+                                                                     LinearGroup g) {
+  __shared__ float inv[MR];
+  if (g.norm_w != nullptr) row_inv_rms<MR>(x, k, g.norm_eps, inv);
+  const int lane = threadIdx.x % 32;
+  int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  int p = 0;
+  if (!g.glu) {
+    while (p < g.parts && col >= g.part[p].n) col -= g.part[p++].n;
+    if (p == g.parts) return;
+  } else if (col >= g.part[0].n) {
+    return;
+  }
+  const int rows_read = g.glu ? 2 : 1;
+  float acc[2][MR] = {};
+  const int64_t groups = k / 8;
+  for (int q = 0; q < rows_read; ++q) {
+    const uint8_t* row = static_cast<const uint8_t*>(g.part[p + q].w) + col * row_bytes;
+    int64_t i = lane;
+    for (; i + 32 * (kUnroll - 1) < groups; i += 32 * kUnroll) {
+      float wv[kUnroll][8];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) load8<dt>(row, i + 32 * u, wv[u]);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (g.norm_w != nullptr) scale8(g.norm_w, g.norm_unit_offset, (i + 32 * u) * 8, wv[u]);
+        fma8<MR>(acc[q], wv[u], x, k, (i + 32 * u) * 8);
+      }
+    }
+    for (; i < groups; i += 32) {
+      float wv[8];
+      load8<dt>(row, i, wv);
+      if (g.norm_w != nullptr) scale8(g.norm_w, g.norm_unit_offset, i * 8, wv);
+      fma8<MR>(acc[q], wv, x, k, i * 8);
+    }
+  }
+  if (g.norm_w != nullptr) {
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+      acc[0][r] *= inv[r];
+      acc[1][r] *= inv[r];
+    }
+  }
+  const int64_t n = g.part[p].n;
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    float y = warp_sum(acc[0][r]);
+    if (g.part[p].bias != nullptr) y += g.part[p].bias[col];
+    if (g.glu) {
+      float u = warp_sum(acc[1][r]);
+      if (g.part[1].bias != nullptr) u += g.part[1].bias[col];
+      if (lane == 0) g.glu_out[r * n + col] = glu_value(g.act, y) * u;
+    } else if (g.residual_out != nullptr) {
+      if (lane == 0) g.residual_out[r * n + col] = y + g.residual[r * n + col];
+    } else if (lane == 0) {
+      g.part[p].out[r * n + col] = y;
+    }
+  }
+}
+
 constexpr int kTile = 64, kTileK = 32;
 
 // 256 threads, each a 4x4 block of the 64x64 output tile.
@@ -198,6 +301,32 @@ __global__ void matmul_kernel(const float* a, const float* b, float* out, int64_
   }
 }
 
+template <int MR>
+void launch_gemv_group(const float* x, int64_t k, DType dt, int64_t rb, const LinearGroup& g, cudaStream_t s) {
+  int64_t cols = g.glu ? g.part[0].n : 0;
+  for (int p = 0; p < g.parts && !g.glu; ++p) cols += g.part[p].n;
+  const auto grid = static_cast<unsigned>((cols + kGemvWarps - 1) / kGemvWarps);
+  switch (dt) {
+    case DType::kF32: gemv_group_kernel<MR, DType::kF32><<<grid, kGemvWarps * 32, 0, s>>>(x, k, rb, g); return;
+    case DType::kF16: gemv_group_kernel<MR, DType::kF16><<<grid, kGemvWarps * 32, 0, s>>>(x, k, rb, g); return;
+    case DType::kBF16: gemv_group_kernel<MR, DType::kBF16><<<grid, kGemvWarps * 32, 0, s>>>(x, k, rb, g); return;
+    case DType::kQ8_0: gemv_group_kernel<MR, DType::kQ8_0><<<grid, kGemvWarps * 32, 0, s>>>(x, k, rb, g); return;
+    default: gemv_group_kernel<MR, DType::kQ4_0><<<grid, kGemvWarps * 32, 0, s>>>(x, k, rb, g); return;
+  }
+}
+
+__global__ void glu_rows_kernel(GluAct act, const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = glu_value(act, gate[i]) * up[i];
+  }
+}
+
+__global__ void add_rows_kernel(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = a[i] + b[i];
+  }
+}
+
 }  // namespace
 
 void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias, float* out,
@@ -221,6 +350,37 @@ void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int
   }
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
   gemm_kernel<<<grid, 256, 0, s>>>(x, m, k, w_dt, wb, rb, n, bias, out);
+}
+
+void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if (m == 0) return;
+  const int64_t rb = stored_row_bytes(w_dt, k);
+  const bool quant = w_dt == DType::kQ8_0 || w_dt == DType::kQ4_0;
+  cudaStream_t s = stream_of(l);
+  if (m <= kMaxGemvRows && k % 8 == 0 && (quant ? k % 32 == 0 : rb % 16 == 0)) {
+    switch (m) {
+      case 1: launch_gemv_group<1>(x, k, w_dt, rb, g, s); return;
+      case 2: launch_gemv_group<2>(x, k, w_dt, rb, g, s); return;
+      case 3: launch_gemv_group<3>(x, k, w_dt, rb, g, s); return;
+      case 4: launch_gemv_group<4>(x, k, w_dt, rb, g, s); return;
+      case 5: launch_gemv_group<5>(x, k, w_dt, rb, g, s); return;
+      case 6: launch_gemv_group<6>(x, k, w_dt, rb, g, s); return;
+      case 7: launch_gemv_group<7>(x, k, w_dt, rb, g, s); return;
+      default: launch_gemv_group<8>(x, k, w_dt, rb, g, s); return;
+    }
+  }
+  if (g.norm_w != nullptr) {
+    rmsnorm(x, g.norm_w, g.norm_out, m, k, g.norm_eps, g.norm_unit_offset, l);
+    x = g.norm_out;
+  }
+  for (int p = 0; p < g.parts; ++p) linear(x, m, k, w_dt, g.part[p].w, g.part[p].n, g.part[p].bias, g.part[p].out, l);
+  if (g.glu) {
+    const int64_t n = m * g.part[0].n;
+    glu_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(g.act, g.part[0].out, g.part[1].out, g.glu_out, n);
+  } else if (g.residual_out != nullptr) {
+    const int64_t n = m * g.part[0].n;
+    add_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(g.part[0].out, g.residual, g.residual_out, n);
+  }
 }
 
 void matmul(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, const Walk& batch,
