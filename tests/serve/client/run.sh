@@ -44,15 +44,19 @@ grep -q "requests in" "$work/wrk.txt" || { echo "FAIL: wrk ran no requests"; exi
 
 "$py" "$here/metrics_check.py" "$base" 10
 
-# SIGTERM while a stream runs: the stream still ends with [DONE], the server exits 0.
-"$py" - "$base" > "$work/stream.txt" <<'PY' &
-import json, sys, urllib.request
+# SIGTERM while a stream runs: the stream still ends with [DONE], the server exits 0. The
+# signal goes once the first chunk has arrived (a fixed delay races the client's start).
+"$py" - "$base" "$work/started" > "$work/stream.txt" <<'PY' &
+import json, pathlib, sys, urllib.request
 body = json.dumps({"prompt": "Once upon a time", "max_tokens": 200, "stream": True}).encode()
 req = urllib.request.Request(sys.argv[1] + "/v1/completions", body, {"Content-Type": "application/json"})
-print(urllib.request.urlopen(req).read().decode().strip().splitlines()[-1])
+resp = urllib.request.urlopen(req)
+first = resp.readline()
+pathlib.Path(sys.argv[2]).touch()
+print((first + resp.read()).decode().strip().splitlines()[-1])
 PY
 client=$!
-sleep 0.3
+for _ in $(seq 100); do [ -e "$work/started" ] && break; sleep 0.1; done
 kill -TERM $server
 wait $client
 rc=0; wait $server || rc=$?

@@ -30,62 +30,60 @@ __device__ float warp_sum(float v) {
   return v;
 }
 
-// q . key over N (a head width known at compile time) elements: every 16-byte load of the
-// row issued before the first product, so a lane waits for its row once.
-template <int N>
-__device__ float dot_row_fixed(const float* q, bool f16, const void* base, int64_t off) {
-  float acc = 0.0f;
+// R queries (rows of qs, dq apart) dotted with one key row of N elements (a head width
+// known at compile time): the row is read once, 128 bytes at a time, every load of a chunk
+// issued before its products.
+template <int N, int R>
+__device__ void dot_rows_fixed(const float* qs, int64_t dq, bool f16, const void* base, int64_t off, float (&dots)[R]) {
   if (f16) {
-    uint4 u[N / 8];
     const uint4* p = reinterpret_cast<const uint4*>(static_cast<const __half*>(base) + off);
 #pragma unroll
-    for (int j = 0; j < N / 8; ++j) u[j] = p[j];
+    for (int j0 = 0; j0 < N / 8; j0 += 8) {
+      uint4 u[8];
 #pragma unroll
-    for (int j = 0; j < N / 8; ++j) {
-      const __half2* h = reinterpret_cast<const __half2*>(&u[j]);
+      for (int j = 0; j < 8; ++j) u[j] = p[j0 + j];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __half22float2(h[i]);
-        acc += q[8 * j + 2 * i] * f.x + q[8 * j + 2 * i + 1] * f.y;
+      for (int j = 0; j < 8; ++j) {
+        const __half2* h = reinterpret_cast<const __half2*>(&u[j]);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 f = __half22float2(h[i]);
+          const int e = 8 * (j0 + j) + 2 * i;
+#pragma unroll
+          for (int r = 0; r < R; ++r) dots[r] += qs[r * dq + e] * f.x + qs[r * dq + e + 1] * f.y;
+        }
       }
     }
   } else {
-    float4 f[N / 4];
     const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(base) + off);
 #pragma unroll
-    for (int j = 0; j < N / 4; ++j) f[j] = p[j];
+    for (int j0 = 0; j0 < N / 4; j0 += 8) {
+      float4 f[8];
 #pragma unroll
-    for (int j = 0; j < N / 4; ++j) acc += q[4 * j] * f[j].x + q[4 * j + 1] * f[j].y + q[4 * j + 2] * f[j].z + q[4 * j + 3] * f[j].w;
+      for (int j = 0; j < 8; ++j) f[j] = p[j0 + j];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int e = 4 * (j0 + j);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          dots[r] += qs[r * dq + e] * f[j].x + qs[r * dq + e + 1] * f[j].y + qs[r * dq + e + 2] * f[j].z +
+                     qs[r * dq + e + 3] * f[j].w;
+        }
+      }
+    }
   }
-  return acc;
 }
 
-// q . key over n elements; q in shared memory. 16-byte loads where the row allows them.
-__device__ float dot_row(const float* q, bool f16, const void* base, int64_t off, int64_t n) {
-  if (n == 64 && off % 8 == 0) return dot_row_fixed<64>(q, f16, base, off);
-  if (n == 128 && off % 8 == 0) return dot_row_fixed<128>(q, f16, base, off);
-  float acc = 0.0f;
-  if (f16 && n % 8 == 0 && off % 8 == 0) {
-    const uint4* p = reinterpret_cast<const uint4*>(static_cast<const __half*>(base) + off);
-    for (int64_t j = 0; j < n / 8; ++j) {
-      const uint4 u = p[j];
-      const __half2* h = reinterpret_cast<const __half2*>(&u);
+// The same for any width n: 16-byte loads where the row allows them, else element by element.
+template <int R>
+__device__ void dot_rows(const float* qs, int64_t dq, bool f16, const void* base, int64_t off, int64_t n, float (&dots)[R]) {
+  if (n == 64 && off % 8 == 0) return dot_rows_fixed<64, R>(qs, dq, f16, base, off, dots);
+  if (n == 128 && off % 8 == 0) return dot_rows_fixed<128, R>(qs, dq, f16, base, off, dots);
+  for (int64_t j = 0; j < n; ++j) {
+    const float kv = load_kv(f16, base, off + j);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __half22float2(h[i]);
-        acc += q[8 * j + 2 * i] * f.x + q[8 * j + 2 * i + 1] * f.y;
-      }
-    }
-  } else if (!f16 && n % 4 == 0 && off % 4 == 0) {
-    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(base) + off);
-    for (int64_t j = 0; j < n / 4; ++j) {
-      const float4 f = p[j];
-      acc += q[4 * j] * f.x + q[4 * j + 1] * f.y + q[4 * j + 2] * f.z + q[4 * j + 3] * f.w;
-    }
-  } else {
-    for (int64_t j = 0; j < n; ++j) acc += q[j] * load_kv(f16, base, off + j);
+    for (int r = 0; r < R; ++r) dots[r] += qs[r * dq + j] * kv;
   }
-  return acc;
 }
 
 // NV: value elements per lane (dv <= 32 * NV). partial: null when the grid has one split.
@@ -118,9 +116,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
     if (t < end) {
       slot = a.read != nullptr ? a.read[b * a.lk + t] : -1;
       const int64_t k_off = slot >= 0 ? (slot * a.hkv + g) * a.dk : ((b * a.hkv + g) * a.lk + t) * a.dk;
-      float dot = dot_row(qs, a.kv_f16, a.k, k_off, a.dk);
-      if (a.ds > 0) dot += dot_row(qs + a.dk, a.kv_f16, a.k_shared, slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds, a.ds);
-      s = dot * a.scale;
+      float dot[1] = {0.0f};
+      dot_rows<1>(qs, dq, a.kv_f16, a.k, k_off, a.dk, dot);
+      if (a.ds > 0) dot_rows<1>(qs + a.dk, dq, a.kv_f16, a.k_shared, slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds, a.ds, dot);
+      s = dot[0] * a.scale;
       if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
       if (mrow != nullptr) s += mrow[t];
     }
@@ -194,6 +193,149 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
   }
 }
 
+// The GQA form: one block per (row b, key head g, query row i, key split) serves the R =
+// hq / hkv query heads that share the key head, so every key and value row is read once for
+// all of them. Otherwise as attention_rows_kernel: one key per lane, online softmax per
+// head, the warps merged at the end (lane-partial sums l are reduced only there).
+template <int NV, int R>
+__global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionRows a, int64_t chunk, float* partial) {
+  extern __shared__ float smem[];
+  const int64_t dq = a.dk + a.ds;
+  float* qs = smem;                       // [R][dq]
+  float* part = smem + R * dq;            // [kWarps][R][dv + 2]
+  const int64_t cell = blockIdx.x;        // (b, g, i)
+  const int64_t i = cell % a.lq, g = (cell / a.lq) % a.hkv, b = cell / (a.lq * a.hkv);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  auto q_row = [&](int r) { return (b * a.hq + g * R + r) * a.lq + i; };
+  for (int64_t j = threadIdx.x; j < R * dq; j += blockDim.x) qs[j] = a.q[q_row(static_cast<int>(j / dq)) * dq + j % dq];
+  __syncthreads();
+
+  int64_t keys = a.lk;
+  if (a.len != nullptr) keys = min(max(static_cast<int64_t>(a.len[b]), int64_t{0}), a.lk);
+  const int64_t begin = blockIdx.y * chunk, end = min(keys, begin + chunk);
+  const float* mrow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    mrow[r] = nullptr;
+    if (a.mask != nullptr) {
+      const int64_t mb = a.mask_batch == 1 ? 0 : b, mh = a.mask_heads == 1 ? 0 : g * R + r;
+      mrow[r] = a.mask + ((mb * a.mask_heads + mh) * a.lq + i) * a.lk;
+    }
+  }
+  float m[R], l[R], acc[R][NV];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < NV; ++c) acc[r][c] = 0.0f;
+  }
+  for (int64_t t0 = begin + warp * 32; t0 < end; t0 += kWarps * 32) {
+    const int64_t t = t0 + lane;
+    int64_t slot = -1;
+    float s[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) s[r] = -INFINITY;
+    if (t < end) {
+      slot = a.read != nullptr ? a.read[b * a.lk + t] : -1;
+      const int64_t k_off = slot >= 0 ? (slot * a.hkv + g) * a.dk : ((b * a.hkv + g) * a.lk + t) * a.dk;
+      const int64_t s_off = slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds;
+      float dot[R] = {};
+      dot_rows<R>(qs, dq, a.kv_f16, a.k, k_off, a.dk, dot);
+      if (a.ds > 0) dot_rows<R>(qs + a.dk, dq, a.kv_f16, a.k_shared, s_off, a.ds, dot);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float v = dot[r] * a.scale;
+        if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+        if (mrow[r] != nullptr) v += mrow[r][t];
+        s[r] = v;
+      }
+    }
+    float p[R];
+    bool any = false;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float tile_max = warp_max(s[r]);
+      p[r] = 0.0f;
+      if (tile_max == -INFINITY) continue;  // this head sees none of the tile's keys
+      any = true;
+      const float m_new = fmaxf(m[r], tile_max);
+      const float corr = expf(m[r] - m_new);
+      p[r] = s[r] == -INFINITY ? 0.0f : expf(s[r] - m_new);
+      l[r] = l[r] * corr + p[r];
+#pragma unroll
+      for (int c = 0; c < NV; ++c) acc[r][c] *= corr;
+      m[r] = m_new;
+    }
+    if (!any) continue;
+    const int n = static_cast<int>(end - t0 < 32 ? end - t0 : 32);
+    for (int j0 = 0; j0 < n; j0 += 4) {
+      float vj[4][NV];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int j = j0 + u < n ? j0 + u : 0;  // past the end: key 0 of the tile, weight 0
+        const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
+        const int64_t v_off = sj >= 0 ? (sj * a.hkv + g) * a.dv : ((b * a.hkv + g) * a.lk + t0 + j) * a.dv;
+#pragma unroll
+        for (int c = 0; c < NV; ++c) {
+          const int64_t e = lane + 32 * c;
+          vj[u][c] = e < a.dv ? load_kv(a.kv_f16, a.v, v_off + e) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int j = j0 + u < n ? j0 + u : 0;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const float pj = j0 + u < n ? __shfl_sync(0xffffffffu, p[r], j) : 0.0f;
+#pragma unroll
+          for (int c = 0; c < NV; ++c) acc[r][c] += pj * vj[u][c];
+        }
+      }
+    }
+  }
+  const int64_t stride = a.dv + 2;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float* mine = part + (warp * R + r) * stride;
+    const float lsum = warp_sum(l[r]);
+#pragma unroll
+    for (int c = 0; c < NV; ++c) {
+      const int64_t e = lane + 32 * c;
+      if (e < a.dv) mine[e] = acc[r][c];
+    }
+    if (lane == 0) {
+      mine[a.dv] = m[r];
+      mine[a.dv + 1] = lsum;
+    }
+  }
+  __syncthreads();
+  for (int r = 0; r < R; ++r) {
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, part[(w * R + r) * stride + a.dv]);
+    float total = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = part[(w * R + r) * stride + a.dv];
+      if (mw != -INFINITY) total += part[(w * R + r) * stride + a.dv + 1] * expf(mw - mx);
+    }
+    const int64_t row = q_row(r);
+    float* dst = partial != nullptr ? partial + (row * gridDim.y + blockIdx.y) * stride : nullptr;
+    for (int64_t e = threadIdx.x; e < a.dv; e += blockDim.x) {
+      float o = 0.0f;
+      for (int w = 0; w < kWarps; ++w) {
+        const float mw = part[(w * R + r) * stride + a.dv];
+        if (mw != -INFINITY) o += part[(w * R + r) * stride + e] * expf(mw - mx);
+      }
+      if (dst != nullptr) dst[e] = o;
+      else a.out[row * a.dv + e] = o / total;  // no visible key: 0/0, as the CPU kernel and the oracle
+    }
+    if (dst != nullptr && threadIdx.x == 0) {
+      dst[a.dv] = mx;
+      dst[a.dv + 1] = total;
+    }
+  }
+}
+
 // One block per row: the splits' partials merged as one softmax.
 __global__ void merge_splits_kernel(const float* partial, int splits, int64_t dv, float* out) {
   const float* p = partial + static_cast<int64_t>(blockIdx.x) * splits * (dv + 2);
@@ -216,12 +358,50 @@ __global__ void merge_splits_kernel(const float* partial, int splits, int64_t dv
 
 }  // namespace
 
+namespace {
+
+// Value elements per lane for the value width.
+int value_lanes(int64_t dv) { return dv <= 64 ? 2 : dv <= 128 ? 4 : dv <= 256 ? 8 : 32; }
+
+size_t group_smem(const AttentionRows& a, int r) {
+  return static_cast<size_t>(r * (a.dk + a.ds) + kWarps * r * (a.dv + 2)) * sizeof(float);
+}
+
+// Query heads per key head that the GQA kernel serves in one block, or 0 (the row kernel).
+int group_heads(const AttentionRows& a) {
+  const int64_t r = a.hq / a.hkv;
+  if (r != 1 && r != 2 && r != 4 && r != 8) return 0;
+  if (a.dv > 256 || r * value_lanes(a.dv) > 32 || group_smem(a, static_cast<int>(r)) > 48 * 1024) return 0;
+  return static_cast<int>(r);
+}
+
+template <int NV, int R>
+void launch_group(const AttentionRows& a, dim3 grid, int64_t chunk, float* partial, cudaStream_t s) {
+  attention_group_kernel<NV, R><<<grid, kWarps * 32, group_smem(a, R), s>>>(a, chunk, partial);
+}
+
+template <int NV>
+void launch_group_nv(const AttentionRows& a, int r, dim3 grid, int64_t chunk, float* partial, cudaStream_t s) {
+  switch (r) {
+    case 1: launch_group<NV, 1>(a, grid, chunk, partial, s); return;
+    case 2: launch_group<NV, 2>(a, grid, chunk, partial, s); return;
+    case 4: launch_group<NV, 4>(a, grid, chunk, partial, s); return;
+    default:
+      if constexpr (NV * 8 <= 32) launch_group<NV, 8>(a, grid, chunk, partial, s);
+      return;
+  }
+}
+
+}  // namespace
+
 AttentionSplit attention_rows_split(const AttentionRows& a, int sms) {
-  const int64_t rows = a.batch * a.hq * a.lq, target = 2 * static_cast<int64_t>(sms);  // two waves
+  const int r = group_heads(a);
+  const int64_t rows = a.batch * a.hq * a.lq, cells = r > 0 ? rows / r : rows;
+  const int64_t target = 2 * static_cast<int64_t>(sms);  // two waves
   AttentionSplit s;
-  if (rows >= target || a.lk <= 256) return AttentionSplit{1, a.lk, 0};
+  if (cells >= target || a.lk <= 256) return AttentionSplit{1, a.lk, 0};
   const int64_t most = (a.lk + 127) / 128;  // at least 128 keys per split
-  s.splits = static_cast<int>(std::min<int64_t>(most, (target + rows - 1) / rows));
+  s.splits = static_cast<int>(std::min<int64_t>(most, (target + cells - 1) / cells));
   s.chunk = (a.lk + s.splits - 1) / s.splits;
   s.workspace_floats = rows * s.splits * (a.dv + 2);
   return s;
@@ -230,13 +410,22 @@ AttentionSplit attention_rows_split(const AttentionRows& a, int sms) {
 void attention_rows(const AttentionRows& a, const AttentionSplit& split, float* workspace, const Launch& l) {
   const int64_t rows = a.batch * a.hq * a.lq;
   if (rows == 0) return;
-  const size_t smem = static_cast<size_t>(a.dk + a.ds + kWarps * (a.dv + 2)) * sizeof(float);
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(split.splits));
   float* partial = split.splits > 1 ? workspace : nullptr;
   cudaStream_t s = stream_of(l);
-  if (a.dv <= 64) attention_rows_kernel<2><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
-  else if (a.dv <= 256) attention_rows_kernel<8><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
-  else attention_rows_kernel<32><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
+  if (const int r = group_heads(a); r > 0) {
+    const dim3 grid(static_cast<unsigned>(rows / r), static_cast<unsigned>(split.splits));
+    switch (value_lanes(a.dv)) {
+      case 2: launch_group_nv<2>(a, r, grid, split.chunk, partial, s); break;
+      case 4: launch_group_nv<4>(a, r, grid, split.chunk, partial, s); break;
+      default: launch_group_nv<8>(a, r, grid, split.chunk, partial, s); break;
+    }
+  } else {
+    const size_t smem = static_cast<size_t>(a.dk + a.ds + kWarps * (a.dv + 2)) * sizeof(float);
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(split.splits));
+    if (a.dv <= 64) attention_rows_kernel<2><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
+    else if (a.dv <= 256) attention_rows_kernel<8><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
+    else attention_rows_kernel<32><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
+  }
   if (partial != nullptr) merge_splits_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(partial, split.splits, a.dv, a.out);
 }
 
