@@ -20,6 +20,13 @@ __device__ float load_kv(bool f16, const void* p, int64_t i) {
   return f16 ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
 }
 
+// Keys per split over the row's live keys (not the capacity), so that a short row still
+// spreads over every split; at least 8 keys a split.
+__device__ int64_t live_chunk(int64_t keys, int64_t splits) {
+  const int64_t c = (keys + splits - 1) / splits;
+  return c < 8 ? 8 : c;
+}
+
 __device__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
@@ -88,7 +95,7 @@ __device__ void dot_rows(const float* qs, int64_t dq, bool f16, const void* base
 
 // NV: value elements per lane (dv <= 32 * NV). partial: null when the grid has one split.
 template <int NV>
-__global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRows a, int64_t chunk, float* partial) {
+__global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRows a, float* partial) {
   extern __shared__ float smem[];
   const int64_t dq = a.dk + a.ds;
   float* qs = smem;                          // [dq]
@@ -102,6 +109,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
 
   int64_t keys = a.lk;
   if (a.len != nullptr) keys = min(max(static_cast<int64_t>(a.len[b]), int64_t{0}), a.lk);
+  const int64_t chunk = live_chunk(keys, gridDim.y);
   const int64_t begin = blockIdx.y * chunk, end = min(keys, begin + chunk);
   const float* mrow = nullptr;
   if (a.mask != nullptr) {
@@ -198,7 +206,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
 // all of them. Otherwise as attention_rows_kernel: one key per lane, online softmax per
 // head, the warps merged at the end (lane-partial sums l are reduced only there).
 template <int NV, int R>
-__global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionRows a, int64_t chunk, float* partial) {
+__global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionRows a, float* partial) {
   extern __shared__ float smem[];
   const int64_t dq = a.dk + a.ds;
   float* qs = smem;                       // [R][dq]
@@ -212,6 +220,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionR
 
   int64_t keys = a.lk;
   if (a.len != nullptr) keys = min(max(static_cast<int64_t>(a.len[b]), int64_t{0}), a.lk);
+  const int64_t chunk = live_chunk(keys, gridDim.y);
   const int64_t begin = blockIdx.y * chunk, end = min(keys, begin + chunk);
   const float* mrow[R];
 #pragma unroll
@@ -376,18 +385,18 @@ int group_heads(const AttentionRows& a) {
 }
 
 template <int NV, int R>
-void launch_group(const AttentionRows& a, dim3 grid, int64_t chunk, float* partial, cudaStream_t s) {
-  attention_group_kernel<NV, R><<<grid, kWarps * 32, group_smem(a, R), s>>>(a, chunk, partial);
+void launch_group(const AttentionRows& a, dim3 grid, float* partial, cudaStream_t s) {
+  attention_group_kernel<NV, R><<<grid, kWarps * 32, group_smem(a, R), s>>>(a, partial);
 }
 
 template <int NV>
-void launch_group_nv(const AttentionRows& a, int r, dim3 grid, int64_t chunk, float* partial, cudaStream_t s) {
+void launch_group_nv(const AttentionRows& a, int r, dim3 grid, float* partial, cudaStream_t s) {
   switch (r) {
-    case 1: launch_group<NV, 1>(a, grid, chunk, partial, s); return;
-    case 2: launch_group<NV, 2>(a, grid, chunk, partial, s); return;
-    case 4: launch_group<NV, 4>(a, grid, chunk, partial, s); return;
+    case 1: launch_group<NV, 1>(a, grid, partial, s); return;
+    case 2: launch_group<NV, 2>(a, grid, partial, s); return;
+    case 4: launch_group<NV, 4>(a, grid, partial, s); return;
     default:
-      if constexpr (NV * 8 <= 32) launch_group<NV, 8>(a, grid, chunk, partial, s);
+      if constexpr (NV * 8 <= 32) launch_group<NV, 8>(a, grid, partial, s);
       return;
   }
 }
@@ -399,10 +408,9 @@ AttentionSplit attention_rows_split(const AttentionRows& a, int sms) {
   const int64_t rows = a.batch * a.hq * a.lq, cells = r > 0 ? rows / r : rows;
   const int64_t target = 2 * static_cast<int64_t>(sms);  // two waves
   AttentionSplit s;
-  if (cells >= target || a.lk <= 256) return AttentionSplit{1, a.lk, 0};
-  const int64_t most = (a.lk + 127) / 128;  // at least 128 keys per split
+  if (cells >= target || a.lk <= 32) return AttentionSplit{1, 0};
+  const int64_t most = (a.lk + 31) / 32;  // a split is at least a tile of 32 keys at full capacity
   s.splits = static_cast<int>(std::min<int64_t>(most, (target + cells - 1) / cells));
-  s.chunk = (a.lk + s.splits - 1) / s.splits;
   s.workspace_floats = rows * s.splits * (a.dv + 2);
   return s;
 }
@@ -415,16 +423,16 @@ void attention_rows(const AttentionRows& a, const AttentionSplit& split, float* 
   if (const int r = group_heads(a); r > 0) {
     const dim3 grid(static_cast<unsigned>(rows / r), static_cast<unsigned>(split.splits));
     switch (value_lanes(a.dv)) {
-      case 2: launch_group_nv<2>(a, r, grid, split.chunk, partial, s); break;
-      case 4: launch_group_nv<4>(a, r, grid, split.chunk, partial, s); break;
-      default: launch_group_nv<8>(a, r, grid, split.chunk, partial, s); break;
+      case 2: launch_group_nv<2>(a, r, grid, partial, s); break;
+      case 4: launch_group_nv<4>(a, r, grid, partial, s); break;
+      default: launch_group_nv<8>(a, r, grid, partial, s); break;
     }
   } else {
     const size_t smem = static_cast<size_t>(a.dk + a.ds + kWarps * (a.dv + 2)) * sizeof(float);
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(split.splits));
-    if (a.dv <= 64) attention_rows_kernel<2><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
-    else if (a.dv <= 256) attention_rows_kernel<8><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
-    else attention_rows_kernel<32><<<grid, kWarps * 32, smem, s>>>(a, split.chunk, partial);
+    if (a.dv <= 64) attention_rows_kernel<2><<<grid, kWarps * 32, smem, s>>>(a, partial);
+    else if (a.dv <= 256) attention_rows_kernel<8><<<grid, kWarps * 32, smem, s>>>(a, partial);
+    else attention_rows_kernel<32><<<grid, kWarps * 32, smem, s>>>(a, partial);
   }
   if (partial != nullptr) merge_splits_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(partial, split.splits, a.dv, a.out);
 }

@@ -149,8 +149,7 @@ inline constexpr int64_t kAttentionRowsMaxWidth = 1024;
 // Keys split across blocks (Flash-Decoding) when the rows alone cannot fill the GPU's `sms`
 // multiprocessors twice over; the partials need workspace_floats of device memory.
 struct AttentionSplit {
-  int splits = 1;
-  int64_t chunk = 0;  // keys per split
+  int splits = 1;  // each split takes an equal share of a row's live keys
   int64_t workspace_floats = 0;
 };
 AttentionSplit attention_rows_split(const AttentionRows& a, int sms);
