@@ -6,8 +6,8 @@
 #include "exec/cpu/kernels_generic.h"
 #include "exec/cpu/kernels_rows.h"
 #include "exec/cpu/linear.h"
+#include "exec/step_checks.h"
 #include "ir/printer.h"
-#include "ir/slot_check.h"
 
 namespace kvf::exec::cpu {
 
@@ -161,17 +161,8 @@ Status CpuExecutor::bind_values() {
 Status CpuExecutor::bind_ops() {
   const ir::Graph& g = plan_.graph;
   const std::vector<bool> lazy = plan::gathered_in_stored_type(g);
-  // Witness closure: eqns the validations need, run (and checked) before anything else.
-  std::vector<bool> needed(g.values.size(), false);
-  for (const ir::Validation& c : g.validations) needed[static_cast<size_t>(c.witness)] = true;
-  std::vector<bool> in_prelude(g.eqns.size(), false);
+  const std::vector<bool> in_prelude = validation_prelude(g);
   int attentions = 0;
-  for (size_t i = g.eqns.size(); i-- > 0;) {
-    const ir::Eqn& e = g.eqns[i];
-    if (!needed[static_cast<size_t>(e.out)]) continue;
-    in_prelude[i] = true;
-    for (ir::ValueId v : e.in) needed[static_cast<size_t>(v)] = true;
-  }
   for (size_t i = 0; i < g.eqns.size(); ++i) {
     const ir::Eqn& e = g.eqns[i];
     const auto out = static_cast<size_t>(e.out);
@@ -260,16 +251,8 @@ Status CpuExecutor::run_op(const Op& op) {
 }
 
 Status CpuExecutor::run(const SlotValues& slots) {
-  for (auto& [slot, ref] : slots_) {  // every slot checked before any is copied in
-    auto it = slots.find(slot);
-    if (it == slots.end()) return invalid_input(plan_.graph.name, ": slot ", ir::slot_name(slot), " is not bound");
-    if (static_cast<int64_t>(it->second.size()) != ref.numel) {
-      return invalid_input(plan_.graph.name, ": slot ", ir::slot_name(slot), " has ", it->second.size(),
-                           " values, the graph expects ", ref.numel);
-    }
-    Status s = ir::check_slot(plan_.graph.value(plan_.graph.find_slot(slot)), it->second);
-    if (!s) return s.take_error().context(plan_.graph.name);
-  }
+  Status checked = check_slots(plan_.graph, slots);  // every slot checked before any is copied in
+  if (!checked) return checked;
   for (auto& [slot, ref] : slots_) {
     const std::vector<int32_t>& words = slots.at(slot);
     std::memcpy(ref.data, words.data(), words.size() * sizeof(int32_t));

@@ -46,6 +46,7 @@ grep -q "requests in" "$work/wrk.txt" || { echo "FAIL: wrk ran no requests"; exi
 
 # SIGTERM while a stream runs: the stream still ends with [DONE], the server exits 0. The
 # signal goes once the first chunk has arrived (a fixed delay races the client's start).
+rm -f "$work/started"  # the work directory outlives a run
 "$py" - "$base" "$work/started" > "$work/stream.txt" <<'PY' &
 import json, pathlib, sys, urllib.request
 body = json.dumps({"prompt": "Once upon a time", "max_tokens": 200, "stream": True}).encode()
