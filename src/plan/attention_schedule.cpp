@@ -21,6 +21,26 @@ int split_count(const AttentionRequest& r, const DeviceCaps& caps) {
   return static_cast<int>(std::clamp<int64_t>(std::min(by_keys, wanted), 1, kMaxSplits));
 }
 
+// On a GPU: one block per (row, key head, query row) cell and key split (exec/cuda/step);
+// the keys are split when the cells alone do not fill the multiprocessors twice, never into
+// splits of fewer than 32 keys at full capacity. Each split takes an equal share of a row's
+// live keys, so `chunk` stays 0.
+Status choose_gpu_schedule(AttentionRequest& req, const DeviceCaps& caps) {
+  req.lanes = 32;
+  req.schedule = AttentionSchedule::kStreaming;
+  req.splits = 1;
+  req.chunk = 0;
+  req.scratch_floats = 0;
+  const int64_t cells = req.batch * req.hkv * req.lq, target = 2 * static_cast<int64_t>(caps.cores);
+  if (cells >= target || req.lk <= 32) return {};
+  const int64_t splits = std::min((req.lk + 31) / 32, (target + cells - 1) / cells);
+  if (splits < 2) return {};
+  req.schedule = AttentionSchedule::kSplitKV;
+  req.splits = static_cast<int>(splits);
+  req.scratch_floats = req.batch * req.hq * req.lq * splits * (req.dv + 2);
+  return {};
+}
+
 }  // namespace
 
 Status choose_attention_schedule(AttentionRequest& req, const DeviceCaps& caps) {
@@ -32,6 +52,7 @@ Status choose_attention_schedule(AttentionRequest& req, const DeviceCaps& caps) 
     return unsupported("attention: the running state of one lane (dv ", req.dv, " + 2 floats = ", one,
                        " bytes) exceeds the device's ", caps.lane_state_bytes, " bytes (AttentionLds)");
   }
+  if (caps.target == Target::kCuda) return choose_gpu_schedule(req, caps);
   req.lanes = 1;
   while (req.lanes * 2 <= kMaxLanes && req.lanes * 2 * one <= caps.lane_state_bytes) req.lanes *= 2;
   req.schedule = AttentionSchedule::kStreaming;

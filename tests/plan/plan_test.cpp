@@ -8,6 +8,7 @@
 #include "compile/pipeline.h"
 #include "ir/ops.h"
 #include "plan/attention_schedule.h"
+#include "models/model.h"
 #include "plan/plan.h"
 #include "testing.h"
 
@@ -106,6 +107,80 @@ ir::Graph attention_stack(int layers, int64_t cap) {
   b.output("y", x);
   ir::Graph g = testing::must(b.finish());
   return testing::must(compile::run_passes(g, compile::default_passes())).graph;
+}
+
+DeviceCaps h200() {
+  DeviceCaps c;
+  c.target = Target::kCuda;
+  c.name = "cuda: H200";
+  c.cores = 132;
+  c.lane_state_bytes = 227 << 10;
+  return c;
+}
+
+// The GPU splits the keys when its (row, key head, query row) cells cannot fill the 132
+// multiprocessors twice, into at most one split per 32 keys of capacity.
+TEST(AttentionSchedule, OnTheGpuKeyHeadCellsDecideTheSplits) {
+  AttentionRequest one = decode(4, 32768, 64);  // 4 cells: 66 splits fill 264 blocks
+  ASSERT_TRUE(choose_attention_schedule(one, h200()).ok());
+  EXPECT_EQ(one.schedule, AttentionSchedule::kSplitKV);
+  EXPECT_EQ(one.splits, 66);
+  EXPECT_EQ(one.scratch_floats, one.hq * one.splits * (one.dv + 2));
+  AttentionRequest shortcache = decode(4, 256, 64);  // capacity caps the splits: 8 of 32 keys
+  ASSERT_TRUE(choose_attention_schedule(shortcache, h200()).ok());
+  EXPECT_EQ(shortcache.splits, 8);
+  AttentionRequest batch = decode(4, 32768, 64);
+  batch.batch = 66;  // 264 cells fill the device
+  ASSERT_TRUE(choose_attention_schedule(batch, h200()).ok());
+  EXPECT_EQ(batch.schedule, AttentionSchedule::kStreaming);
+  AttentionRequest prefill = decode(4, 4096, 64);
+  prefill.lq = 512;
+  ASSERT_TRUE(choose_attention_schedule(prefill, h200()).ok());
+  EXPECT_EQ(prefill.schedule, AttentionSchedule::kStreaming);
+  EXPECT_EQ(prefill.scratch_floats, 0);
+}
+
+// A transpose that moves only size-1 axes keeps the elements' order: an alias, like a reshape.
+TEST(BufferPlan, TransposesOfUnitAxesAreAliases) {
+  ir::Builder b("t");
+  ir::V x = b.slot(ir::Slot::kToken, DType::kI32, {1, 1, 4, 8});
+  ir::V f = b.cast(x, DType::kF32);
+  b.output("unit", b.transpose(f, {0, 2, 1, 3}));  // [1, 1, 4, 8] -> [1, 4, 1, 8]
+  b.output("real", b.transpose(f, {0, 1, 3, 2}));  // [1, 1, 4, 8] -> [1, 1, 8, 4]
+  const ir::Graph g = testing::must(b.finish());
+  EXPECT_TRUE(is_alias(g, g.eqns[1]));
+  EXPECT_FALSE(is_alias(g, g.eqns[2]));
+}
+
+// On the GPU the linears that read one input follow each other (one launch runs them: q, k,
+// v), a gated unit over the first two follows them (gate, up, glu), and the plan computes
+// the same values; the CPU keeps the compiler's order.
+TEST(Plan, OnTheGpuLinearsOfOneInputAreColocated) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  const ir::Graph traced = testing::must(m.trace_step({.n_tokens = 3, .capacity = 16}));
+  const ir::Graph g = testing::must(compile::run_passes(traced, compile::default_passes())).graph;
+  const Plan gpu = testing::must(make_plan(g, h200()));
+  const std::vector<ir::Eqn>& eqns = gpu.graph.eqns;
+  int groups_of_three = 0, glus_after_two = 0;
+  for (size_t i = 0; i + 2 < eqns.size(); ++i) {
+    const bool three = eqns[i].op == ir::OpKind::kLinear && eqns[i + 1].op == ir::OpKind::kLinear &&
+                       eqns[i + 2].op == ir::OpKind::kLinear && eqns[i + 1].in[0] == eqns[i].in[0] &&
+                       eqns[i + 2].in[0] == eqns[i].in[0];
+    groups_of_three += three;
+    glus_after_two += eqns[i + 2].op == ir::OpKind::kGlu && eqns[i + 2].in[0] == eqns[i].out && eqns[i + 2].in[1] == eqns[i + 1].out;
+  }
+  EXPECT_EQ(groups_of_three, m.config.n_layers);
+  EXPECT_EQ(glus_after_two, m.config.n_layers);
+  for (size_t i = 0; i < eqns.size(); ++i) EXPECT_EQ(gpu.graph.value(eqns[i].out).producer, static_cast<int>(i));
+  const Plan cpu = testing::must(make_plan(g, two_cores()));
+  EXPECT_EQ(cpu.graph.eqns.size(), eqns.size());
+  bool same_order = true;
+  for (size_t i = 0; i < eqns.size(); ++i) same_order = same_order && cpu.graph.eqns[i].out == g.eqns[i].out;
+  EXPECT_TRUE(same_order);
+  const eval::SlotBindings slots{{ir::Slot::kToken, testing::must(eval::Buffer::i32({3}, {1, 2, 3}))},
+                                 {ir::Slot::kPos, testing::must(eval::Buffer::i32({3}, {0, 1, 2}))}};
+  EXPECT_EQ(testing::must(testing::run_graph(gpu.graph, slots)).at("logits").data,
+            testing::must(testing::run_graph(g, slots)).at("logits").data);
 }
 
 TEST(BufferPlan, ArenaDoesNotGrowWithLayersAndScratchIsShared) {

@@ -403,25 +403,13 @@ void launch_group_nv(const AttentionRows& a, int r, dim3 grid, float* partial, c
 
 }  // namespace
 
-AttentionSplit attention_rows_split(const AttentionRows& a, int sms) {
-  const int r = group_heads(a);
-  const int64_t rows = a.batch * a.hq * a.lq, cells = r > 0 ? rows / r : rows;
-  const int64_t target = 2 * static_cast<int64_t>(sms);  // two waves
-  AttentionSplit s;
-  if (cells >= target || a.lk <= 32) return AttentionSplit{1, 0};
-  const int64_t most = (a.lk + 31) / 32;  // a split is at least a tile of 32 keys at full capacity
-  s.splits = static_cast<int>(std::min<int64_t>(most, (target + cells - 1) / cells));
-  s.workspace_floats = rows * s.splits * (a.dv + 2);
-  return s;
-}
-
-void attention_rows(const AttentionRows& a, const AttentionSplit& split, float* workspace, const Launch& l) {
+void attention_rows(const AttentionRows& a, int splits, float* workspace, const Launch& l) {
   const int64_t rows = a.batch * a.hq * a.lq;
   if (rows == 0) return;
-  float* partial = split.splits > 1 ? workspace : nullptr;
+  float* partial = splits > 1 ? workspace : nullptr;
   cudaStream_t s = stream_of(l);
   if (const int r = group_heads(a); r > 0) {
-    const dim3 grid(static_cast<unsigned>(rows / r), static_cast<unsigned>(split.splits));
+    const dim3 grid(static_cast<unsigned>(rows / r), static_cast<unsigned>(splits));
     switch (value_lanes(a.dv)) {
       case 2: launch_group_nv<2>(a, r, grid, partial, s); break;
       case 4: launch_group_nv<4>(a, r, grid, partial, s); break;
@@ -429,12 +417,12 @@ void attention_rows(const AttentionRows& a, const AttentionSplit& split, float* 
     }
   } else {
     const size_t smem = static_cast<size_t>(a.dk + a.ds + kWarps * (a.dv + 2)) * sizeof(float);
-    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(split.splits));
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
     if (a.dv <= 64) attention_rows_kernel<2><<<grid, kWarps * 32, smem, s>>>(a, partial);
     else if (a.dv <= 256) attention_rows_kernel<8><<<grid, kWarps * 32, smem, s>>>(a, partial);
     else attention_rows_kernel<32><<<grid, kWarps * 32, smem, s>>>(a, partial);
   }
-  if (partial != nullptr) merge_splits_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(partial, split.splits, a.dv, a.out);
+  if (partial != nullptr) merge_splits_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(partial, splits, a.dv, a.out);
 }
 
 }  // namespace kvf::exec::cuda::step

@@ -292,7 +292,6 @@ Status CudaExecutor::bind_ops() {
   const ir::Graph& g = plan_.graph;
   const std::vector<bool> lazy = plan::gathered_in_stored_type(g);
   const std::vector<bool> in_prelude = validation_prelude(g);
-  int64_t workspace_floats = 0;
   for (size_t i = 0; i < g.eqns.size(); ++i) {
     const ir::Eqn& e = g.eqns[i];
     const auto out = static_cast<size_t>(e.out);
@@ -330,16 +329,10 @@ Status CudaExecutor::bind_ops() {
       continue;
     }
     if (in_prelude[i] && ir::is_fused(e.op)) return internal_error("a validation depends on fused eqn ", i);
-    if (e.op == OpKind::kAttention) {
-      op.split = attention_rows_split(attention_rows_of(op), device_.caps().cores);
-      workspace_floats = std::max(workspace_floats, op.split.workspace_floats);
+    if (plan_.buffers.scratch_offset[i] >= 0) {
+      op.scratch = reinterpret_cast<float*>(static_cast<char*>(arena_.data()) + plan_.buffers.scratch_offset[i]);
     }
     (in_prelude[i] ? prelude_ : body_).push_back(std::move(op));
-  }
-  if (workspace_floats > 0) {
-    Result<void*> w = device_.allocate_zeroed(workspace_floats * 4);
-    if (!w) return w.take_error().context("attention workspace");
-    attention_workspace_ = Buffer(&device_, *w, workspace_floats * 4);
   }
   for (const ir::Output& o : g.outputs) {
     if (g.type(o.value).dtype == DType::kF32) outputs_[o.name].resize(static_cast<size_t>(numel_of(g.type(o.value).shape)));
@@ -640,7 +633,7 @@ Status CudaExecutor::launch(const Op& op) {
           static_cast<float*>(out.data), out.numel, l);
       return {};
     case OpKind::kAttention:
-      attention_rows(attention_rows_of(op), op.split, static_cast<float*>(attention_workspace_.data()), l);
+      attention_rows(attention_rows_of(op), plan_.requests[static_cast<size_t>(op.eqn)].attention.splits, op.scratch, l);
       return {};
     default: break;
   }

@@ -41,7 +41,7 @@ class CudaExecutor final : public Executor {
     int eqn = -1;
     std::vector<Ref> in;
     Ref out;
-    AttentionSplit split;  // attention only
+    float* scratch = nullptr;  // the plan's scratch for the eqn (split-key partials)
     int grouped = 0;       // > 0: linears (and a glu or residual add) run as one launch
     LinearGroup group;
     bool round_update = false;  // dynamic_update_slice of an f32 update into a half cache (the cast fused)
@@ -65,7 +65,6 @@ class CudaExecutor final : public Executor {
   StateStore& state_;
   Device& device_;
   Buffer arena_;
-  Buffer attention_workspace_;   // split-key partials, shared by the attention eqns in turn
   std::vector<Buffer> owned_;    // slots, literals, folded values, prelude values
   std::vector<Ref> refs_;        // per value
   std::vector<bool> folded_;     // per value: computed once at bind time

@@ -146,13 +146,10 @@ struct AttentionRows {
   float* out = nullptr;
 };
 inline constexpr int64_t kAttentionRowsMaxWidth = 1024;
-// Keys split across blocks (Flash-Decoding) when the rows alone cannot fill the GPU's `sms`
-// multiprocessors twice over; the partials need workspace_floats of device memory.
-struct AttentionSplit {
-  int splits = 1;  // each split takes an equal share of a row's live keys
-  int64_t workspace_floats = 0;
-};
-AttentionSplit attention_rows_split(const AttentionRows& a, int sms);
-void attention_rows(const AttentionRows& a, const AttentionSplit& split, float* workspace, const Launch& l);
+// `splits` > 1: the keys are split across blocks (Flash-Decoding; the count is the plan's,
+// plan/attention_schedule.cpp), each split taking an equal share of a row's live keys, and
+// the partials, (dv + 2) floats per query row and split, go to `workspace` before a second
+// kernel merges them.
+void attention_rows(const AttentionRows& a, int splits, float* workspace, const Launch& l);
 
 }  // namespace kvf::exec::cuda::step
