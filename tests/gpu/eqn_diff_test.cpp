@@ -1,4 +1,5 @@
-// Eqn by eqn: one compiled step of each family with every f32 intermediate made an output
+// Eqn by eqn: one compiled step of each family (f32 and f16 caches of 64 positions, so that
+// the attention splits its keys) with every f32 intermediate made an output
 // (so nothing shares arena bytes), run on the CPU and the CUDA executor from the same plan.
 // The first eqn whose value differs names the kernel at fault, where a logits test could
 // only say that something did.
@@ -26,13 +27,14 @@ plan::Plan plan_with_every_value(const models::Model& m, const models::StepSpec&
   return testing::must(plan::make_plan(std::move(g), caps));
 }
 
-class EqnDiff : public ::testing::TestWithParam<const char*> {};
+class EqnDiff : public ::testing::TestWithParam<std::tuple<const char*, DType>> {};
 
 TEST_P(EqnDiff, EveryIntermediateAgreesWithTheCpu) {
   KVF_NEED_GPU();
-  const models::Model m = testing::open_test_model(GetParam());
+  const auto [name, kv] = GetParam();
+  const models::Model m = testing::open_test_model(name);
   auto device = testing::must(exec::cuda::step::Device::open());
-  const models::StepSpec spec{.n_tokens = 5, .capacity = 16};
+  const models::StepSpec spec{.n_tokens = 5, .capacity = 64, .kv_dtype = kv};
   ThreadPool pool(2);
   exec::StateStore cpu_state;
   exec::StateStore gpu_state(*device);
@@ -56,8 +58,12 @@ TEST_P(EqnDiff, EveryIntermediateAgreesWithTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EqnDiff,
-                         ::testing::Values("synthetic:llama-260k", "gpt2", "bloom", "gemma2", "deepseek_v2"),
-                         [](const auto& info) { return testing::as_test_name(info.param); });
+                         ::testing::Combine(::testing::Values("synthetic:llama-260k", "gpt2", "bloom", "gemma2", "deepseek_v2"),
+                                            ::testing::Values(DType::kF32, DType::kF16)),
+                         [](const auto& info) {
+                           return str_cat(testing::as_test_name(std::get<0>(info.param)), "_",
+                                          dtype_name(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace kvf

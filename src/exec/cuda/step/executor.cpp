@@ -373,7 +373,17 @@ void CudaExecutor::fuse_norms() {
     if (i + 1 < body_.size() && e.op == OpKind::kRmsNorm && body_[i + 1].grouped > 0) {
       Op& group = body_[i + 1];
       const ir::Eqn& first = g.eqns[static_cast<size_t>(group.eqn)];
-      if (first.in[0] == e.out && readers[static_cast<size_t>(e.out)] == group.group.parts) {
+      // The group reads the norm's input while it writes its outputs, which the buffer plan
+      // may have placed over that input once the norm was its last reader.
+      const Ref& x = body_[i].in[0];
+      bool clear = true;
+      for (int p = 0; p < group.group.parts; ++p) {
+        clear = clear && !overlaps(group.group.part[p].out, group.group.part[p].n * (x.numel / group.in[1].type.shape[1]) * 4,
+                                   x.data, x.numel * 4);
+      }
+      if (group.group.glu_out != nullptr) clear = clear && !overlaps(group.group.glu_out, group.out.numel * 4, x.data, x.numel * 4);
+      if (group.group.residual_out != nullptr) clear = clear && !overlaps(group.group.residual_out, group.out.numel * 4, x.data, x.numel * 4);
+      if (clear && first.in[0] == e.out && readers[static_cast<size_t>(e.out)] == group.group.parts) {
         group.group.norm_w = static_cast<const float*>(body_[i].in[1].data);
         group.group.norm_eps = e.params.eps;
         group.group.norm_unit_offset = e.params.unit_offset;
