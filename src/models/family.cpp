@@ -55,8 +55,10 @@ StepMasks step_masks(const ModelConfig& cfg, const StepSpec& step, const StepTra
 ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Shape& shape) {
   Result<HostTensor> t = w.get(name, shape);
   if (!t) {
+    // The trace goes on over a stand-in of the shape the config implies (a broadcast: no
+    // memory), so that what follows sees consistent shapes; finish() reports the failure.
     b.fail(t.take_error());
-    return b.literal(0.0);
+    return b.broadcast(b.literal(0.0), shape);
   }
   const DType stored = t->dtype();
   ir::V v = b.constant(name, std::move(*t));

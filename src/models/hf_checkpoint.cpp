@@ -364,7 +364,16 @@ Result<Model> open_hf(const std::string& dir, const OpenOptions& opts) {
   if (!s) return s.take_error();
   m.config.tie_embeddings = !m.weights.has("output.weight");
   m.config.attn_bias = m.weights.has("blk.0.attn_q.bias");
-  if (m.weights.has("token_embd.weight")) m.config.vocab = m.weights.tensors().at("token_embd.weight").shape()[0];
+  if (m.weights.has("token_embd.weight")) {
+    // Embeddings padded past the vocabulary are common; a vocabulary past the embeddings has
+    // tokens with no row.
+    const int64_t rows = m.weights.tensors().at("token_embd.weight").shape()[0];
+    if (m.config.vocab > rows) {
+      return invalid_input(dir, ": config.json vocab_size ", m.config.vocab, " exceeds the ", rows,
+                           " rows of token_embd.weight");
+    }
+    m.config.vocab = rows;
+  }
   const fs::path tok = root / "tokenizer.json";
   std::error_code ec;
   if (opts.with_tokenizer && fs::is_regular_file(tok, ec)) {

@@ -171,6 +171,10 @@ Result<Model> open_model(const std::string& spec, const OpenOptions& opts) {
   }
   Status s = m->config.check();
   if (!s) return s.take_error().context(spec);
+  // The whole model against its config before anything runs: a one-token forward traces
+  // every weight the family reads, each with the shape the config implies.
+  Result<ir::Graph> probe = m->trace_step({.n_tokens = 1, .capacity = 0, .cached = false});
+  if (!probe) return probe.take_error().context(spec);
   if (opts.check_finite && !spec.starts_with("synthetic:")) {
     s = m->weights.check_finite();
     if (!s) return s.take_error();

@@ -1,6 +1,8 @@
 // ModelConfig checks.
 #include "models/model_config.h"
 
+#include <cmath>
+
 namespace kvf::models {
 
 bool ModelConfig::sliding(int64_t layer) const {
@@ -10,12 +12,30 @@ bool ModelConfig::sliding(int64_t layer) const {
 }
 
 Status ModelConfig::check() const {
+  // Bounds far above any published model, low enough that every product below fits.
+  constexpr int64_t kMaxSize = int64_t{1} << 24, kMaxLayers = 4096, kMaxMatrix = int64_t{1} << 36;
   const std::pair<const char*, int64_t> sizes[] = {{"vocab", vocab},           {"dim", dim},
                                                    {"n_layers", n_layers},     {"n_heads", n_heads},
                                                    {"n_kv_heads", n_kv_heads}, {"head_dim", head_dim},
                                                    {"hidden_dim", hidden_dim}, {"context", context}};
   for (const auto& [name, v] : sizes) {
     if (v <= 0) return invalid_input(arch, " config: ", name, " = ", v, " must be positive");
+    if (v > kMaxSize) return invalid_input(arch, " config: ", name, " = ", v, " is beyond ", kMaxSize);
+  }
+  if (n_layers > kMaxLayers) return invalid_input(arch, " config: n_layers = ", n_layers, " is beyond ", kMaxLayers);
+  const std::pair<const char*, int64_t> matrices[] = {
+      {"vocab x dim", vocab * dim}, {"hidden_dim x dim", hidden_dim * dim}, {"n_heads x head_dim x dim", n_heads * head_dim * dim}};
+  for (const auto& [name, n] : matrices) {
+    if (n > kMaxMatrix) return invalid_input(arch, " config: ", name, " = ", n, " elements is beyond ", kMaxMatrix);
+  }
+  const std::pair<const char*, double> reals[] = {{"norm eps", norm_eps},         {"rope theta", rope_theta},
+                                                  {"embed scale", embed_scale},   {"attn scale", attn_scale},
+                                                  {"attn softcap", attn_softcap}, {"final softcap", final_softcap}};
+  for (const auto& [name, v] : reals) {
+    if (!std::isfinite(v) || v < 0) return invalid_input(arch, " config: ", name, " = ", v, " must be finite and not negative");
+  }
+  for (float f : rope_inv_freq) {
+    if (!std::isfinite(f)) return invalid_input(arch, " config: a rope frequency is not finite");
   }
   if (n_heads % n_kv_heads != 0) {
     return invalid_input(arch, " config: n_heads ", n_heads, " is not a multiple of n_kv_heads ", n_kv_heads);

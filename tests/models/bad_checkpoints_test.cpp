@@ -108,5 +108,50 @@ TEST(BadCheckpoints, BrokenTokenizerJson) {
   fs::remove_all(dir);
 }
 
+// A GGUF whose metadata disagrees with its tensors is refused when it is opened, naming the
+// tensor, never traced into a crash: a width the tensors do not have, a layer that has no
+// tensors, and a non-finite epsilon.
+TEST(BadCheckpoints, GgufMetadataThatDisagreesWithItsTensors) {
+  struct Case {
+    const char* name;
+    void (*mutate)(models::ModelConfig&);
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"dim", [](models::ModelConfig& c) { c.dim = 65; }, "token_embd.weight"},
+      {"layers", [](models::ModelConfig& c) { c.n_layers += 1; }, "blk.5."},
+      {"eps", [](models::ModelConfig& c) { c.norm_eps = std::numeric_limits<double>::quiet_NaN(); }, "norm eps"},
+  };
+  for (const Case& c : cases) {
+    models::Model m = testing::must(models::open_synthetic("llama-260k"));
+    c.mutate(m.config);
+    const fs::path p = scratch(str_cat("meta_", c.name, ".gguf"));
+    ASSERT_TRUE(models::export_gguf(m, p.string()).ok()) << c.name;
+    expect_refused(p.string(), c.needle);
+    fs::remove(p);
+  }
+}
+
+// Sizes beyond any model (a product that would not fit, or ask for terabytes) and a vocabulary
+// larger than the embedding are refused at open, not allocated or run.
+TEST(BadCheckpoints, ConfigSizesBeyondAnyModelOrItsTensors) {
+  const fs::path dir = fixture_copy("huge_config");
+  const std::string base = [&] {
+    std::ifstream in(dir / "config.json");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }();
+  auto with = [&](const std::string& key, const std::string& value) {
+    const size_t at = base.find("\"" + key + "\"");
+    EXPECT_NE(at, std::string::npos) << key;
+    const size_t colon = base.find(':', at), end = base.find_first_of(",}", colon);
+    std::ofstream(dir / "config.json", std::ios::trunc) << base.substr(0, colon + 1) << " " << value << base.substr(end);
+  };
+  with("hidden_size", "1099511627776");
+  expect_refused(dir.string(), "dim");
+  with("vocab_size", "129");  // one more token than the embedding has rows
+  expect_refused(dir.string(), "vocab_size 129 exceeds the 128 rows of token_embd.weight");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kvf

@@ -42,6 +42,7 @@ RopeTables rope_tables(V pos, const RopeSpec& spec, const std::string& name) {
 }
 
 V apply_rope(V x, const RopeTables& t) {
+  if (!x.valid()) return x;  // a failed trace: poison has no axes to rotate
   Builder& b = *x.b;
   const int64_t rot = t.rotary_dim, dim = x.dim(-1), half = rot / 2;
   std::vector<V> parts;
