@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <utility>
 
 #include "plan/buffer_plan.h"
@@ -31,6 +33,16 @@ class HostMemory final : public Memory {
     return p;
   }
   void release(void* p) noexcept override { std::free(p); }
+  int64_t available_bytes() const override {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    std::string unit;
+    while (in >> key >> kib >> unit) {
+      if (key == "MemAvailable:") return kib * 1024;
+    }
+    return -1;
+  }
 };
 
 }  // namespace
@@ -55,6 +67,18 @@ Buffer::~Buffer() {
 }
 
 Status StateStore::allocate(const ir::Graph& g) {
+  int64_t wanted = 0;  // what the new buffers take, checked against the memory before any is made
+  for (const ir::Value& v : g.values) {
+    if (v.kind != ir::ValueKind::kState || buffers_.count(v.name) != 0) continue;
+    int64_t n = std::max<int64_t>(plan::element_bytes(v.type.dtype), 1);
+    for (int64_t d : v.type.shape) n *= d;
+    wanted += n;
+  }
+  const int64_t available = memory_->available_bytes();
+  if (available >= 0 && wanted > available) {
+    return capacity("state of ", g.name, ": ", wanted, " bytes (KV caches or pools) do not fit the ", available,
+                    " bytes ", memory_->name(), " memory has available; lower --ctx or the pool size");
+  }
   for (const ir::Value& v : g.values) {
     if (v.kind != ir::ValueKind::kState) continue;
     auto it = buffers_.find(v.name);

@@ -36,6 +36,9 @@ class Memory {
   // `bytes` of zeroed memory; a shortfall is a kCapacity error naming it.
   virtual Result<void*> allocate_zeroed(int64_t bytes) = 0;
   virtual void release(void* p) noexcept = 0;
+  // Bytes an allocation can take now (host: the kernel's MemAvailable; a device: its free
+  // memory); -1 when unknown.
+  virtual int64_t available_bytes() const = 0;
 };
 
 Memory& host_memory();  // 64-byte aligned host allocations
@@ -71,7 +74,8 @@ class StateStore {
   Memory& memory() const { return *memory_; }
 
   // A zeroed buffer for every state value g declares that the store lacks; refuses a name
-  // the store holds with another type.
+  // the store holds with another type, and (kCapacity, before allocating any) buffers whose
+  // total the memory does not have.
   Status allocate(const ir::Graph& g);
   StateBuffer* find(const std::string& name);
   int64_t bytes() const;

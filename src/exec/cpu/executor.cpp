@@ -111,6 +111,11 @@ Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(plan::Plan plan, StateS
 
 Status CpuExecutor::bind_values() {
   const ir::Graph& g = plan_.graph;
+  const int64_t available = host_memory().available_bytes();
+  if (available >= 0 && plan_.buffers.arena_bytes > available) {
+    return capacity("the step's arena needs ", plan_.buffers.arena_bytes, " bytes, the host has ", available,
+                    " available; fewer tokens per step or a smaller --ctx");
+  }
   arena_ = HostBuffer(plan_.buffers.arena_bytes);
   refs_.resize(g.values.size());
   folded_.assign(g.values.size(), false);

@@ -100,6 +100,12 @@ Result<void*> Device::allocate_zeroed(int64_t bytes) {
 
 void Device::release(void* p) noexcept { cudaFree(p); }
 
+int64_t Device::available_bytes() const {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return -1;
+  return static_cast<int64_t>(free);
+}
+
 plan::DeviceCaps Device::caps() const {
   plan::DeviceCaps c;
   c.target = plan::Target::kCuda;

@@ -29,6 +29,7 @@ class Device final : public Memory {
   std::string name() const override;  // "cuda: NVIDIA H200, 132 SMs, 139.8 GiB"
   Result<void*> allocate_zeroed(int64_t bytes) override;
   void release(void* p) noexcept override;
+  int64_t available_bytes() const override;
 
   void* stream() const { return stream_; }
   FaultRecord* fault() const { return fault_; }
