@@ -30,6 +30,10 @@ std::string op_counts(const ir::Graph& g) {
 }
 
 Status run(const CompileOptions& o) {
+  if (o.model.device != "cpu") {
+    return unsupported("kvforge compile plans for this CPU; --device ", o.model.device,
+                       " plans when a step first runs there (generate --device ", o.model.device, ")");
+  }
   Result<models::Model> m = open(o.model, false);
   if (!m) return m.take_error();
   const int64_t cap = std::max(capacity_for(o.model, *m), o.tokens);
