@@ -49,9 +49,18 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 // failure, not a skip.
 bool models_required();
 
+// Skips a test whose shared input (a model, a vocabulary, the chat templates or the tools
+// behind them) is missing; under KVF_REQUIRE_MODELS=1 (CI) fails it instead, so a missing
+// input never passes there. `what` is a stream chain: KVF_SKIP_MISSING(name << " not present").
+#define KVF_SKIP_MISSING(what)                                                      \
+  do {                                                                              \
+    if (::kvf::testing::models_required()) FAIL() << "KVF_REQUIRE_MODELS=1: " << what; \
+    GTEST_SKIP() << what;                                                           \
+  } while (0)
+
 // Path of a file under the shared models folder ($KVF_MODELS_DIR, else
 // $KVF_SOURCE_DIR/../shared/models). When it is missing: a test failure if
-// KVF_REQUIRE_MODELS=1 (CI), else nullopt so the caller can GTEST_SKIP — never a pass.
+// KVF_REQUIRE_MODELS=1 (CI), else nullopt so the caller can KVF_SKIP_MISSING — never a pass.
 std::optional<std::string> model_file(const std::string& relative);
 
 // A model name made fit for a parameterized test's name: every non-alphanumeric becomes '_'.

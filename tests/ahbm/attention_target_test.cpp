@@ -102,7 +102,7 @@ class DecodeOnAhbm : public ::testing::TestWithParam<Case> {};
 TEST_P(DecodeOnAhbm, LogitsEqualTheCpuPath) {
   const Case c = GetParam();
   std::optional<models::Model> m = open_case_model(c.model);
-  if (!m) GTEST_SKIP() << c.model << " not present";
+  if (!m) KVF_SKIP_MISSING(c.model << " not present");
   const uint64_t seed = testing::test_seed();
   // 133 prompt tokens: two tiles (the second ragged) for N = 1 at tile 128, several at 16.
   const std::vector<int32_t> prompt = random_prompt(133, m->config.vocab, seed);
@@ -141,7 +141,7 @@ TEST(DecodeOnAhbmF16Cache, LogitsEqualTheCpuPath) {
 // differ (none in those 20 runs; one may where the CPU's top-2 margin is inside the error).
 TEST(DecodeOnAhbmBf16, LogitsWithinTheBf16Tolerance) {
   std::optional<models::Model> m = open_case_model("stories260K");
-  if (!m) GTEST_SKIP() << "stories260K not present";
+  if (!m) KVF_SKIP_MISSING("stories260K not present");
   const uint64_t seed = testing::test_seed();
   for (int n : {1, 8}) {
     auto target = make_target(n, DType::kBF16);

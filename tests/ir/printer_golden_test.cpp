@@ -53,7 +53,9 @@ void expect_golden(const std::string& printed, const std::string& file) {
   const std::string path = golden_path(file);
   if (std::getenv("KVF_UPDATE_GOLDEN")) {
     std::ofstream(path) << printed;
-    GTEST_SKIP() << "rewrote " << path;  // only ever with the explicit update flag
+    // Only ever with the explicit update flag, which a KVF_REQUIRE_MODELS=1 (CI) run never sets.
+    if (testing::models_required()) FAIL() << "KVF_UPDATE_GOLDEN rewrote " << path << " in a KVF_REQUIRE_MODELS=1 run";
+    GTEST_SKIP() << "rewrote " << path;
   }
   std::ifstream in(path);
   ASSERT_TRUE(in.good()) << "missing golden file " << path;

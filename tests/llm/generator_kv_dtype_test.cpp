@@ -69,7 +69,7 @@ TEST(GeneratorKvDtype, F16CacheOnTheCpuPathMatchesTheOracle) {
 // llama.cpp produced shared/models/REFERENCE.md's continuation with its default f16 cache.
 TEST(GeneratorKvDtype, Stories260KWithAnF16CacheKeepsTheReference) {
   std::optional<std::string> path = testing::model_file("stories260K/stories260K.gguf");
-  if (!path) GTEST_SKIP() << "stories260K.gguf not present";
+  if (!path) KVF_SKIP_MISSING("stories260K.gguf not present");
   const models::Model m =
       testing::must(models::open_model(*path, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
   const std::vector<int32_t> reference{432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337};

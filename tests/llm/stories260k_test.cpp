@@ -36,7 +36,7 @@ class Stories260K : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Stories260K, GreedyMatchesReference) {
   std::optional<std::string> path = testing::model_file(GetParam());
-  if (!path) GTEST_SKIP() << GetParam() << " not present";
+  if (!path) KVF_SKIP_MISSING(GetParam() << " not present");
   Result<models::Model> m = models::open_model(*path, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false});
   ASSERT_TRUE(m.ok()) << m.error().to_string();
   EXPECT_EQ(m->config.dim, 64);
@@ -53,7 +53,7 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, Stories260K,
 TEST(Stories260KPrompt, WithoutBosTheContinuationDiffers) {
   // REFERENCE.md: without BOS llama.cpp continues differently after "She loved to play".
   std::optional<std::string> path = testing::model_file("stories260K/stories260K.bin");
-  if (!path) GTEST_SKIP() << "stories260K.bin not present";
+  if (!path) KVF_SKIP_MISSING("stories260K.bin not present");
   Result<models::Model> m = models::open_model(*path, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false});
   ASSERT_TRUE(m.ok()) << m.error().to_string();
   const std::vector<int32_t> no_bos(kPrompt.begin() + 1, kPrompt.end());

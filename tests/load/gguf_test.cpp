@@ -17,7 +17,7 @@ using load::GgufWriter;
 
 TEST(Gguf, ReadsStories260K) {
   std::optional<std::string> path = testing::model_file("stories260K/stories260K.gguf");
-  if (!path) GTEST_SKIP() << "stories260K.gguf not present";
+  if (!path) KVF_SKIP_MISSING("stories260K.gguf not present");
   Result<GgufFile> f = load::read_gguf(*path);
   ASSERT_TRUE(f.ok()) << f.error().to_string();
   // Facts from SOURCES.md (written by llama.cpp's converter), not from our own output.

@@ -30,7 +30,7 @@ Result<load::Llama2cCheckpoint> parse(const std::vector<uint8_t>& b) { return lo
 
 TEST(Llama2c, ReadsStories260K) {
   std::optional<std::string> path = testing::model_file("stories260K/stories260K.bin");
-  if (!path) GTEST_SKIP() << "stories260K.bin not present";
+  if (!path) KVF_SKIP_MISSING("stories260K.bin not present");
   Result<load::Llama2cCheckpoint> ck = load::read_llama2c(*path);
   ASSERT_TRUE(ck.ok()) << ck.error().to_string();
   // SOURCES.md: dim=64, hidden_dim=172, n_layers=5, n_heads=8, n_kv_heads=4, vocab 512 shared, seq 512.

@@ -1,6 +1,6 @@
-// The rule every model-gated test relies on (tests/testing.h, model_file): a missing shared
-// model is a skip on a developer's machine and a failure under KVF_REQUIRE_MODELS=1 (CI), so
-// no GTEST_SKIP after model_file can pass CI silently.
+// The rule every model-gated test relies on (tests/testing.h, model_file and
+// KVF_SKIP_MISSING): a missing shared input is a skip on a developer's machine and a failure
+// under KVF_REQUIRE_MODELS=1 (CI), so no skipped test can pass CI silently.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -40,6 +40,13 @@ TEST(SharedModels, MissingFileFailsWhenModelsAreRequired) {
 TEST(SharedModels, MissingFileIsNulloptWithoutTheRequirement) {
   ScopedEnv require("KVF_REQUIRE_MODELS", nullptr);
   EXPECT_FALSE(testing::model_file("no/such/model.gguf"));
+}
+
+void skip_for_a_missing_input() { KVF_SKIP_MISSING("no/such/input" << " not present"); }
+
+TEST(SharedModels, SkipForAMissingInputFailsWhenModelsAreRequired) {
+  ScopedEnv require("KVF_REQUIRE_MODELS", "1");
+  EXPECT_FATAL_FAILURE(skip_for_a_missing_input(), "KVF_REQUIRE_MODELS=1: no/such/input not present");
 }
 
 }  // namespace

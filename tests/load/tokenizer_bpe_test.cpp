@@ -49,14 +49,14 @@ void check_vectors(const Tokenizer& tok, const std::string& name) {
 
 TEST(BpeVectors, Gpt2AllPass) {
   std::unique_ptr<Tokenizer> tok = gpt2_tokenizer();
-  if (!tok) GTEST_SKIP() << "ggml-vocab-gpt-2.gguf not present";
+  if (!tok) KVF_SKIP_MISSING("ggml-vocab-gpt-2.gguf not present");
   check_vectors(*tok, "gpt-2");
 }
 
 // MPT (GPT-NeoX's vocab): GPT-2's split, plus user-defined runs of spaces matched literally.
 TEST(BpeVectors, MptAllPass) {
   std::optional<std::string> path = vocab_path("mpt");
-  if (!path) GTEST_SKIP() << "ggml-vocab-mpt.gguf not present";
+  if (!path) KVF_SKIP_MISSING("ggml-vocab-mpt.gguf not present");
   const load::GgufFile f = testing::must(load::read_gguf(*path));
   Vocab v = testing::must(load::vocab_from_gguf(f));
   EXPECT_EQ(v.pre, PreTokenizer::kGpt2);
@@ -198,7 +198,7 @@ TEST(BpeTokenizer, BadMergesAreTypedErrors) {
 
 TEST(BpeTokenizer, Gpt2SpecialTokenInTextIsOneToken) {
   std::unique_ptr<Tokenizer> tok = gpt2_tokenizer();
-  if (!tok) GTEST_SKIP() << "gpt-2 vocab not present";
+  if (!tok) KVF_SKIP_MISSING("gpt-2 vocab not present");
   // " Hello" = 18435 and " world" = 995 (llama.cpp's vectors); <|endoftext|> = 50256.
   EXPECT_EQ(tok->encode(" Hello<|endoftext|> world", false), (std::vector<int32_t>{18435, 50256, 995}));
   EXPECT_EQ(tok->decode({18435, 50256, 995}), " Hello world");
@@ -222,7 +222,7 @@ std::string random_text(std::mt19937_64& rng, bool raw_bytes) {
 
 TEST(BpeRoundTrip, AnyTextDecodesToItself) {
   std::unique_ptr<Tokenizer> tok = gpt2_tokenizer();
-  if (!tok) GTEST_SKIP() << "gpt-2 vocab not present";
+  if (!tok) KVF_SKIP_MISSING("gpt-2 vocab not present");
   const uint64_t seed = testing::test_seed();
   std::mt19937_64 rng(seed);
   const std::vector<std::string> fixed = {"Hello, y'all! 🦙 你好世界 \t\n\r\x01\x7f  end  ", "\xff\xfe bytes \xe4\xbd",
@@ -247,7 +247,7 @@ bool ends_mid_character(const std::string& s) {
 
 TEST(BpeStreamDecoder, ChunksAreWholeCharactersAndConcatenateToDecode) {
   std::unique_ptr<Tokenizer> tok = gpt2_tokenizer();
-  if (!tok) GTEST_SKIP() << "gpt-2 vocab not present";
+  if (!tok) KVF_SKIP_MISSING("gpt-2 vocab not present");
   const uint64_t seed = testing::test_seed();
   std::mt19937_64 rng(seed);
   std::vector<std::string> texts = {"🦙🦙 ខ្មែរ 你好 Ω é \x01 ok", "👨‍👩‍👧 family"};

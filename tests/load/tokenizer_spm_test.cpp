@@ -114,7 +114,7 @@ void expect_stream_matches_decode(const Tokenizer& tok, const Ids& ids, bool val
 
 TEST(SpmTok512, EncodesReferencePrompt) {
   std::optional<std::string> path = testing::model_file("stories260K/tok512.bin");
-  if (!path) GTEST_SKIP() << "tok512.bin not present";
+  if (!path) KVF_SKIP_MISSING("tok512.bin not present");
   auto tok = llama2c_tokenizer(*path, 512);
   EXPECT_EQ(tok->encode("Once upon a time", true), (Ids{1, 403, 407, 261, 378}));  // REFERENCE.md
   EXPECT_EQ(tok->encode("Once upon a time", false), (Ids{403, 407, 261, 378}));
@@ -124,7 +124,7 @@ TEST(SpmTok512, EncodesReferencePrompt) {
 
 TEST(SpmTok512, DecodesReferenceContinuation) {
   std::optional<std::string> path = testing::model_file("stories260K/tok512.bin");
-  if (!path) GTEST_SKIP() << "tok512.bin not present";
+  if (!path) KVF_SKIP_MISSING("tok512.bin not present");
   auto tok = llama2c_tokenizer(*path, 512);
   // REFERENCE.md: llama.cpp's first 64 greedy ids after "Once upon a time", and their text.
   const Ids gen = {432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337,
@@ -143,7 +143,7 @@ TEST(SpmTok512, DecodesReferenceContinuation) {
 
 TEST(SpmTok512, RoundTripsAwkwardText) {
   std::optional<std::string> path = testing::model_file("stories260K/tok512.bin");
-  if (!path) GTEST_SKIP() << "tok512.bin not present";
+  if (!path) KVF_SKIP_MISSING("tok512.bin not present");
   auto tok = llama2c_tokenizer(*path, 512);
   expect_round_trips(*tok, "tok512");
   // llama2.c spaces are plain ' ', so even a literal '▁' round-trips here.
@@ -153,7 +153,7 @@ TEST(SpmTok512, RoundTripsAwkwardText) {
 
 TEST(SpmTok512, EmojiBecomesByteTokensAndStreamsWhole) {
   std::optional<std::string> path = testing::model_file("stories260K/tok512.bin");
-  if (!path) GTEST_SKIP() << "tok512.bin not present";
+  if (!path) KVF_SKIP_MISSING("tok512.bin not present");
   auto tok = llama2c_tokenizer(*path, 512);
   // U+1F999 is F0 9F A6 99; byte tokens are ids 3 + byte.
   const Ids ids = tok->encode("a\xF0\x9F\xA6\x99", false);
@@ -169,7 +169,7 @@ TEST(SpmTok512, EmojiBecomesByteTokensAndStreamsWhole) {
 
 TEST(SpmTok512, TextNeverBecomesControlOrByteTokens) {
   std::optional<std::string> path = testing::model_file("stories260K/tok512.bin");
-  if (!path) GTEST_SKIP() << "tok512.bin not present";
+  if (!path) KVF_SKIP_MISSING("tok512.bin not present");
   auto tok = llama2c_tokenizer(*path, 512);
   const Ids ids = tok->encode("\n<s>\n <0x41> <unk>", false);
   for (int32_t id : ids) EXPECT_GT(id, 2);
@@ -179,7 +179,7 @@ TEST(SpmTok512, TextNeverBecomesControlOrByteTokens) {
 // Random strings mixing ASCII, spaces, multi-byte characters and stray bytes.
 TEST(SpmTok512, RandomTextRoundTrips) {
   std::optional<std::string> path = testing::model_file("stories260K/tok512.bin");
-  if (!path) GTEST_SKIP() << "tok512.bin not present";
+  if (!path) KVF_SKIP_MISSING("tok512.bin not present");
   auto tok = llama2c_tokenizer(*path, 512);
   const uint64_t seed = testing::test_seed();
   std::mt19937_64 rng(seed);
@@ -198,7 +198,7 @@ TEST(SpmTok512, RandomTextRoundTrips) {
 TEST(SpmTok512, MatchesItsGgufConversion) {
   std::optional<std::string> bin = testing::model_file("stories260K/tok512.bin");
   std::optional<std::string> gguf = testing::model_file("stories260K/stories260K.gguf");
-  if (!bin || !gguf) GTEST_SKIP() << "stories260K files not present";
+  if (!bin || !gguf) KVF_SKIP_MISSING("stories260K files not present");
   auto a = llama2c_tokenizer(*bin, 512);
   auto b = gguf_tokenizer(*gguf);
   for (const std::string& s : kAwkward) {
@@ -211,7 +211,7 @@ TEST(SpmTok512, MatchesItsGgufConversion) {
 
 TEST(SpmLlama2, TokenizerBinEncodesSentences) {
   std::optional<std::string> path = testing::model_file("llama2-tokenizer/tokenizer.bin");
-  if (!path) GTEST_SKIP() << "llama2 tokenizer.bin not present";
+  if (!path) KVF_SKIP_MISSING("llama2 tokenizer.bin not present");
   auto tok = llama2c_tokenizer(*path, 32000);
   // Ids from llama.cpp's Llama 2 vectors (ggml-vocab-llama-spm.gguf.out).
   EXPECT_EQ(tok->encode("Hello world", true), (Ids{1, 15043, 3186}));
@@ -230,7 +230,7 @@ void expect_vectors(const std::string& vocab_name, size_t expected_count) {
   std::optional<std::string> gguf = testing::model_file(dir + vocab_name);
   std::optional<std::string> inp = testing::model_file(dir + vocab_name + ".inp");
   std::optional<std::string> out = testing::model_file(dir + vocab_name + ".out");
-  if (!gguf || !inp || !out) GTEST_SKIP() << vocab_name << " or its vectors not present";
+  if (!gguf || !inp || !out) KVF_SKIP_MISSING(vocab_name << " or its vectors not present");
   auto tok = gguf_tokenizer(*gguf);
   const std::vector<Vector> vectors = read_vectors(*inp, *out);
   ASSERT_EQ(vectors.size(), expected_count);
@@ -254,7 +254,7 @@ TEST(SpmLlamaVocab, TokenizerBinAgreesWithGguf) {
   std::optional<std::string> gguf = testing::model_file("llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
   std::optional<std::string> inp = testing::model_file("llama.cpp-vocab/ggml-vocab-llama-spm.gguf.inp");
   std::optional<std::string> out = testing::model_file("llama.cpp-vocab/ggml-vocab-llama-spm.gguf.out");
-  if (!bin || !gguf || !inp || !out) GTEST_SKIP() << "Llama 2 vocab files not present";
+  if (!bin || !gguf || !inp || !out) KVF_SKIP_MISSING("Llama 2 vocab files not present");
   auto a = llama2c_tokenizer(*bin, 32000);
   auto b = gguf_tokenizer(*gguf);
   for (const Vector& v : read_vectors(*inp, *out)) EXPECT_EQ(a->encode(v.text, false), v.ids) << v.text;
@@ -266,7 +266,7 @@ TEST(SpmLlamaVocab, TokenizerBinAgreesWithGguf) {
 
 TEST(SpmLlamaVocab, RoundTripsAndStreams) {
   std::optional<std::string> path = testing::model_file("llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
-  if (!path) GTEST_SKIP() << "ggml-vocab-llama-spm.gguf not present";
+  if (!path) KVF_SKIP_MISSING("ggml-vocab-llama-spm.gguf not present");
   auto tok = gguf_tokenizer(*path);
   EXPECT_EQ(tok->vocab().bos, 1);
   EXPECT_TRUE(tok->vocab().add_bos);
@@ -286,7 +286,7 @@ TEST(SpmLlamaVocab, RoundTripsAndStreams) {
 
 TEST(SpmLlamaVocab, BaichuanLoadsAndRoundTrips) {
   std::optional<std::string> path = testing::model_file("llama.cpp-vocab/ggml-vocab-baichuan.gguf");
-  if (!path) GTEST_SKIP() << "ggml-vocab-baichuan.gguf not present";
+  if (!path) KVF_SKIP_MISSING("ggml-vocab-baichuan.gguf not present");
   auto tok = gguf_tokenizer(*path);
   EXPECT_EQ(tok->vocab().size(), 64000);
   expect_round_trips(*tok, "baichuan");

@@ -138,7 +138,7 @@ TEST(GgufVocab, LlamaCppVocabFiles) {
   std::optional<std::string> spm = testing::model_file("llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
   std::optional<std::string> phi3 = testing::model_file("llama.cpp-vocab/ggml-vocab-phi-3.gguf");
   std::optional<std::string> bert = testing::model_file("llama.cpp-vocab/ggml-vocab-bert-bge.gguf");
-  if (!spm || !phi3 || !bert) GTEST_SKIP() << "llama.cpp vocab files not present";
+  if (!spm || !phi3 || !bert) KVF_SKIP_MISSING("llama.cpp vocab files not present");
   Vocab v = testing::must(load::vocab_from_gguf(testing::must(load::read_gguf(*spm))));
   EXPECT_EQ(v.size(), 32000);  // SOURCES.md: the Llama 2 vocabulary
   EXPECT_EQ(v.pieces[15043], "\xe2\x96\x81" "Hello");

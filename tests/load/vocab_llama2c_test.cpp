@@ -106,7 +106,7 @@ TEST(Llama2cVocab, MissingFileIsAnError) {
 
 TEST(Llama2cVocab, ReadsStories260KTok512) {
   std::optional<std::string> path = testing::model_file("stories260K/tok512.bin");
-  if (!path) GTEST_SKIP() << "tok512.bin not present";
+  if (!path) KVF_SKIP_MISSING("tok512.bin not present");
   Vocab v = testing::must(load::read_llama2c_vocab(*path, 512));
   // Facts from SOURCES.md.
   ASSERT_EQ(v.size(), 512);
@@ -128,7 +128,7 @@ TEST(Llama2cVocab, ReadsStories260KTok512) {
 
 TEST(Llama2cVocab, ReadsLlama2Tokenizer) {
   std::optional<std::string> path = testing::model_file("llama2-tokenizer/tokenizer.bin");
-  if (!path) GTEST_SKIP() << "llama2 tokenizer.bin not present";
+  if (!path) KVF_SKIP_MISSING("llama2 tokenizer.bin not present");
   Vocab v = testing::must(load::read_llama2c_vocab(*path, 32000));
   ASSERT_EQ(v.size(), 32000);
   EXPECT_EQ(v.pieces[29871], " ");

@@ -235,7 +235,7 @@ TEST(SyntheticExport, NoOuttypeKeepsStoredTypes) {
 
 TEST(SyntheticExport, CarriesALlamaCppVocabulary) {
   const std::optional<std::string> vocab_path = testing::model_file("llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
-  if (!vocab_path) GTEST_SKIP() << "ggml-vocab-llama-spm.gguf is missing";
+  if (!vocab_path) KVF_SKIP_MISSING("ggml-vocab-llama-spm.gguf is missing");
   const load::GgufFile vf = testing::must(load::read_gguf(*vocab_path));
   const load::Vocab want = testing::must(load::vocab_from_gguf(vf));
   ASSERT_EQ(want.size(), 32000);

@@ -93,7 +93,7 @@ std::optional<models::Model> stories() {
 
 #define KVF_NEED_STORIES(m)                                                 \
   std::optional<models::Model> m##_opt = stories();                         \
-  if (!m##_opt) GTEST_SKIP() << "stories260K.gguf is not in ../shared/models"; \
+  if (!m##_opt) KVF_SKIP_MISSING("stories260K.gguf is not in ../shared/models"); \
   models::Model m = std::move(*m##_opt)
 
 // What the model generates alone on a contiguous cache: the reference for the server.
