@@ -10,6 +10,7 @@
 #include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/scheduler.h"
+#include "solo_run.h"
 #include "testing.h"
 
 namespace kvf {
@@ -86,22 +87,6 @@ TEST(GpuVsCpuLong, DecodeOverFourHundredPositionsAgrees) {
   }
 }
 
-std::vector<int32_t> solo_on_gpu(const models::Model& m, const llm::Request& r, int64_t cap) {
-  llm::GeneratorOptions o = on(llm::ExecutorKind::kCuda, DType::kF32);
-  o.last_logits = true;
-  llm::Generator gen(m, cap, o);
-  llm::Sampler sampler(r.sampler);
-  std::vector<int32_t> history = r.prompt, out, in = r.prompt;
-  while (static_cast<int64_t>(out.size()) < r.max_tokens) {
-    const std::vector<float> logits = testing::must(gen.step(in));
-    const int32_t next = sampler.sample(logits, history);
-    out.push_back(next);
-    history.push_back(next);
-    in = {next};
-  }
-  return out;
-}
-
 // Paged batches on the GPU under a pool too small for all of them: sequences are preempted
 // and recomputed, and every one still gets what it gets alone on a contiguous GPU cache.
 TEST(GpuDriver, PagedBatchesWithPreemptionEqualEachRequestAlone) {
@@ -126,7 +111,9 @@ TEST(GpuDriver, PagedBatchesWithPreemptionEqualEachRequestAlone) {
   std::map<std::string, llm::Completion> got;
   for (const llm::Completion& c : testing::must(sched.run())) got.emplace(c.id, c);
   EXPECT_GT(sched.preemptions(), 0);
-  for (const llm::Request& r : reqs) EXPECT_EQ(got.at(r.id).ids, solo_on_gpu(m, r, 64)) << r.id;
+  for (const llm::Request& r : reqs) {
+    EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64, llm::ExecutorKind::kCuda)) << r.id;
+  }
   EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
 }
 

@@ -11,33 +11,18 @@
 #include "llm/generator.h"
 #include "llm/scheduler.h"
 #include "models/model.h"
+#include "solo_run.h"
 #include "testing.h"
 
 namespace kvf {
 namespace {
 
+using testing::solo;
+
 std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t n, int64_t vocab) {
   std::vector<int32_t> ids;
   for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
   return ids;
-}
-
-// The request alone on a contiguous cache, sampled by its own Sampler.
-std::vector<int32_t> solo(const models::Model& m, const llm::Request& r, int64_t cap) {
-  llm::GeneratorOptions o;
-  o.last_logits = true;
-  o.threads = 2;
-  llm::Generator gen(m, cap, o);
-  llm::Sampler sampler(r.sampler);
-  std::vector<int32_t> history = r.prompt, out, in = r.prompt;
-  while (static_cast<int64_t>(out.size()) < r.max_tokens) {
-    const std::vector<float> logits = testing::must(gen.step(in));
-    const int32_t next = sampler.sample(logits, history);
-    out.push_back(next);
-    history.push_back(next);
-    in = {next};
-  }
-  return out;
 }
 
 llm::DriverOptions driver_options(int32_t blocks, int64_t max_seq_len) {
