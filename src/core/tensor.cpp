@@ -22,6 +22,12 @@ Result<int64_t> checked_numel(const Shape& shape) {
   return n;
 }
 
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t s = 1;

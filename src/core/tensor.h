@@ -20,6 +20,7 @@ std::string shape_str(const Shape& shape);  // "[2,3,4]"
 // Element count; refuses negative dims and products past 2^62.
 Result<int64_t> checked_numel(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);  // row-major, in elements
+int64_t numel(const Shape& shape);  // element count of a shape already checked (a graph value's)
 
 class HostTensor {
  public:

@@ -11,14 +11,12 @@
 namespace kvf::exec {
 
 HostBuffer::HostBuffer(int64_t bytes) : bytes_(bytes) {
-  const auto size = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
-  void* p = std::aligned_alloc(64, size);
-  if (p == nullptr) std::abort();  // out of memory: nothing sensible to return
-  std::memset(p, 0, size);
-  data_.reset(p);
+  Result<void*> p = host_memory().allocate_zeroed(bytes);
+  if (!p) std::abort();  // out of memory: nothing sensible to return
+  data_.reset(*p);
 }
 
-void HostBuffer::Free::operator()(void* p) const { std::free(p); }
+void HostBuffer::Free::operator()(void* p) const { host_memory().release(p); }
 
 namespace {
 
@@ -70,9 +68,7 @@ Status StateStore::allocate(const ir::Graph& g) {
   int64_t wanted = 0;  // what the new buffers take, checked against the memory before any is made
   for (const ir::Value& v : g.values) {
     if (v.kind != ir::ValueKind::kState || buffers_.count(v.name) != 0) continue;
-    int64_t n = std::max<int64_t>(plan::element_bytes(v.type.dtype), 1);
-    for (int64_t d : v.type.shape) n *= d;
-    wanted += n;
+    wanted += numel(v.type.shape) * std::max<int64_t>(plan::element_bytes(v.type.dtype), 1);
   }
   const int64_t available = memory_->available_bytes();
   if (available >= 0 && wanted > available) {
@@ -91,11 +87,10 @@ Status StateStore::allocate(const ir::Graph& g) {
     }
     const int64_t eb = plan::element_bytes(v.type.dtype);
     if (eb == 0) return unsupported("state ", v.name, ": no executor storage for ", ir::type_str(v.type));
-    int64_t n = 1;
-    for (int64_t d : v.type.shape) n *= d;
-    Result<void*> p = memory_->allocate_zeroed(n * eb);
+    const int64_t bytes = numel(v.type.shape) * eb;
+    Result<void*> p = memory_->allocate_zeroed(bytes);
     if (!p) return p.take_error().context("state ", v.name);
-    buffers_.emplace(v.name, StateBuffer{v.type, Buffer(memory_, *p, n * eb)});
+    buffers_.emplace(v.name, StateBuffer{v.type, Buffer(memory_, *p, bytes)});
   }
   return {};
 }
@@ -113,11 +108,7 @@ int64_t StateStore::bytes() const {
 
 int64_t StateStore::elements() const {
   int64_t n = 0;
-  for (const auto& [name, s] : buffers_) {
-    int64_t e = 1;
-    for (int64_t d : s.type.shape) e *= d;
-    n += e;
-  }
+  for (const auto& [name, s] : buffers_) n += numel(s.type.shape);
   return n;
 }
 

@@ -9,8 +9,7 @@ Status check_slots(const ir::Graph& g, const SlotValues& slots) {
     if (v.kind != ir::ValueKind::kSlot) continue;
     auto it = slots.find(v.slot);
     if (it == slots.end()) return invalid_input(g.name, ": slot ", ir::slot_name(v.slot), " is not bound");
-    int64_t n = 1;
-    for (int64_t d : v.type.shape) n *= d;
+    const int64_t n = numel(v.type.shape);
     if (static_cast<int64_t>(it->second.size()) != n) {
       return invalid_input(g.name, ": slot ", ir::slot_name(v.slot), " has ", it->second.size(),
                            " values, the graph expects ", n);

@@ -16,13 +16,7 @@ using ir::ValueKind;
 
 namespace {
 
-int64_t numel_of(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-Ref ref_of(void* data, const ir::TensorType& t) { return Ref{data, t, numel_of(t.shape)}; }
+Ref ref_of(void* data, const ir::TensorType& t) { return Ref{data, t, numel(t.shape)}; }
 
 AttentionArgs attention_args(const ir::Eqn& e, const plan::AttentionRequest& r, const std::vector<Ref>& in,
                              const Ref& out) {
@@ -120,7 +114,7 @@ Status CpuExecutor::bind_values() {
   refs_.resize(g.values.size());
   folded_.assign(g.values.size(), false);
   auto own = [&](const ir::TensorType& t) {
-    owned_.emplace_back(numel_of(t.shape) * std::max<int64_t>(plan::element_bytes(t.dtype), 1));
+    owned_.emplace_back(numel(t.shape) * std::max<int64_t>(plan::element_bytes(t.dtype), 1));
     return owned_.back().data();
   };
   for (size_t i = 0; i < g.values.size(); ++i) {
@@ -190,7 +184,7 @@ Status CpuExecutor::bind_ops() {
       if (plan::is_alias(g, e)) continue;  // nothing to run
     } else if (constant_inputs || in_prelude[i]) {
       // Folded values outlive the arena's reuse; prelude values run out of eqn order.
-      owned_.emplace_back(numel_of(ot.shape) * std::max<int64_t>(plan::element_bytes(ot.dtype), 1));
+      owned_.emplace_back(numel(ot.shape) * std::max<int64_t>(plan::element_bytes(ot.dtype), 1));
       refs_[out] = ref_of(owned_.back().data(), ot);
     } else {
       refs_[out] = ref_of(static_cast<char*>(arena_.data()) + plan_.buffers.offset[out], ot);
