@@ -32,11 +32,6 @@ __device__ float warp_max(float v) {
   return v;
 }
 
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // R queries (rows of qs, dq apart) dotted with one key row of N elements (a head width
 // known at compile time): the row is read once, 128 bytes at a time, every load of a chunk
 // issued before its products.

@@ -37,13 +37,19 @@ Result<std::unique_ptr<Device>> Device::open() {
   void* f = nullptr;
   if (cudaError_t fe = cudaMalloc(&f, sizeof(FaultRecord)); fe != cudaSuccess) return cuda_error("fault record", fe);
   d->fault_ = static_cast<FaultRecord*>(f);
-  d->sms_ = prop.multiProcessorCount;
-  d->l2_bytes_ = prop.l2CacheSize;
-  d->smem_per_block_ = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
-  d->hbm_bytes_ = static_cast<int64_t>(prop.totalGlobalMem);
   char gib[32];
   std::snprintf(gib, sizeof gib, "%.1f", static_cast<double>(prop.totalGlobalMem) / (1 << 30));
-  d->name_ = str_cat("cuda: ", prop.name, ", ", prop.multiProcessorCount, " SMs, ", gib, " GiB");
+  plan::DeviceCaps& caps = d->caps_;
+  caps.target = plan::Target::kCuda;
+  caps.name = str_cat("cuda: ", prop.name, ", ", prop.multiProcessorCount, " SMs, ", gib, " GiB");
+  caps.cores = prop.multiProcessorCount;
+  caps.l1d_bytes = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
+  caps.l2_bytes = prop.l2CacheSize;
+  caps.l3_bytes = 0;
+  caps.simd_bytes = 128;  // a warp's 32 lanes of f32
+  caps.lane_state_bytes = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
+  caps.max_scratch_bytes = static_cast<int64_t>(prop.totalGlobalMem) / 4;
+  caps.has_f16_kv = true;
   Status c = d->clear_fault();
   if (!c) return c.take_error();
   const char* profile = std::getenv("KVF_CUDA_PROFILE");
@@ -77,7 +83,7 @@ Device::~Device() {
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
-std::string Device::name() const { return name_; }
+std::string Device::name() const { return caps_.name; }
 
 Result<void*> Device::allocate_zeroed(int64_t bytes) {
   void* p = nullptr;
@@ -87,7 +93,7 @@ Result<void*> Device::allocate_zeroed(int64_t bytes) {
     cudaGetLastError();  // an allocation failure is not sticky: clear it for the next call
     size_t free = 0, total = 0;
     cudaMemGetInfo(&free, &total);
-    return capacity(name_, ": ", bytes, " bytes do not fit (", free, " of ", total, " bytes free)");
+    return capacity(caps_.name, ": ", bytes, " bytes do not fit (", free, " of ", total, " bytes free)");
   }
   // On the step stream: a plain cudaMemset runs on the legacy stream, which does not order
   // against a non-blocking one, and could land after the first copy into the buffer.
@@ -106,21 +112,6 @@ int64_t Device::available_bytes() const {
   return static_cast<int64_t>(free);
 }
 
-plan::DeviceCaps Device::caps() const {
-  plan::DeviceCaps c;
-  c.target = plan::Target::kCuda;
-  c.name = name_;
-  c.cores = sms_;
-  c.l1d_bytes = smem_per_block_;
-  c.l2_bytes = l2_bytes_;
-  c.l3_bytes = 0;
-  c.simd_bytes = 128;  // a warp's 32 lanes of f32
-  c.lane_state_bytes = smem_per_block_;
-  c.max_scratch_bytes = hbm_bytes_ / 4;
-  c.has_f16_kv = true;
-  return c;
-}
-
 Result<const void*> Device::upload(const HostTensor& t) {
   const WeightKey key{t.raw(), t.dtype(), t.shape(), t.strides()};
   auto it = weights_.find(key);
@@ -137,7 +128,6 @@ Result<const void*> Device::upload(const HostTensor& t) {
   Buffer b(this, *p, bytes);
   Status s = copy_to_device(*p, c.raw(), bytes);
   if (!s) return s.take_error();
-  weight_bytes_ += bytes;
   return static_cast<const void*>(weights_.emplace(key, std::move(b)).first->second.data());
 }
 

@@ -33,12 +33,11 @@ class Device final : public Memory {
 
   void* stream() const { return stream_; }
   FaultRecord* fault() const { return fault_; }
-  plan::DeviceCaps caps() const;
+  const plan::DeviceCaps& caps() const { return caps_; }  // read from the device when it opened
 
   // The device copy of a constant (row-major, contiguous), uploaded on first use of that
   // view and kept for the device's life.
   Result<const void*> upload(const HostTensor& t);
-  int64_t weight_bytes() const { return weight_bytes_; }
 
   Status copy_to_device(void* dst, const void* src, int64_t bytes);
   Status copy_to_host(void* dst, const void* src, int64_t bytes);
@@ -67,13 +66,10 @@ class Device final : public Memory {
 
   void* stream_ = nullptr;
   FaultRecord* fault_ = nullptr;
-  std::string name_;
-  int sms_ = 0;
-  int64_t l2_bytes_ = 0, smem_per_block_ = 0, hbm_bytes_ = 0;
+  plan::DeviceCaps caps_;
   // A view is its bytes and its layout: a transposed view shares its data's address.
   using WeightKey = std::tuple<const void*, DType, Shape, Shape>;
   std::map<WeightKey, Buffer> weights_;
-  int64_t weight_bytes_ = 0;
   void* profile_events_[2] = {nullptr, nullptr};
   std::map<std::string, std::pair<double, int64_t>> profile_;  // kernel -> (ms, launches)
 };

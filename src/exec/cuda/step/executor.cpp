@@ -13,20 +13,12 @@ using ir::ValueKind;
 
 namespace {
 
-int64_t numel_of(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 int64_t elem_bytes(DType dt) { return std::max<int64_t>(plan::element_bytes(dt), 1); }
 
-void contiguous_strides(const Shape& s, int64_t* st) {
-  int64_t acc = 1;
-  for (int a = static_cast<int>(s.size()) - 1; a >= 0; --a) {
-    st[a] = acc;
-    acc *= s[static_cast<size_t>(a)];
-  }
+// Row-major strides of s into a walk's stride array.
+void strides_into(const Shape& s, int64_t* st) {
+  const Shape c = contiguous_strides(s);
+  std::copy(c.begin(), c.end(), st);
 }
 
 // The walk over `out` with numpy-broadcast strides for each operand shape.
@@ -46,7 +38,7 @@ Walk broadcast_walk(const Shape& out, std::initializer_list<const Shape*> ops) {
     }
     ++k;
   }
-  w.numel = numel_of(out);
+  w.numel = numel(out);
   return w;
 }
 
@@ -55,13 +47,13 @@ Walk copy_walk(const Shape& shape, const int64_t* src, const Shape& dst_shape) {
   Walk w;
   w.rank = std::max<int>(1, static_cast<int>(shape.size()));
   int64_t dst[kMaxRank] = {};
-  contiguous_strides(dst_shape, dst);
+  strides_into(dst_shape, dst);
   for (int a = 0; a < w.rank; ++a) {
     w.shape[a] = shape.empty() ? 1 : shape[static_cast<size_t>(a)];
     w.stride[0][a] = shape.empty() ? 0 : src[a];
     w.stride[1][a] = shape.empty() ? 0 : dst[a];
   }
-  w.numel = numel_of(shape);
+  w.numel = numel(shape);
   return w;
 }
 
@@ -159,7 +151,7 @@ Result<std::unique_ptr<CudaExecutor>> CudaExecutor::create(plan::Plan plan, Stat
 CudaExecutor::~CudaExecutor() { Device::destroy_graph(body_graph_); }
 
 Result<void*> CudaExecutor::own(const ir::TensorType& t) {
-  const int64_t bytes = numel_of(t.shape) * elem_bytes(t.dtype);
+  const int64_t bytes = numel(t.shape) * elem_bytes(t.dtype);
   Result<void*> p = device_.allocate_zeroed(bytes);
   if (!p) return p.take_error();
   owned_.emplace_back(&device_, *p, bytes);
@@ -175,7 +167,7 @@ Status CudaExecutor::bind_values() {
   folded_.assign(g.values.size(), false);
   for (size_t i = 0; i < g.values.size(); ++i) {
     const ir::Value& v = g.values[i];
-    const int64_t n = numel_of(v.type.shape);
+    const int64_t n = numel(v.type.shape);
     switch (v.kind) {
       case ValueKind::kSlot: {
         Result<void*> p = own(v.type);
@@ -225,8 +217,9 @@ Status CudaExecutor::bind_values() {
   return {};
 }
 
-Status CudaExecutor::check(const ir::Eqn& e) const {
+Status CudaExecutor::check(size_t eqn) const {
   const ir::Graph& g = plan_.graph;
+  const ir::Eqn& e = g.eqns[eqn];
   const ir::TensorType& out = g.type(e.out);
   if (out.shape.size() > static_cast<size_t>(kMaxRank)) return unsupported("exec/cuda: rank ", out.shape.size(), " > ", kMaxRank);
   for (ir::ValueId v : e.in) {
@@ -241,7 +234,7 @@ Status CudaExecutor::check(const ir::Eqn& e) const {
     case OpKind::kAttention: {
       const DType kv = g.type(e.in[1]).dtype;
       if (kv != DType::kF32 && kv != DType::kF16) return unsupported("exec/cuda: attention over ", dtype_name(kv), " K/V");
-      const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(&e - g.eqns.data())].attention;
+      const plan::AttentionRequest& r = plan_.requests[eqn].attention;
       if (r.dk + r.ds > kAttentionRowsMaxWidth || r.dv > kAttentionRowsMaxWidth) {
         return unsupported("exec/cuda: attention rows wider than ", kAttentionRowsMaxWidth);
       }
@@ -309,18 +302,18 @@ Status CudaExecutor::bind_ops() {
     }
     const ir::ValueId owner = plan_.buffers.storage_of[out];
     if (owner != e.out) {
-      refs_[out] = Ref{refs_[static_cast<size_t>(owner)].data, ot, numel_of(ot.shape)};
+      refs_[out] = Ref{refs_[static_cast<size_t>(owner)].data, ot, numel(ot.shape)};
       folded_[out] = folded_[static_cast<size_t>(owner)];
       if (plan::is_alias(g, e)) continue;  // nothing to run
     } else if (constant_inputs || in_prelude[i]) {
       Result<void*> p = own(ot);
       if (!p) return p.take_error();
-      refs_[out] = Ref{*p, ot, numel_of(ot.shape)};
+      refs_[out] = Ref{*p, ot, numel(ot.shape)};
     } else {
-      refs_[out] = Ref{static_cast<char*>(arena_.data()) + plan_.buffers.offset[out], ot, numel_of(ot.shape)};
+      refs_[out] = Ref{static_cast<char*>(arena_.data()) + plan_.buffers.offset[out], ot, numel(ot.shape)};
     }
     op.out = refs_[out];
-    Status s = check(e);
+    Status s = check(i);
     if (!s) return s.take_error().context("eqn ", i);
     if (constant_inputs && owner == e.out) {  // weights-only work happens once, here
       s = launch(op);
@@ -335,7 +328,12 @@ Status CudaExecutor::bind_ops() {
     (in_prelude[i] ? prelude_ : body_).push_back(std::move(op));
   }
   for (const ir::Output& o : g.outputs) {
-    if (g.type(o.value).dtype == DType::kF32) outputs_[o.name].resize(static_cast<size_t>(numel_of(g.type(o.value).shape)));
+    if (g.type(o.value).dtype != DType::kF32) continue;
+    const Ref& r = refs_[static_cast<size_t>(o.value)];
+    outputs_[o.name] = HostCopy{r, std::vector<float>(static_cast<size_t>(r.numel))};
+  }
+  for (const ir::Validation& c : g.validations) {
+    witnesses_.emplace_back(static_cast<size_t>(numel(g.type(c.witness).shape)));
   }
   group_linears();
   fuse_norms();
@@ -520,7 +518,7 @@ Status CudaExecutor::launch(const Op& op) {
       return device_.copy_on_device(out.data, in0->data, out.numel * elem_bytes(out.type.dtype));
     case OpKind::kTranspose: {
       int64_t xs[kMaxRank], st[kMaxRank];
-      contiguous_strides(in0->type.shape, xs);
+      strides_into(in0->type.shape, xs);
       for (size_t a = 0; a < e.params.axes.size(); ++a) st[a] = xs[e.params.axes[a]];
       strided_copy(static_cast<int>(elem_bytes(out.type.dtype)), in0->data, 0, out.data, 0,
                    copy_walk(out.type.shape, st, out.type.shape), l);
@@ -528,7 +526,7 @@ Status CudaExecutor::launch(const Op& op) {
     }
     case OpKind::kSlice: {
       int64_t xs[kMaxRank], st[kMaxRank];
-      contiguous_strides(in0->type.shape, xs);
+      strides_into(in0->type.shape, xs);
       int64_t base = 0;
       for (size_t a = 0; a < in0->type.shape.size(); ++a) {
         base += e.params.starts[a] * xs[a];
@@ -540,18 +538,18 @@ Status CudaExecutor::launch(const Op& op) {
     }
     case OpKind::kBroadcast: {
       Walk w = broadcast_walk(out.type.shape, {&in0->type.shape});
-      contiguous_strides(out.type.shape, w.stride[1]);
+      strides_into(out.type.shape, w.stride[1]);
       strided_copy(static_cast<int>(elem_bytes(out.type.dtype)), in0->data, 0, out.data, 0, w, l);
       return {};
     }
     case OpKind::kConcat: {
       const auto axis = static_cast<size_t>(e.params.axis);
       int64_t os[kMaxRank];
-      contiguous_strides(out.type.shape, os);
+      strides_into(out.type.shape, os);
       int64_t at = 0;
       for (const Ref& x : op.in) {
         int64_t xs[kMaxRank];
-        contiguous_strides(x.type.shape, xs);
+        strides_into(x.type.shape, xs);
         Walk w = copy_walk(x.type.shape, xs, x.type.shape);
         for (int a = 0; a < w.rank && !x.type.shape.empty(); ++a) w.stride[1][a] = os[a];
         strided_copy(static_cast<int>(elem_bytes(out.type.dtype)), x.data, 0, out.data, at * os[axis], w, l);
@@ -685,18 +683,16 @@ AttentionRows CudaExecutor::attention_rows_of(const Op& op) const {
 Status CudaExecutor::check_validations() {
   const ir::Graph& g = plan_.graph;
   if (g.validations.empty()) return {};
-  std::vector<std::vector<uint8_t>> witnesses;
-  for (const ir::Validation& c : g.validations) {
-    const Ref& w = refs_[static_cast<size_t>(c.witness)];
-    witnesses.emplace_back(static_cast<size_t>(w.numel));
-    Status s = device_.copy_to_host(witnesses.back().data(), w.data, w.numel);
+  for (size_t v = 0; v < g.validations.size(); ++v) {
+    const Ref& w = refs_[static_cast<size_t>(g.validations[v].witness)];
+    Status s = device_.copy_to_host(witnesses_[v].data(), w.data, w.numel);
     if (!s) return s;
   }
   Status s = device_.synchronize("validations");
   if (!s) return s;
-  for (size_t v = 0; v < witnesses.size(); ++v) {
-    for (size_t i = 0; i < witnesses[v].size(); ++i) {
-      if (!witnesses[v][i]) {
+  for (size_t v = 0; v < witnesses_.size(); ++v) {
+    for (size_t i = 0; i < witnesses_[v].size(); ++i) {
+      if (!witnesses_[v][i]) {
         return Error(ErrorCode::kValidation, str_cat(g.name, ": ", g.validations[v].what, " does not hold (element ", i, ")"));
       }
     }
@@ -729,9 +725,8 @@ Status CudaExecutor::run(const SlotValues& slots) {
   if (!s) return s;
   s = run_body();
   if (!s) return s;
-  for (auto& [name, host] : outputs_) {
-    const Ref& r = refs_[static_cast<size_t>(plan_.graph.find_output(name))];
-    s = device_.copy_to_host(host.data(), r.data, r.numel * 4);
+  for (auto& [name, copy] : outputs_) {
+    s = device_.copy_to_host(copy.host.data(), copy.device.data, copy.device.numel * 4);
     if (!s) return s;
   }
   s = device_.synchronize(plan_.graph.name.c_str());
@@ -774,7 +769,7 @@ Status CudaExecutor::run_body() {
 std::span<const float> CudaExecutor::output(const std::string& name) const {
   auto it = outputs_.find(name);
   if (it == outputs_.end()) return {};
-  return {it->second.data(), it->second.size()};
+  return {it->second.host.data(), it->second.host.size()};
 }
 
 }  // namespace kvf::exec::cuda::step

@@ -28,9 +28,6 @@ class CudaExecutor final : public Executor {
   Status run(const SlotValues& slots) override;
   std::span<const float> output(const std::string& name) const override;
 
-  const plan::Plan& plan() const { return plan_; }
-  int64_t arena_bytes() const { return arena_.bytes(); }
-
  private:
   struct Ref {
     void* data = nullptr;
@@ -50,7 +47,7 @@ class CudaExecutor final : public Executor {
   CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
   Status bind_values();
   Status bind_ops();
-  Status check(const ir::Eqn& e) const;
+  Status check(size_t eqn) const;
   Result<void*> own(const ir::TensorType& t);
   Status launch(const Op& op);
   void group_linears();
@@ -71,7 +68,12 @@ class CudaExecutor final : public Executor {
   std::vector<Op> prelude_;      // what the validation witnesses need; runs first
   std::vector<Op> body_;
   std::vector<std::pair<ir::Slot, Ref>> slots_;
-  std::map<std::string, std::vector<float>> outputs_;  // host copies of the f32 outputs
+  struct HostCopy {
+    Ref device;
+    std::vector<float> host;
+  };
+  std::map<std::string, HostCopy> outputs_;             // the f32 outputs, copied back each run
+  std::vector<std::vector<uint8_t>> witnesses_;        // host copies of the validation witnesses
   void* body_graph_ = nullptr;   // the body captured once (a cudaGraphExec_t), replayed per run
 };
 

@@ -65,6 +65,21 @@ __device__ inline float load_stored(DType dt, const void* row, int64_t j) {
   }
 }
 
+// The sum of v over the warp's 32 lanes, in every lane (a fixed tree: deterministic).
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The gated unit's activation of the gate value x.
+__device__ inline float glu_value(GluAct act, float x) {
+  switch (act) {
+    case GluAct::kSilu: return x / (1.0f + expf(-x));
+    case GluAct::kGeluTanh: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  }
+}
+
 // Bytes of one row of `n` elements stored as `dt`.
 __host__ __device__ inline int64_t stored_row_bytes(DType dt, int64_t n) {
   switch (dt) {

@@ -9,20 +9,7 @@ namespace kvf::exec::cuda::step {
 namespace {
 
 constexpr int kGemvWarps = 8;
-
-__device__ float glu_value(GluAct act, float x) {
-  switch (act) {
-    case GluAct::kSilu: return x / (1.0f + expf(-x));
-    case GluAct::kGeluTanh: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    default: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-  }
-}
 constexpr int kMaxGemvRows = 8;
-
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // acc[r] += sum_i w[i] * x[r][k0 + i] for 8 consecutive weights w[].
 template <int MR>
@@ -102,36 +89,6 @@ __device__ void load8(const uint8_t* row, int64_t g, float (&w)[8]) {
 // Each lane issues kUnroll weight loads before it uses any: enough bytes in flight per warp
 // to cover the memory latency.
 constexpr int kUnroll = 4;
-
-template <int MR, DType dt>
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const float* x, int64_t k, const uint8_t* w,
-                                                               int64_t row_bytes, int64_t n, const float* bias,
-                                                               float* out) {
-  const int lane = threadIdx.x % 32;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
-  if (col >= n) return;
-  const uint8_t* row = w + col * row_bytes;
-  float acc[MR] = {};
-  const int64_t groups = k / 8;
-  int64_t g = lane;
-  for (; g + 32 * (kUnroll - 1) < groups; g += 32 * kUnroll) {
-    float wv[kUnroll][8];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) load8<dt>(row, g + 32 * u, wv[u]);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) fma8<MR>(acc, wv[u], x, k, (g + 32 * u) * 8);
-  }
-  for (; g < groups; g += 32) {
-    float wv[8];
-    load8<dt>(row, g, wv);
-    fma8<MR>(acc, wv, x, k, g * 8);
-  }
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    const float s = warp_sum(acc[r]);
-    if (lane == 0) out[r * n + col] = s + (bias != nullptr ? bias[col] : 0.0f);
-  }
-}
 
 // With an RMSNorm in front, the weights of 8 elements are scaled by the norm's weight
 // (the row's 1 / rms is applied to the sum at the end: it is one number per row).
@@ -274,19 +231,6 @@ __global__ void __launch_bounds__(256) gemm_kernel(const float* x, int64_t m, in
   }
 }
 
-template <int MR>
-void launch_gemv(const float* x, int64_t k, DType dt, const uint8_t* w, int64_t rb, int64_t n, const float* bias,
-                 float* out, cudaStream_t s) {
-  const auto grid = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
-  switch (dt) {
-    case DType::kF32: gemv_kernel<MR, DType::kF32><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
-    case DType::kF16: gemv_kernel<MR, DType::kF16><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
-    case DType::kBF16: gemv_kernel<MR, DType::kBF16><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
-    case DType::kQ8_0: gemv_kernel<MR, DType::kQ8_0><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
-    default: gemv_kernel<MR, DType::kQ4_0><<<grid, kGemvWarps * 32, 0, s>>>(x, k, w, rb, n, bias, out); return;
-  }
-}
-
 // One product of [m, k] x [k, n] per batch entry; the batch walk maps entries to matrices.
 __global__ void matmul_kernel(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, Walk batch) {
   const int64_t total = batch.numel * m * n;
@@ -315,16 +259,15 @@ void launch_gemv_group(const float* x, int64_t k, DType dt, int64_t rb, const Li
   }
 }
 
-__global__ void glu_rows_kernel(GluAct act, const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = glu_value(act, gate[i]) * up[i];
-  }
+bool gemv_fits(int64_t m, int64_t k, DType dt) {
+  const bool quant = dt == DType::kQ8_0 || dt == DType::kQ4_0;
+  return m <= kMaxGemvRows && k % 8 == 0 && (quant ? k % 32 == 0 : stored_row_bytes(dt, k) % 16 == 0);
 }
 
-__global__ void add_rows_kernel(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = a[i] + b[i];
-  }
+void gemm(const float* x, int64_t m, int64_t k, DType dt, const void* w, int64_t n, const float* bias, float* out,
+          cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
+  gemm_kernel<<<grid, 256, 0, s>>>(x, m, k, dt, static_cast<const uint8_t*>(w), stored_row_bytes(dt, k), n, bias, out);
 }
 
 }  // namespace
@@ -332,32 +275,17 @@ __global__ void add_rows_kernel(const float* a, const float* b, float* out, int6
 void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias, float* out,
             const Launch& l) {
   if (m == 0 || n == 0) return;
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const int64_t rb = stored_row_bytes(w_dt, k);
-  cudaStream_t s = stream_of(l);
-  const bool quant = w_dt == DType::kQ8_0 || w_dt == DType::kQ4_0;
-  if (m <= kMaxGemvRows && k % 8 == 0 && (quant ? k % 32 == 0 : rb % 16 == 0)) {
-    switch (m) {
-      case 1: launch_gemv<1>(x, k, w_dt, wb, rb, n, bias, out, s); return;
-      case 2: launch_gemv<2>(x, k, w_dt, wb, rb, n, bias, out, s); return;
-      case 3: launch_gemv<3>(x, k, w_dt, wb, rb, n, bias, out, s); return;
-      case 4: launch_gemv<4>(x, k, w_dt, wb, rb, n, bias, out, s); return;
-      case 5: launch_gemv<5>(x, k, w_dt, wb, rb, n, bias, out, s); return;
-      case 6: launch_gemv<6>(x, k, w_dt, wb, rb, n, bias, out, s); return;
-      case 7: launch_gemv<7>(x, k, w_dt, wb, rb, n, bias, out, s); return;
-      default: launch_gemv<8>(x, k, w_dt, wb, rb, n, bias, out, s); return;
-    }
-  }
-  const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
-  gemm_kernel<<<grid, 256, 0, s>>>(x, m, k, w_dt, wb, rb, n, bias, out);
+  if (!gemv_fits(m, k, w_dt)) return gemm(x, m, k, w_dt, w, n, bias, out, stream_of(l));
+  LinearGroup one;
+  one.part[0] = LinearPart{w, bias, n, out};
+  linear_group(x, m, k, w_dt, one, l);
 }
 
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
   if (m == 0) return;
   const int64_t rb = stored_row_bytes(w_dt, k);
-  const bool quant = w_dt == DType::kQ8_0 || w_dt == DType::kQ4_0;
   cudaStream_t s = stream_of(l);
-  if (m <= kMaxGemvRows && k % 8 == 0 && (quant ? k % 32 == 0 : rb % 16 == 0)) {
+  if (gemv_fits(m, k, w_dt)) {
     switch (m) {
       case 1: launch_gemv_group<1>(x, k, w_dt, rb, g, s); return;
       case 2: launch_gemv_group<2>(x, k, w_dt, rb, g, s); return;
@@ -373,13 +301,15 @@ void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const Linear
     rmsnorm(x, g.norm_w, g.norm_out, m, k, g.norm_eps, g.norm_unit_offset, l);
     x = g.norm_out;
   }
-  for (int p = 0; p < g.parts; ++p) linear(x, m, k, w_dt, g.part[p].w, g.part[p].n, g.part[p].bias, g.part[p].out, l);
+  for (int p = 0; p < g.parts; ++p) gemm(x, m, k, w_dt, g.part[p].w, g.part[p].n, g.part[p].bias, g.part[p].out, s);
+  const int64_t n = m * g.part[0].n;
   if (g.glu) {
-    const int64_t n = m * g.part[0].n;
-    glu_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(g.act, g.part[0].out, g.part[1].out, g.glu_out, n);
+    glu(g.act, g.part[0].out, g.part[1].out, g.glu_out, n, l);
   } else if (g.residual_out != nullptr) {
-    const int64_t n = m * g.part[0].n;
-    add_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(g.part[0].out, g.residual, g.residual_out, n);
+    Walk flat;
+    flat.shape[0] = flat.numel = n;
+    flat.stride[0][0] = flat.stride[1][0] = 1;
+    binary(BinaryOp::kAdd, DType::kF32, g.part[0].out, g.residual, g.residual_out, flat, l);
   }
 }
 

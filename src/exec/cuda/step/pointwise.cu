@@ -138,16 +138,7 @@ __global__ void iota_kernel(int64_t inner, int64_t extent, T* out, int64_t n) {
 }
 
 __global__ void glu_kernel(GluAct act, const float* g, const float* u, float* out, int64_t n) {
-  KVF_GRID_LOOP(i, n) {
-    const float x = g[i];
-    float a;
-    switch (act) {
-      case GluAct::kSilu: a = x / (1.0f + expf(-x)); break;
-      case GluAct::kGeluTanh: a = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))); break;
-      default: a = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); break;
-    }
-    out[i] = a * u[i];
-  }
+  KVF_GRID_LOOP(i, n) out[i] = glu_value(act, g[i]) * u[i];
 }
 
 __global__ void rope_kernel(const float* x, const float* cs, const float* sn, float* out, int64_t rows, int64_t d,
