@@ -44,13 +44,16 @@ TEST_P(EqnDiff, EveryIntermediateAgreesWithTheCpu) {
   ASSERT_TRUE(cpu->run(slots).ok());
   const Status s = gpu->run(slots);
   ASSERT_TRUE(s.ok()) << s.error().to_string();
+  // An f16 cache write can round a value one f16 ulp (2^-11) apart on the two devices when
+  // their f32 inputs differ in the last bit; everything downstream carries that.
+  const double tolerance = kv == DType::kF16 ? 1e-4 : 1e-5;
   const ir::Graph& g = cpu->plan().graph;
   for (size_t e = 0; e < g.eqns.size(); ++e) {
     const std::span<const float> a = cpu->output(str_cat("eqn", e)), b = gpu->output(str_cat("eqn", e));
     if (a.empty()) continue;
     ASSERT_EQ(a.size(), b.size());
     const double rel = testing::rel_error(std::vector<double>(b.begin(), b.end()), std::vector<double>(a.begin(), a.end()));
-    ASSERT_TRUE(rel <= 1e-5 || (std::isnan(rel) && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
+    ASSERT_TRUE(rel <= tolerance || (std::isnan(rel) && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
                   return (std::isnan(x) && std::isnan(y)) || x == y;
                 })))
         << "eqn " << e << ": " << ir::eqn_str(g, g.eqns[e]) << " rel " << rel << " (cpu " << a[0] << ", gpu " << b[0] << ")";
