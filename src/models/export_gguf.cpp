@@ -37,17 +37,35 @@ std::string gguf_piece(const load::Vocab& v, size_t id) {
   return out;
 }
 
+// llama.cpp's tokenizer.ggml.pre name for each split rule kvforge knows.
+const char* gguf_pre_name(load::PreTokenizer pre) {
+  switch (pre) {
+    case load::PreTokenizer::kGpt2: return "gpt-2";
+    case load::PreTokenizer::kLlama3: return "llama-bpe";
+    case load::PreTokenizer::kQwen2: return "qwen2";
+  }
+  return "gpt-2";
+}
+
+// SentencePiece: pieces with '▁' for space and their scores ("llama"); byte-level BPE:
+// pieces in GPT-2's byte alphabet, merges in rank order and the split rule ("gpt2").
 Status write_tokenizer(const load::Vocab& v, load::GgufWriter& w) {
-  if (v.kind != load::VocabKind::kSpm) return unsupported("GGUF export: only SentencePiece vocabularies so far");
   std::vector<std::string> pieces;
   std::vector<int32_t> types;
   for (size_t i = 0; i < v.pieces.size(); ++i) {
-    pieces.push_back(gguf_piece(v, i));
+    pieces.push_back(v.kind == load::VocabKind::kSpm ? gguf_piece(v, i) : v.pieces[i]);
     types.push_back(static_cast<int32_t>(v.types[i]));
   }
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_strings("tokenizer.ggml.tokens", pieces);
-  w.set_f32s("tokenizer.ggml.scores", v.scores);
+  if (v.kind == load::VocabKind::kSpm) {
+    w.set_string("tokenizer.ggml.model", "llama");
+    w.set_strings("tokenizer.ggml.tokens", pieces);
+    w.set_f32s("tokenizer.ggml.scores", v.scores);
+  } else {
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", gguf_pre_name(v.pre));
+    w.set_strings("tokenizer.ggml.tokens", pieces);
+    w.set_strings("tokenizer.ggml.merges", v.merges);
+  }
   w.set_i32s("tokenizer.ggml.token_type", types);
   if (v.bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
   if (v.eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
