@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kvforge needs to build, test and benchmark.
 # Idempotent and non-interactive: it asks apt only for what is missing.
+#   --train  also what retraining the built-in model needs here (tools/kjv/prepare.py):
+#            the King James Bible of Debian's bible-kjv
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,12 @@ packages=(
   python3-jinja2
   gnuplot-nox
 )
+if [ "${1:-}" = "--train" ]; then
+  packages+=(bible-kjv)
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--train]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -25,15 +25,18 @@ namespace kvf::testing {
 
 struct Fixture {
   std::string dir;
+  std::string model;  // the checkpoint the reference was made from: dir, or the file fixture.json names
   std::vector<int32_t> input_ids, prompt_ids, greedy_ids;
   std::vector<double> margins;
   load::NpyArray logits;
 };
 
-inline std::string fixture_dir(const std::string& family) {
+inline std::string source_dir() {
   const char* root = std::getenv("KVF_SOURCE_DIR");
-  return std::string(root ? root : ".") + "/tests/fixtures/" + family;
+  return root ? root : ".";
 }
+
+inline std::string fixture_dir(const std::string& family) { return source_dir() + "/tests/fixtures/" + family; }
 
 inline Fixture read_fixture(const std::string& family) {
   Fixture f;
@@ -44,6 +47,7 @@ inline Fixture read_fixture(const std::string& family) {
     ADD_FAILURE() << "cannot read " << f.dir << "/fixture.json";
     return f;
   }
+  f.model = j.contains("model") ? source_dir() + "/" + j.at("model").get<std::string>() : f.dir;
   f.input_ids = j.at("input_ids").get<std::vector<int32_t>>();
   f.prompt_ids = j.at("prompt_ids").get<std::vector<int32_t>>();
   f.greedy_ids = j.at("greedy_ids").get<std::vector<int32_t>>();
@@ -53,7 +57,7 @@ inline Fixture read_fixture(const std::string& family) {
 }
 
 inline models::Model open_fixture(const Fixture& f) {
-  return must(models::open_model(f.dir, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
+  return must(models::open_model(f.model, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
 }
 
 inline std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab) {

@@ -35,7 +35,7 @@ TEST_P(HfFixtureGpu, CachedDecodeEqualsFullForwardOver64Steps) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFixtureGpu,
                          ::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3", "gemma2", "gpt2",
-                                           "bloom", "deepseek_v2", "deepseek_v2_qlora"));
+                                           "bloom", "deepseek_v2", "deepseek_v2_qlora", "kjv"));
 
 }  // namespace
 }  // namespace kvf

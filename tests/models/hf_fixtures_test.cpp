@@ -1,7 +1,8 @@
 // Every family against transformers: tiny random-init checkpoints made by
-// tools/make_fixtures.py (tests/fixtures/<family>/). All-position logits within 1e-4
-// relative, cached greedy ids equal to transformers' generate(use_cache=True), and cached
-// decode equal to a full forward over 64 steps.
+// tools/make_fixtures.py (tests/fixtures/<family>/), and the built-in model (kjv: the
+// committed models/kjv-7m.gguf against the PyTorch model tools/kjv/train.py exported it from).
+// All-position logits within 1e-4 relative, cached greedy ids equal to transformers', and
+// cached decode equal to a full forward over 64 steps.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -40,7 +41,7 @@ TEST_P(HfFixture, CachedDecodeEqualsFullForwardOver64Steps) { testing::expect_ca
 INSTANTIATE_TEST_SUITE_P(Families, HfFixture,
                          ::testing::Combine(::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3",
                                                               "gemma2", "gpt2", "bloom", "deepseek_v2",
-                                                              "deepseek_v2_qlora"),
+                                                              "deepseek_v2_qlora", "kjv"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle)),
                          [](const auto& info) {
                            return str_cat(std::get<0>(info.param),
