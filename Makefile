@@ -19,10 +19,11 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: generation with a built-in synthetic model (seeded random weights in the
-# shapes of llama2.c's stories15M), compiled for this CPU; prints tokens, timings and the KV bill.
+# The main job: the built-in model (models/kjv-7m.gguf, a 7M-parameter llama trained on the
+# King James Bible; models/README.md) continues a prompt, compiled for this CPU; prints the
+# text, timings and the KV bill.
 run: build
-	./$(BUILD)/src/kvforge generate -m synthetic:llama-15m --ids 1,415,2501,263,931 -n 24 --ctx 64
+	./$(BUILD)/src/kvforge generate -p "And it came to pass" -n 96 --temperature 0.7 --seed 3
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

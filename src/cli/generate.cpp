@@ -81,11 +81,12 @@ Status run(const GenerateOptions& o) {
   llm::Sampler sampler(o.sampler);
   std::unique_ptr<load::StreamDecoder> stream;
   if (m->tokenizer) {
-    // The prompt goes through the decoder first (output dropped) so the first generated
-    // word keeps its leading space: SentencePiece strips a space only at the very start.
+    // The prompt is printed first, as llama.cpp does, through the same decoder, so the
+    // first generated word keeps its leading space (SentencePiece strips one only at the start).
     stream = std::make_unique<load::StreamDecoder>(*m->tokenizer);
-    for (int32_t id : *prompt) stream->push(id);
-    stream->flush();
+    std::string text;
+    for (int32_t id : *prompt) text += stream->push(id);
+    if (!o.json) std::fwrite(text.data(), 1, text.size(), stdout);
   }
 
   std::vector<int32_t> history = *prompt, generated;

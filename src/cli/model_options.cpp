@@ -9,14 +9,34 @@
 
 namespace kvf::cli {
 
+std::string builtin_model() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = exe.parent_path().parent_path() / "share/kvforge" / kBuiltinModelFile;
+    if (std::filesystem::is_regular_file(installed, ec)) return installed.string();
+  }
+#ifdef KVF_SOURCE_MODELS_DIR
+  const std::filesystem::path source = std::filesystem::path(KVF_SOURCE_MODELS_DIR) / kBuiltinModelFile;
+  if (std::filesystem::is_regular_file(source, ec)) return source.string();
+#endif
+  return "";
+}
+
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
   std::string sizes;
   for (const std::string& s : models::synthetic_specs()) sizes += (sizes.empty() ? "" : ", ") + s;
-  cmd.add_option("-m,--model", o.model,
-                 "a GGUF file, a llama2.c .bin (tokenizer next to it or --tokenizer), a Hugging Face directory "
-                 "(config.json + *.safetensors [+ tokenizer.json]), or synthetic:<family>-<size> (seeded random "
-                 "weights; sizes: " + sizes + ")")
-      ->required();
+  o.model = builtin_model();
+  CLI::Option* model =
+      cmd.add_option("-m,--model", o.model,
+                     "a GGUF file, a llama2.c .bin (tokenizer next to it or --tokenizer), a Hugging Face directory "
+                     "(config.json + *.safetensors [+ tokenizer.json]), or synthetic:<family>-<size> (seeded random "
+                     "weights; sizes: " + sizes + ")" +
+                         (o.model.empty() ? std::string()
+                                          : str_cat(" (default: the built-in model, ", kBuiltinModelFile,
+                                                    ": a 7M-parameter llama trained on the King James Bible)")));
+  // Without the built-in model's file (an installed binary without its share/ folder), -m is needed.
+  if (o.model.empty()) model->required();
   cmd.add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer.bin when it is not next to the model");
   if (!with_runtime) return;
   cmd.add_option("--threads", o.threads, "threads the executor runs on")->capture_default_str()->check(CLI::Range(1, 256));

@@ -22,6 +22,12 @@ struct ModelOptions {
   std::string kv_type = "f32";   // the KV cache's element type: f32 or f16
 };
 
+// The built-in model (models/kjv-7m.gguf, see models/README.md): what --model defaults to.
+inline constexpr const char* kBuiltinModelFile = "kjv-7m.gguf";
+// Its path: <prefix>/share/kvforge/ beside an installed kvforge, else the source tree's models/;
+// empty when neither holds it.
+std::string builtin_model();
+
 // The generator options the flags ask for.
 llm::GeneratorOptions generator_options(const ModelOptions& o);
 

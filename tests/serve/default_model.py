@@ -1,0 +1,54 @@
+#!/usr/bin/python3
+"""`kvforge serve` without -m serves the built-in model: /v1/models lists kjv-7m, and a greedy
+completion of "And it came to pass" is the text `kvforge generate` (also without -m) gives.
+    default_model.py KVFORGE
+"""
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+PROMPT, N = "And it came to pass", 24
+
+
+def main():
+    kvforge = sys.argv[1]
+    server = subprocess.Popen([kvforge, "serve", "--port", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        base = None
+        for line in server.stderr:
+            m = re.search(r"listening on (http:\S+)", line)
+            if m:
+                base = m.group(1)
+            if "serving" in line:
+                break
+        if base is None:
+            sys.exit("FAIL: the server did not start")
+        models = json.load(urllib.request.urlopen(base + "/v1/models"))
+        ids = [m["id"] for m in models["data"]]
+        print("models:", ids)
+        if ids != ["kjv-7m.gguf"]:
+            sys.exit(f"FAIL: /v1/models lists {ids}, not the built-in model")
+        body = json.dumps({"prompt": PROMPT, "max_tokens": N, "temperature": 0}).encode()
+        req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
+        served = json.load(urllib.request.urlopen(req))["choices"][0]["text"]
+        local = json.loads(subprocess.run([kvforge, "generate", "-p", PROMPT, "-n", str(N), "--json"], check=True,
+                                          capture_output=True, text=True).stdout)["text"]
+        print("served:", repr(served))
+        print("generate:", repr(local))
+        if served != local:
+            sys.exit("FAIL: the server's completion differs from generate's")
+        # Readable English from the trained model, not ids from random weights.
+        words = re.findall(r"[A-Za-z]+", served)
+        if len(words) < N // 3 or not {"the", "and", "of", "unto"} & set(words):
+            sys.exit("FAIL: the completion does not read as English")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
