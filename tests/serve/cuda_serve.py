@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""`kvforge serve --device cuda`: the greedy completion equals `kvforge generate` on the CPU,
+16 concurrent streams all finish with [DONE] and their usage, and /metrics counts them.
+Exits 77 (skip) when there is no usable GPU, unless KVF_REQUIRE_GPU=1.
+    cuda_serve.py KVFORGE MODEL
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+
+PROMPT, N, STREAMS = "And it came to pass", 32, 16
+
+
+def post(base, path, body):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=120)
+
+
+def stream(base, prompt, out, k):
+    resp = post(base, "/v1/completions", {"prompt": prompt, "max_tokens": N, "stream": True, "temperature": 0,
+                                          "stream_options": {"include_usage": True}})
+    lines = [l.decode().strip() for l in resp if l.strip()]
+    chunks = [json.loads(l[6:]) for l in lines if l.startswith("data: {")]
+    usage = [c["usage"] for c in chunks if c.get("usage")]
+    text = "".join(ch["text"] for c in chunks for ch in c["choices"])
+    out[k] = (lines[-1] == "data: [DONE]", usage[0]["completion_tokens"] if usage else None, text)
+
+
+def main():
+    kvforge, model = sys.argv[1], sys.argv[2]
+    server = subprocess.Popen([kvforge, "serve", "-m", model, "--device", "cuda", "--port", "0"],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        base, log = None, []
+        for line in server.stderr:
+            log.append(line)
+            m = re.search(r"listening on (http:\S+)", line)
+            if m:
+                base = m.group(1)
+            if "serving" in line or "kvforge: " in line and "error" in line.lower():
+                break
+        server.poll()
+        if not any("serving" in l for l in log):
+            text = "".join(log)
+            if "unsupported" in text and os.environ.get("KVF_REQUIRE_GPU") != "1":
+                print("SKIP: no usable GPU:", text.strip().splitlines()[-1])
+                sys.exit(77)
+            sys.exit("FAIL: the server did not start:\n" + text)
+        print("".join(log), end="")
+        served = json.load(post(base, "/v1/completions", {"prompt": PROMPT, "max_tokens": N, "temperature": 0}))
+        served = served["choices"][0]["text"]
+        cpu = json.loads(subprocess.run([kvforge, "generate", "-m", model, "-p", PROMPT, "-n", str(N), "--json"],
+                                        check=True, capture_output=True, text=True).stdout)["text"]
+        print("cuda serve:", repr(served))
+        print("cpu generate:", repr(cpu))
+        if served != cpu:
+            sys.exit("FAIL: the GPU server's greedy completion differs from the CPU's")
+        prompts = [f"{w} the LORD" for w in ("And", "For", "But", "Then")] * (STREAMS // 4)
+        out = [None] * STREAMS
+        threads = [threading.Thread(target=stream, args=(base, p, out, k)) for k, p in enumerate(prompts)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for k, (done, tokens, text) in enumerate(out):
+            if not done or tokens != N or not text:
+                sys.exit(f"FAIL: stream {k}: [DONE] {done}, {tokens} tokens, text {text!r}")
+        # Equal prompts, greedy: equal texts, whatever else ran beside them.
+        for k in range(4, STREAMS):
+            if out[k][2] != out[k % 4][2]:
+                print(f"note: stream {k} differs from stream {k % 4} (batch-dependent arithmetic)")
+        metrics = urllib.request.urlopen(base + "/metrics").read().decode()
+        finished = sum(float(l.split()[-1]) for l in metrics.splitlines() if l.startswith("kvforge_request_finished_total"))
+        print(f"{STREAMS} streams done; kvforge_request_finished_total {finished:.0f}")
+        if finished < STREAMS + 1:
+            sys.exit("FAIL: /metrics does not count the requests")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
