@@ -37,6 +37,16 @@ Result<std::unique_ptr<Device>> Device::open() {
   void* f = nullptr;
   if (cudaError_t fe = cudaMalloc(&f, sizeof(FaultRecord)); fe != cudaSuccess) return cuda_error("fault record", fe);
   d->fault_ = static_cast<FaultRecord*>(f);
+  // cuBLASLt for the linears of many rows; without it they stay on the SIMT kernels.
+  if (void* h = tensor_cores_open(); h != nullptr) {
+    constexpr int64_t kWorkspace = 32 << 20;  // what cuBLASLt's Hopper kernels ask for at most
+    void* ws = nullptr;
+    if (cudaError_t we = cudaMalloc(&ws, kWorkspace); we != cudaSuccess) {
+      tensor_cores_close(h);
+      return cuda_error("cublasLt workspace", we);
+    }
+    d->tensor_cores_ = {.handle = h, .workspace = ws, .workspace_bytes = kWorkspace};
+  }
   char gib[32];
   std::snprintf(gib, sizeof gib, "%.1f", static_cast<double>(prop.totalGlobalMem) / (1 << 30));
   plan::DeviceCaps& caps = d->caps_;
@@ -79,6 +89,8 @@ Device::~Device() {
     if (ev != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(ev));
   }
   weights_.clear();
+  tensor_cores_close(tensor_cores_.handle);
+  if (tensor_cores_.workspace != nullptr) cudaFree(tensor_cores_.workspace);
   if (fault_ != nullptr) cudaFree(fault_);
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }

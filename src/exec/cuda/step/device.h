@@ -32,6 +32,8 @@ class Device final : public Memory {
   int64_t available_bytes() const override;
 
   void* stream() const { return stream_; }
+  // The cuBLASLt handle and its workspace (no scratch: each executor brings its own).
+  TensorCores tensor_cores() const { return tensor_cores_; }
   FaultRecord* fault() const { return fault_; }
   const plan::DeviceCaps& caps() const { return caps_; }  // read from the device when it opened
 
@@ -66,6 +68,7 @@ class Device final : public Memory {
 
   void* stream_ = nullptr;
   FaultRecord* fault_ = nullptr;
+  TensorCores tensor_cores_;
   plan::DeviceCaps caps_;
   // A view is its bytes and its layout: a transposed view shares its data's address.
   using WeightKey = std::tuple<const void*, DType, Shape, Shape>;

@@ -338,6 +338,34 @@ Status CudaExecutor::bind_ops() {
   group_linears();
   fuse_norms();
   fuse_rounding_casts();
+  return bind_tensor_cores();
+}
+
+// One scratch for every tensor-core linear of the step (they run one after another): sized
+// here, since nothing may be allocated while the body is captured.
+Status CudaExecutor::bind_tensor_cores() {
+  tc_ = device_.tensor_cores();
+  if (tc_.handle == nullptr) return {};
+  int64_t bytes = 0;
+  for (const Op& op : body_) {
+    const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
+    if (op.grouped == 0 && e.op != OpKind::kLinear) continue;
+    const ir::TensorType& w = op.in[1].type;
+    const int64_t k = w.shape[1], m = op.in[0].numel / k;
+    if (op.grouped > 0) {
+      for (int p = 0; p < op.group.parts; ++p) {
+        bytes = std::max(bytes, tensor_core_scratch_bytes(m, k, op.group.part[p].n, w.dtype));
+      }
+    } else {
+      bytes = std::max(bytes, tensor_core_scratch_bytes(m, k, w.shape[0], w.dtype));
+    }
+  }
+  if (bytes == 0) return {};
+  Result<void*> p = device_.allocate_zeroed(bytes);
+  if (!p) return p.take_error().context("tensor-core scratch");
+  tc_scratch_ = Buffer(&device_, *p, bytes);
+  tc_.scratch = *p;
+  tc_.scratch_bytes = bytes;
   return {};
 }
 
@@ -479,7 +507,7 @@ void CudaExecutor::group_linears() {
 
 Status CudaExecutor::launch(const Op& op) {
   const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
-  const Launch l{device_.stream(), device_.fault(), op.eqn};
+  const Launch l{device_.stream(), device_.fault(), op.eqn, tc_};
   if (op.grouped > 0) {
     const Ref& x = op.in[0];
     const int64_t k = op.in[1].type.shape[1];

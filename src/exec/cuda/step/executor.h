@@ -53,6 +53,7 @@ class CudaExecutor final : public Executor {
   void group_linears();
   void fuse_rounding_casts();
   void fuse_norms();
+  Status bind_tensor_cores();
   AttentionRows attention_rows_of(const Op& op) const;
   Status check_validations();
   Status read_faults();
@@ -62,6 +63,8 @@ class CudaExecutor final : public Executor {
   StateStore& state_;
   Device& device_;
   Buffer arena_;
+  TensorCores tc_;       // the device's cuBLASLt and this executor's scratch for it
+  Buffer tc_scratch_;
   std::vector<Buffer> owned_;    // slots, literals, folded values, prelude values
   std::vector<Ref> refs_;        // per value
   std::vector<bool> folded_;     // per value: computed once at bind time

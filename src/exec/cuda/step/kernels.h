@@ -44,10 +44,21 @@ struct FaultRecord {
   int64_t value = 0;
 };
 
+// The tensor cores' library: a cuBLASLt handle and its workspace (the device's), and the
+// scratch an executor sized for its linears' 16-bit copies (tensor_core_scratch_bytes).
+struct TensorCores {
+  void* handle = nullptr;  // cublasLtHandle_t; null: every linear runs on the SIMT kernels
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
+  void* scratch = nullptr;
+  int64_t scratch_bytes = 0;
+};
+
 struct Launch {
   void* stream = nullptr;        // cudaStream_t
   FaultRecord* fault = nullptr;  // device memory
   int eqn = -1;                  // recorded with a fault
+  TensorCores tc;
 };
 
 // ---- pointwise (pointwise.cu) ----
@@ -93,8 +104,13 @@ void rmsnorm(const float* x, const float* w, float* out, int64_t rows, int64_t d
              const Launch& l);
 void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& l);
 
-// ---- matrix products (linear.cu) ----
+// ---- matrix products (linear.cu, tensor_cores.cu) ----
 // out [m, n] = x [m, k] . w[n, k]^T (+ bias [n]); w in its stored dtype (f32/f16/bf16/q8_0/q4_0).
+// f32 accumulation everywhere. Up to 8 rows: one warp per weight row, bound by the weight
+// bytes. From kTensorCoreRows rows, 16-bit and quantized weights go to the tensor cores
+// (cuBLASLt): x is rounded to the weights' type (bf16 for bf16, f16 otherwise; q8_0/q4_0
+// weights are widened to f16 first, each d * q rounded to f16), as llama.cpp's CUDA backend
+// does. Between the two, and for f32 weights at any size, f32 SIMT tiles.
 void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias,
             float* out, const Launch& l);
 // Up to three linears over one x [m, k] (one weight dtype) in one launch, optionally behind
@@ -124,6 +140,18 @@ struct LinearGroup {
   float* residual_out = nullptr;
 };
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+
+inline constexpr int64_t kTensorCoreRows = 64;
+bool tensor_core_fits(int64_t m, int64_t k, DType w_dt);
+// The scratch a tensor-core linear of x [m, k] by w [n, k] needs (0 when it runs elsewhere).
+int64_t tensor_core_scratch_bytes(int64_t m, int64_t k, int64_t n, DType w_dt);
+// out = x . w^T (+ bias) on the tensor cores; false when cuBLASLt has no algorithm for the
+// shape or refuses the product, and the caller runs another kernel.
+bool linear_tensor_cores(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n,
+                         const float* bias, float* out, const Launch& l);
+// The device's cuBLASLt handle; null when the library cannot start (the SIMT kernels run).
+void* tensor_cores_open();
+void tensor_cores_close(void* handle) noexcept;
 
 // Batched f32 [.., m, k] x [.., k, n]: batch offsets from w (2 operands, in matrices).
 void matmul(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, const Walk& batch,

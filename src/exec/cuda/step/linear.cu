@@ -2,7 +2,9 @@
 // registers (quantized weights are never dequantized in memory):
 //   - m <= 8 rows (decode): one warp per output column streams the weight row once for all
 //     rows: the step is bound by the weight bytes, as decode is.
-//   - more rows: 64x64 output tiles through shared memory, weights widened as they land.
+//   - more rows: 64x64 output tiles through shared memory, weights widened as they land;
+//     from kTensorCoreRows rows with 16-bit or quantized weights, the tensor cores instead
+//     (tensor_cores.cu).
 #include "exec/cuda/step/launch.cuh"
 
 namespace kvf::exec::cuda::step {
@@ -265,7 +267,9 @@ bool gemv_fits(int64_t m, int64_t k, DType dt) {
 }
 
 void gemm(const float* x, int64_t m, int64_t k, DType dt, const void* w, int64_t n, const float* bias, float* out,
-          cudaStream_t s) {
+          const Launch& l) {
+  if (linear_tensor_cores(x, m, k, dt, w, n, bias, out, l)) return;
+  cudaStream_t s = stream_of(l);
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
   gemm_kernel<<<grid, 256, 0, s>>>(x, m, k, dt, static_cast<const uint8_t*>(w), stored_row_bytes(dt, k), n, bias, out);
 }
@@ -275,7 +279,7 @@ void gemm(const float* x, int64_t m, int64_t k, DType dt, const void* w, int64_t
 void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias, float* out,
             const Launch& l) {
   if (m == 0 || n == 0) return;
-  if (!gemv_fits(m, k, w_dt)) return gemm(x, m, k, w_dt, w, n, bias, out, stream_of(l));
+  if (!gemv_fits(m, k, w_dt)) return gemm(x, m, k, w_dt, w, n, bias, out, l);
   LinearGroup one;
   one.part[0] = LinearPart{w, bias, n, out};
   linear_group(x, m, k, w_dt, one, l);
@@ -301,7 +305,7 @@ void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const Linear
     rmsnorm(x, g.norm_w, g.norm_out, m, k, g.norm_eps, g.norm_unit_offset, l);
     x = g.norm_out;
   }
-  for (int p = 0; p < g.parts; ++p) gemm(x, m, k, w_dt, g.part[p].w, g.part[p].n, g.part[p].bias, g.part[p].out, s);
+  for (int p = 0; p < g.parts; ++p) gemm(x, m, k, w_dt, g.part[p].w, g.part[p].n, g.part[p].bias, g.part[p].out, l);
   const int64_t n = m * g.part[0].n;
   if (g.glu) {
     glu(g.act, g.part[0].out, g.part[1].out, g.glu_out, n, l);

@@ -1,0 +1,154 @@
+// The tensor-core linears (exec/cuda/step/tensor_cores.cu) against a double reference that
+// sees the inputs the path promises: x rounded to the weights' 16-bit type (bf16 for bf16,
+// f16 otherwise) and q8_0/q4_0 weights widened to f16. What is left is the f32
+// accumulation's error. The dispatcher must take this path from kTensorCoreRows rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "cuda/gpu_testing.h"
+#include "exec/cuda/step/device.h"
+#include "exec/cuda/step/kernels.h"
+#include "testing.h"
+
+namespace kvf {
+namespace {
+
+using exec::cuda::step::Device;
+
+// Random weights [n, k] as stored, and each element as the path widens it (f32 values).
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<double> widened;
+};
+
+Weights random_weights(DType dt, int64_t n, int64_t k, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  Weights w;
+  w.widened.resize(static_cast<size_t>(n * k));
+  if (dt == DType::kF16 || dt == DType::kBF16) {
+    w.bytes.resize(static_cast<size_t>(n * k * 2));
+    for (int64_t i = 0; i < n * k; ++i) {
+      const float v = normal(rng);
+      const uint16_t h = dt == DType::kF16 ? testing::f32_to_f16(v) : testing::f32_to_bf16(v);
+      std::memcpy(&w.bytes[static_cast<size_t>(2 * i)], &h, 2);
+      w.widened[static_cast<size_t>(i)] = dt == DType::kF16 ? testing::f16_to_f32(h) : testing::bf16_to_f32(h);
+    }
+    return w;
+  }
+  // q8_0 / q4_0 blocks of 32: an f16 scale, then int8 values or nibbles (low halves first).
+  const bool q8 = dt == DType::kQ8_0;
+  const int64_t block_bytes = q8 ? 34 : 18, blocks = n * k / 32;
+  w.bytes.resize(static_cast<size_t>(blocks * block_bytes));
+  std::uniform_int_distribution<int> q8v(-127, 127), q4v(0, 15);
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* blk = &w.bytes[static_cast<size_t>(b * block_bytes)];
+    const uint16_t d = testing::f32_to_f16(std::fabs(normal(rng)) * 0.02f + 1e-3f);
+    std::memcpy(blk, &d, 2);
+    for (int i = 0; i < 32; ++i) {
+      int q = 0;
+      if (q8) {
+        q = q8v(rng);
+        blk[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      } else {
+        const int nib = q4v(rng);
+        uint8_t& byte = blk[2 + i % 16];
+        byte = static_cast<uint8_t>(i < 16 ? (byte & 0xf0) | nib : (byte & 0x0f) | (nib << 4));
+        q = nib - 8;
+      }
+      const float v = testing::f16_to_f32(d) * static_cast<float>(q);
+      w.widened[static_cast<size_t>(b * 32 + i)] = testing::f16_to_f32(testing::f32_to_f16(v));
+    }
+  }
+  return w;
+}
+
+double rounded_x(DType w_dt, float x) {
+  return w_dt == DType::kBF16 ? testing::bf16_to_f32(testing::f32_to_bf16(x)) : testing::f16_to_f32(testing::f32_to_f16(x));
+}
+
+// A device copy freed with the device's allocator.
+struct Dev {
+  Device& d;
+  void* p = nullptr;
+  Dev(Device& dev, const void* src, int64_t bytes) : d(dev) {
+    p = testing::must(d.allocate_zeroed(bytes));
+    if (src != nullptr) {
+      EXPECT_TRUE(d.copy_to_device(p, src, bytes).ok());
+    }
+  }
+  ~Dev() { d.release(p); }
+};
+
+class TensorCoreLinear : public ::testing::TestWithParam<std::tuple<DType, int64_t, bool>> {};
+
+TEST_P(TensorCoreLinear, MatchesTheRoundedInputsReference) {
+  KVF_NEED_GPU();
+  const auto [dt, m, with_bias] = GetParam();
+  const int64_t k = 320, n = 200;
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  std::unique_ptr<Device> device = testing::must(Device::open());
+  ASSERT_NE(device->tensor_cores().handle, nullptr) << "cuBLASLt did not start";
+  const Weights w = random_weights(dt, n, k, rng);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k)), bias(static_cast<size_t>(n));
+  for (float& v : x) v = normal(rng);
+  for (float& v : bias) v = normal(rng);
+
+  Dev xd(*device, x.data(), m * k * 4), wd(*device, w.bytes.data(), static_cast<int64_t>(w.bytes.size()));
+  Dev bd(*device, bias.data(), n * 4), out(*device, nullptr, m * n * 4), out2(*device, nullptr, m * n * 4);
+  const int64_t scratch_bytes = exec::cuda::step::tensor_core_scratch_bytes(m, k, n, dt);
+  ASSERT_GT(scratch_bytes, 0);
+  Dev scratch(*device, nullptr, scratch_bytes);
+  exec::cuda::step::Launch l{device->stream(), device->fault(), 0, device->tensor_cores()};
+  l.tc.scratch = scratch.p;
+  l.tc.scratch_bytes = scratch_bytes;
+  const float* b = with_bias ? static_cast<const float*>(bd.p) : nullptr;
+  ASSERT_TRUE(exec::cuda::step::linear_tensor_cores(static_cast<const float*>(xd.p), m, k, dt, wd.p, n, b,
+                                                    static_cast<float*>(out.p), l));
+  exec::cuda::step::linear(static_cast<const float*>(xd.p), m, k, dt, wd.p, n, b, static_cast<float*>(out2.p), l);
+  ASSERT_TRUE(device->synchronize("tensor-core linear").ok());
+  std::vector<float> got(static_cast<size_t>(m * n)), via_dispatch(got.size());
+  ASSERT_TRUE(device->copy_to_host(got.data(), out.p, m * n * 4).ok());
+  ASSERT_TRUE(device->copy_to_host(via_dispatch.data(), out2.p, m * n * 4).ok());
+  EXPECT_EQ(got, via_dispatch) << "linear() did not take the tensor cores at " << m << " rows";
+
+  std::vector<double> ref(got.size());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = with_bias ? bias[static_cast<size_t>(j)] : 0.0;
+      for (int64_t c = 0; c < k; ++c) {
+        acc += rounded_x(dt, x[static_cast<size_t>(i * k + c)]) * w.widened[static_cast<size_t>(j * k + c)];
+      }
+      ref[static_cast<size_t>(i * n + j)] = acc;
+    }
+  }
+  const double rel = testing::rel_error(std::vector<double>(got.begin(), got.end()), ref);
+  EXPECT_LE(rel, 1e-5) << dtype_name(dt) << " m " << m;
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, TensorCoreLinear,
+                         ::testing::Combine(::testing::Values(DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
+                                            ::testing::Values(int64_t{64}, int64_t{300}), ::testing::Bool()),
+                         [](const auto& info) {
+                           return str_cat(dtype_name(std::get<0>(info.param)), "_m", std::get<1>(info.param),
+                                          std::get<2>(info.param) ? "_bias" : "");
+                         });
+
+// Below kTensorCoreRows, or with f32 weights, the product stays on the f32 SIMT kernels.
+TEST(TensorCoreLinearScope, FewRowsAndF32WeightsStayOnTheSimtKernels) {
+  using exec::cuda::step::tensor_core_fits;
+  EXPECT_FALSE(tensor_core_fits(exec::cuda::step::kTensorCoreRows - 1, 256, DType::kF16));
+  EXPECT_TRUE(tensor_core_fits(exec::cuda::step::kTensorCoreRows, 256, DType::kF16));
+  EXPECT_FALSE(tensor_core_fits(4096, 256, DType::kF32));
+  EXPECT_FALSE(tensor_core_fits(4096, 260, DType::kF16));  // k not a multiple of 8
+}
+
+}  // namespace
+}  // namespace kvf
