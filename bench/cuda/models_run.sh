@@ -14,6 +14,8 @@ TEST_GPU=${2:-$ROOT/build/tests/test_gpu}
 OUT=${OUT:-$ROOT/build-cuda-out}
 MODELS=${KVF_BENCH_MODELS:-/tmp/kvf-tinyllama}
 mkdir -p "$OUT" "$MODELS"
+# The binaries link cuBLASLt, which the CUDA toolkit's lib64 holds.
+export LD_LIBRARY_PATH=${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader | tee "$OUT/env.txt"
 KVF_SOURCE_DIR=$ROOT KVF_REQUIRE_GPU=1 "$TEST_GPU" > "$OUT/test_gpu.log" 2>&1
