@@ -53,17 +53,19 @@ Result<int32_t> pool_blocks_for(const ServeOptions& o, const models::Model& m, i
 }
 
 // The chat renderer: --chat-template, else the model's template, else the default. A
-// template the engine cannot render leaves completions served and refuses chat requests.
-serve::ChatRenderer chat_renderer(const ServeOptions& o, const load::Tokenizer& tok) {
-  Result<std::string> text = o.chat_template.empty() ? load::read_chat_template(o.model.model)
-                                                      : load::read_chat_template_file(o.chat_template);
+// template of the model's that the engine cannot render leaves completions served and
+// refuses chat requests; a --chat-template that cannot be read or rendered is an error.
+Result<serve::ChatRenderer> chat_renderer(const ServeOptions& o, const load::Tokenizer& tok) {
+  const bool asked = !o.chat_template.empty();
+  Result<std::string> text = asked ? load::read_chat_template_file(o.chat_template) : load::read_chat_template(o.model.model);
   Result<serve::ChatRenderer> r = text ? serve::make_chat_renderer(*text, tok) : Result<serve::ChatRenderer>(text.take_error());
-  if (r) return std::move(*r);
+  if (r) return r;
+  if (asked) return r.take_error().context("--chat-template ", o.chat_template);
   const std::string why = r.take_error().to_string();
   std::fprintf(stderr, "kvforge serve: chat is off: %s\n", why.c_str());
-  return [why](const nlohmann::ordered_json&, const nlohmann::ordered_json&) -> Result<std::string> {
+  return serve::ChatRenderer([why](const nlohmann::ordered_json&, const nlohmann::ordered_json&) -> Result<std::string> {
     return unsupported("this server cannot render the model's chat template: ", why);
-  };
+  });
 }
 
 std::string default_name(const std::string& spec) {
@@ -82,6 +84,10 @@ Status run(const ServeOptions& o) {
 
   serve::Metrics metrics;
   serve::HttpServer server(o.server, metrics);
+  if (!o.chat_template.empty()) {  // a file that cannot be read fails now, not after loading
+    Result<std::string> t = load::read_chat_template_file(o.chat_template);
+    if (!t) return t.take_error().context("--chat-template ", o.chat_template);
+  }
   Result<int> port = server.bind();
   if (!port) return port.take_error();
   std::fprintf(stderr, "kvforge serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), *port, o.model.model.c_str());
@@ -127,7 +133,12 @@ Status run(const ServeOptions& o) {
     return engine.warm_up_status().error().context("warming up");
   }
   const std::string name = o.name.empty() ? default_name(o.model.model) : o.name;
-  server.set_model({name, &engine, chat_renderer(o, *m->tokenizer)});
+  Result<serve::ChatRenderer> chat = chat_renderer(o, *m->tokenizer);
+  if (!chat) {
+    stop_listener();
+    return chat.take_error();
+  }
+  server.set_model({name, &engine, std::move(*chat)});
   std::fprintf(stderr, "kvforge serve: serving '%s' (context %lld, %d KV blocks of 16 tokens, %d rows; ready in %.1f s)\n",
                name.c_str(), static_cast<long long>(ctx), *blocks, o.max_rows,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -32,7 +32,7 @@ const char* const kDefaultChatTemplate =
 
 Result<ChatRenderer> make_chat_renderer(const std::string& template_text, const load::Tokenizer& tok) {
   Result<chat::ChatTemplate> parsed = chat::ChatTemplate::parse(template_text.empty() ? kDefaultChatTemplate : template_text);
-  if (!parsed) return parsed.take_error().context("chat template");
+  if (!parsed) return parsed.take_error();  // already "chat template: ..."
   auto tmpl = std::make_shared<chat::ChatTemplate>(std::move(*parsed));
   const std::string bos = piece_or_empty(tok, tok.vocab().bos), eos = piece_or_empty(tok, tok.vocab().eos);
   return ChatRenderer([tmpl, bos, eos](const Json& messages, const Json& tools) -> Result<std::string> {
