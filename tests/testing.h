@@ -17,6 +17,15 @@
 
 namespace kvf::testing {
 
+// True in the sanitizer build (make test-asan). Its run looks for memory errors and undefined
+// behaviour; the release run covers scale, so a test may take a smaller size of the same case
+// here (and says which).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // The value of a Result that the test knows must succeed; aborts loudly otherwise.
 template <class T>
 T must(Result<T> r) {

@@ -204,7 +204,8 @@ TEST(Driver, RandomCallsAlwaysGiveEveryBlockBack) {
   const std::vector<int32_t> shared = random_ids(rng, 20, m.config.vocab);
   std::vector<llm::Suspended> parked;
   int64_t opened = 0, stepped = 0, refused = 0, preempted = 0;
-  for (int op = 0; op < 10000; ++op) {
+  const int ops = testing::kSanitized ? 2500 : 10000;  // 2,500 in the sanitizer build
+  for (int op = 0; op < ops; ++op) {
     const std::vector<llm::SeqId> live = driver.sequences();
     const uint64_t pick = rng() % 10;
     if (pick < 2 || live.empty()) {  // open, often on the shared prefix, or resume a parked one
