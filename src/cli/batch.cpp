@@ -151,6 +151,7 @@ Status run(const BatchOptions& o) {
   Result<models::Model> m = models::open_model(o.model.model, {.tokenizer_path = o.model.tokenizer, .check_finite = true,
                                                                 .with_tokenizer = true});
   if (!m) return m.take_error();
+  if (Status s = apply_max_memory(o.model, *m); !s) return s.take_error();
   Result<std::vector<llm::Request>> reqs = read_requests(o.requests, *m);
   if (!reqs) return reqs.take_error();
   const int64_t max_len = o.model.ctx > 0 ? o.model.ctx : longest(*reqs);

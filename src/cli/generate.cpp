@@ -80,13 +80,13 @@ Status run(const GenerateOptions& o) {
   TokenCycles cycles(target->get());
   llm::Sampler sampler(o.sampler);
   std::unique_ptr<load::StreamDecoder> stream;
+  std::string prompt_text;
   if (m->tokenizer) {
-    // The prompt is printed first, as llama.cpp does, through the same decoder, so the
-    // first generated word keeps its leading space (SentencePiece strips one only at the start).
+    // The prompt goes through the same decoder, so the first generated word keeps its
+    // leading space (SentencePiece strips one only at the start); it is printed before the
+    // continuation, as llama.cpp does, once the prefill has succeeded.
     stream = std::make_unique<load::StreamDecoder>(*m->tokenizer);
-    std::string text;
-    for (int32_t id : *prompt) text += stream->push(id);
-    if (!o.json) std::fwrite(text.data(), 1, text.size(), stdout);
+    for (int32_t id : *prompt) prompt_text += stream->push(id);
   }
 
   std::vector<int32_t> history = *prompt, generated;
@@ -94,6 +94,7 @@ Status run(const GenerateOptions& o) {
   Result<std::vector<float>> logits = gen.step(*prompt);
   if (!logits) return logits.take_error().context("prefill");
   const double prefill_ms = ms_since(t0);
+  if (!o.json) std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
   std::string stop = "length";
   t0 = Clock::now();
   for (int64_t i = 0; i < o.n; ++i) {

@@ -1,6 +1,7 @@
 // Shared model options.
 #include "cli/model_options.h"
 
+#include "exec/state.h"
 #include "models/synthetic.h"
 
 #include <algorithm>
@@ -56,6 +57,45 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
       ->check(CLI::IsMember({"f32", "f16"}));
   cmd.add_option("--ctx", o.ctx, "KV cache capacity in tokens (default: the model's context, at most 4096)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option_function<std::string>(
+         "--max-memory",
+         [&o](const std::string& text) { o.max_memory = *parse_bytes(text); },
+         "host memory kvforge may use: the weights plus the KV cache and the step buffers, e.g. 512M or 8G "
+         "(default: what the host has available); more is refused before it is allocated")
+      ->check([](const std::string& text) {
+        Result<int64_t> b = parse_bytes(text);
+        return b ? std::string() : b.error().message();
+      });
+}
+
+Result<int64_t> parse_bytes(const std::string& text) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || !(value >= 0) || text.empty()) {
+    return invalid_input("expected bytes such as 512M or 8G, got \"", text, "\"");
+  }
+  const std::string suffix(p, end);
+  double scale = 1;
+  if (suffix == "K" || suffix == "KiB") scale = 1024.0;
+  else if (suffix == "M" || suffix == "MiB") scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suffix.empty() && suffix != "B") return invalid_input("expected bytes such as 512M or 8G, got \"", text, "\"");
+  const double bytes = value * scale;
+  if (bytes >= 9.0e18) return invalid_input("\"", text, "\" is more bytes than any machine has");
+  return static_cast<int64_t>(bytes);
+}
+
+Status apply_max_memory(const ModelOptions& o, const models::Model& m) {
+  if (o.max_memory < 0) return {};
+  int64_t weights = 0;
+  for (const auto& [name, t] : m.weights.tensors()) weights += t.nbytes();
+  if (weights > o.max_memory) {
+    return capacity("the weights of ", o.model, " take ", weights, " bytes; --max-memory is ", o.max_memory, " bytes");
+  }
+  exec::limit_host_memory(o.max_memory, weights);
+  return {};
 }
 
 Result<models::Model> open(const ModelOptions& o, bool need_tokenizer) {
@@ -70,6 +110,7 @@ Result<models::Model> open(const ModelOptions& o, bool need_tokenizer) {
   if (need_tokenizer && !m->tokenizer) {
     return invalid_input(o.model, ": no tokenizer found (pass --tokenizer, or use --ids)");
   }
+  if (Status s = apply_max_memory(o, *m); !s) return s.take_error();
   return m;
 }
 

@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string executor = "cpu";  // cpu (compiled) or oracle
   std::string device = "cpu";    // where the compiled step runs: cpu or cuda
   std::string kv_type = "f32";   // the KV cache's element type: f32 or f16
+  int64_t max_memory = -1;       // --max-memory in bytes; -1: what the host has available
 };
 
 // The built-in model (models/kjv-7m.gguf, see models/README.md): what --model defaults to.
@@ -33,6 +34,12 @@ llm::GeneratorOptions generator_options(const ModelOptions& o);
 
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime);
 Result<models::Model> open(const ModelOptions& o, bool need_tokenizer);
+// --max-memory for an opened model: refused when its weights alone exceed it, else the host
+// budget that the KV caches and step arenas are checked against (what open() does; the
+// commands that open a model themselves call it).
+Status apply_max_memory(const ModelOptions& o, const models::Model& m);
+// "512M", "8G", "1.5G", "1048576": bytes (K, M, G, T are powers of 1024).
+Result<int64_t> parse_bytes(const std::string& text);
 // KV capacity for a run: --ctx, else the model's context capped at 4096 (the oracle holds
 // the contiguous cache whole).
 int64_t capacity_for(const ModelOptions& o, const models::Model& m);

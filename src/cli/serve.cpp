@@ -102,6 +102,9 @@ Status run(const ServeOptions& o) {
 
   Result<models::Model> m = models::open_model(o.model.model, {.tokenizer_path = o.model.tokenizer, .with_tokenizer = true});
   if (m && !m->tokenizer) m = invalid_input(o.model.model, ": the server needs a tokenizer and found none (pass --tokenizer)");
+  if (m) {
+    if (Status s = apply_max_memory(o.model, *m); !s) m = s.take_error();
+  }
   if (!m) {
     stop_listener();
     return m.take_error();

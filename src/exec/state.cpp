@@ -1,5 +1,7 @@
 #include "exec/state.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -20,18 +22,43 @@ void HostBuffer::Free::operator()(void* p) const { host_memory().release(p); }
 
 namespace {
 
+// 64-byte aligned blocks, each preceded by a 64-byte header holding its size, so that what
+// is in use is known for the --max-memory budget.
 class HostMemory final : public Memory {
  public:
   std::string name() const override { return "host"; }
   Result<void*> allocate_zeroed(int64_t bytes) override {
     const auto size = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, size);
-    if (p == nullptr) return capacity("host memory: ", bytes, " bytes could not be allocated");
-    std::memset(p, 0, size);
-    return p;
+    auto* block = static_cast<unsigned char*>(std::aligned_alloc(64, size + kHeader));
+    if (block == nullptr) return capacity("host memory: ", bytes, " bytes could not be allocated");
+    std::memcpy(block, &size, sizeof size);
+    std::memset(block + kHeader, 0, size);
+    in_use_ += static_cast<int64_t>(size);
+    return block + kHeader;
   }
-  void release(void* p) noexcept override { std::free(p); }
+  void release(void* p) noexcept override {
+    if (p == nullptr) return;
+    unsigned char* block = static_cast<unsigned char*>(p) - kHeader;
+    size_t size = 0;
+    std::memcpy(&size, block, sizeof size);
+    in_use_ -= static_cast<int64_t>(size);
+    std::free(block);
+  }
   int64_t available_bytes() const override {
+    const int64_t system = mem_available();
+    if (limit_ < 0) return system;
+    const int64_t budget = std::max<int64_t>(0, limit_ - reserved_ - in_use_.load());
+    return system < 0 ? budget : std::min(system, budget);
+  }
+  void limit(int64_t limit, int64_t reserved) {
+    limit_ = limit;
+    reserved_ = reserved;
+  }
+
+ private:
+  static constexpr size_t kHeader = 64;
+
+  static int64_t mem_available() {
     std::ifstream in("/proc/meminfo");
     std::string key;
     int64_t kib = 0;
@@ -41,14 +68,21 @@ class HostMemory final : public Memory {
     }
     return -1;
   }
+
+  std::atomic<int64_t> in_use_{0};
+  int64_t limit_ = -1, reserved_ = 0;
 };
 
-}  // namespace
-
-Memory& host_memory() {
+HostMemory& the_host_memory() {
   static HostMemory m;
   return m;
 }
+
+}  // namespace
+
+Memory& host_memory() { return the_host_memory(); }
+
+void limit_host_memory(int64_t limit, int64_t reserved) { the_host_memory().limit(limit, reserved); }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {

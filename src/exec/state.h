@@ -36,12 +36,17 @@ class Memory {
   // `bytes` of zeroed memory; a shortfall is a kCapacity error naming it.
   virtual Result<void*> allocate_zeroed(int64_t bytes) = 0;
   virtual void release(void* p) noexcept = 0;
-  // Bytes an allocation can take now (host: the kernel's MemAvailable; a device: its free
-  // memory); -1 when unknown.
+  // Bytes an allocation can take now (host: the kernel's MemAvailable, or less under
+  // limit_host_memory; a device: its free memory); -1 when unknown.
   virtual int64_t available_bytes() const = 0;
 };
 
 Memory& host_memory();  // 64-byte aligned host allocations
+
+// --max-memory: what is allocated through host_memory() may take `limit` bytes less
+// `reserved` (the model's weights, which are mapped, not allocated); its available_bytes()
+// is the smaller of what is left of that and the kernel's MemAvailable. limit < 0: no limit.
+void limit_host_memory(int64_t limit, int64_t reserved);
 
 // Bytes owned through a Memory.
 class Buffer {

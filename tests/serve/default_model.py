@@ -15,7 +15,7 @@ PROMPT, N = "And it came to pass", 24
 
 def main():
     kvforge = sys.argv[1]
-    server = subprocess.Popen([kvforge, "serve", "--port", "0"], stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen([kvforge, "serve", "--port", "0", "--no-warm-up"], stderr=subprocess.PIPE, text=True)
     try:
         base = None
         for line in server.stderr:
