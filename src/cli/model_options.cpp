@@ -59,7 +59,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option_function<std::string>(
          "--max-memory",
-         [&o](const std::string& text) { o.max_memory = *parse_bytes(text); },
+         [&o](const std::string& text) {
+           if (Result<int64_t> b = parse_bytes(text); b) o.max_memory = *b;  // the check below refuses the rest
+         },
          "host memory kvforge may use: the weights plus the KV cache and the step buffers, e.g. 512M or 8G "
          "(default: what the host has available); more is refused before it is allocated")
       ->check([](const std::string& text) {

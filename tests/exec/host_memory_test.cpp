@@ -17,9 +17,10 @@ TEST(HostMemory, ABudgetCountsWhatIsAllocatedAndGivesItBack) {
   if (system >= 0) {
     EXPECT_LE(start, system);
   }
-  void* p = *m.allocate_zeroed(int64_t{8} << 20);
+  Result<void*> p = m.allocate_zeroed(int64_t{8} << 20);
+  ASSERT_TRUE(p.ok());
   EXPECT_EQ(m.available_bytes(), start - (int64_t{8} << 20));
-  m.release(p);
+  m.release(*p);
   EXPECT_EQ(m.available_bytes(), start);
   limit_host_memory(1 << 20, 4 << 20);  // weights beyond the budget: nothing is left
   EXPECT_EQ(m.available_bytes(), 0);
