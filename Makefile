@@ -8,7 +8,7 @@ MODELS_DIR ?= ../shared/models
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: deps build run test test-asan fuzz bench clean
+.PHONY: deps build run test test-gpu test-asan fuzz bench clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -25,8 +25,12 @@ build: deps $(BUILD)/build.ninja
 run: build
 	./$(BUILD)/src/kvforge generate -p "And it came to pass" -n 96 --temperature 0.7 --seed 3
 
+# The GPU suite (ctest label gpu) needs an sm_90 GPU: `make test-gpu` runs it there.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
+
+test-gpu: build
+	cd $(BUILD) && KVF_REQUIRE_GPU=1 ctest --output-on-failure -L gpu
 
 # The sanitizer build leaves CUDA out: its kernels run only on a GPU, where the GPU suite
 # tests them, and nvcc would add minutes to every clean build here.
@@ -36,7 +40,7 @@ $(ASAN_BUILD)/build.ninja:
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS)
+	  ctest --output-on-failure -j $(JOBS) -LE gpu
 
 # libFuzzer + ASan + UBSan on the readers (fuzz/, docs/reliability.md); clang, its own build.
 $(FUZZ_BUILD)/build.ninja:
