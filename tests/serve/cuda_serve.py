@@ -6,22 +6,17 @@ Exits 77 (skip) when there is no usable GPU, unless KVF_REQUIRE_GPU=1 or KVF_REQ
 """
 import json
 import os
-import re
-import subprocess
 import sys
 import threading
 import urllib.request
 
+import serve_process
+
 PROMPT, N, STREAMS = "And it came to pass", 32, 16
 
 
-def post(base, path, body):
-    req = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    return urllib.request.urlopen(req, timeout=120)
-
-
 def stream(base, prompt, out, k):
-    resp = post(base, "/v1/completions", {"prompt": prompt, "max_tokens": N, "stream": True, "temperature": 0,
+    resp = serve_process.post(base, "/v1/completions", {"prompt": prompt, "max_tokens": N, "stream": True, "temperature": 0,
                                           "stream_options": {"include_usage": True}})
     lines = [l.decode().strip() for l in resp if l.strip()]
     chunks = [json.loads(l[6:]) for l in lines if l.startswith("data: {")]
@@ -32,19 +27,9 @@ def stream(base, prompt, out, k):
 
 def main():
     kvforge, model = sys.argv[1], sys.argv[2]
-    server = subprocess.Popen([kvforge, "serve", "-m", model, "--device", "cuda", "--port", "0"],
-                              stderr=subprocess.PIPE, text=True)
+    server, base, log = serve_process.start(kvforge, "-m", model, "--device", "cuda")
     try:
-        base, log = None, []
-        for line in server.stderr:
-            log.append(line)
-            m = re.search(r"listening on (http:\S+)", line)
-            if m:
-                base = m.group(1)
-            if "serving" in line or "kvforge: " in line and "error" in line.lower():
-                break
-        server.poll()
-        if not any("serving" in l for l in log):
+        if base is None or not any("serving" in l for l in log):
             text = "".join(log)
             required = "1" in (os.environ.get("KVF_REQUIRE_GPU"), os.environ.get("KVF_REQUIRE_MODELS"))
             if "unsupported" in text and not required:
@@ -52,10 +37,9 @@ def main():
                 sys.exit(77)
             sys.exit("FAIL: the server did not start:\n" + text)
         print("".join(log), end="")
-        served = json.load(post(base, "/v1/completions", {"prompt": PROMPT, "max_tokens": N, "temperature": 0}))
-        served = served["choices"][0]["text"]
-        cpu = json.loads(subprocess.run([kvforge, "generate", "-m", model, "-p", PROMPT, "-n", str(N), "--json"],
-                                        check=True, capture_output=True, text=True).stdout)["text"]
+        body = {"prompt": PROMPT, "max_tokens": N, "temperature": 0}
+        served = json.load(serve_process.post(base, "/v1/completions", body))["choices"][0]["text"]
+        cpu = serve_process.generate_text(kvforge, "-m", model, "-p", PROMPT, "-n", str(N))
         print("cuda serve:", repr(served))
         print("cpu generate:", repr(cpu))
         if served != cpu:

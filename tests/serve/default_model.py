@@ -5,25 +5,18 @@ completion of "And it came to pass" is the text `kvforge generate` (also without
 """
 import json
 import re
-import subprocess
 import sys
-import time
 import urllib.request
+
+import serve_process
 
 PROMPT, N = "And it came to pass", 24
 
 
 def main():
     kvforge = sys.argv[1]
-    server = subprocess.Popen([kvforge, "serve", "--port", "0", "--no-warm-up"], stderr=subprocess.PIPE, text=True)
+    server, base, _ = serve_process.start(kvforge, "--no-warm-up")
     try:
-        base = None
-        for line in server.stderr:
-            m = re.search(r"listening on (http:\S+)", line)
-            if m:
-                base = m.group(1)
-            if "serving" in line:
-                break
         if base is None:
             sys.exit("FAIL: the server did not start")
         models = json.load(urllib.request.urlopen(base + "/v1/models"))
@@ -31,11 +24,9 @@ def main():
         print("models:", ids)
         if ids != ["kjv-7m.gguf"]:
             sys.exit(f"FAIL: /v1/models lists {ids}, not the built-in model")
-        body = json.dumps({"prompt": PROMPT, "max_tokens": N, "temperature": 0}).encode()
-        req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
-        served = json.load(urllib.request.urlopen(req))["choices"][0]["text"]
-        local = json.loads(subprocess.run([kvforge, "generate", "-p", PROMPT, "-n", str(N), "--json"], check=True,
-                                          capture_output=True, text=True).stdout)["text"]
+        body = {"prompt": PROMPT, "max_tokens": N, "temperature": 0}
+        served = json.load(serve_process.post(base, "/v1/completions", body))["choices"][0]["text"]
+        local = serve_process.generate_text(kvforge, "-p", PROMPT, "-n", str(N))
         print("served:", repr(served))
         print("generate:", repr(local))
         if served != local:
