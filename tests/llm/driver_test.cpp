@@ -192,8 +192,9 @@ TEST(Driver, ARequestLargerThanThePoolIsRefused) {
   EXPECT_NE(r.error().message().find("does not fit in the pool of 2 blocks"), std::string::npos) << r.error().to_string();
 }
 
-// 10,000 random driver calls: open (with shared prefixes), reserve, step, commit, release
-// as finished, preempted or cancelled, resume. Invariants after each; the pool whole at the end.
+// 10,000 random driver calls (2,500 in the sanitizer build), and more until every path has been
+// taken: open (with shared prefixes), refuse, reserve, step, commit, release as finished,
+// preempted or cancelled, resume. Invariants after each; the pool whole at the end.
 TEST(Driver, RandomCallsAlwaysGiveEveryBlockBack) {
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(str_cat("seed ", seed));
@@ -204,8 +205,9 @@ TEST(Driver, RandomCallsAlwaysGiveEveryBlockBack) {
   const std::vector<int32_t> shared = random_ids(rng, 20, m.config.vocab);
   std::vector<llm::Suspended> parked;
   int64_t opened = 0, stepped = 0, refused = 0, preempted = 0;
-  const int ops = testing::kSanitized ? 2500 : 10000;  // 2,500 in the sanitizer build
-  for (int op = 0; op < ops; ++op) {
+  const int ops = testing::kSanitized ? 2500 : 10000;
+  const auto every_path_taken = [&] { return opened > 100 && stepped > 100 && refused > 0 && preempted > 0; };
+  for (int op = 0; op < ops || (!every_path_taken() && op < 8 * ops); ++op) {
     const std::vector<llm::SeqId> live = driver.sequences();
     const uint64_t pick = rng() % 10;
     if (pick < 2 || live.empty()) {  // open, often on the shared prefix, or resume a parked one
