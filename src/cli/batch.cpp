@@ -157,10 +157,10 @@ Status run(const BatchOptions& o) {
   const int64_t max_len = o.model.ctx > 0 ? o.model.ctx : longest(*reqs);
   // Under a window a rotary or ALiBi model may run past its context (StreamingLLM); a
   // learned position table has no row there.
-  const bool past_context_ok = o.window > 0 && !m->config.learned_positions();
+  const bool past_context_ok = o.window > 0 && !m->config.learned_positions;
   if (longest(*reqs) > m->config.context && !past_context_ok) {
     return invalid_input("a request needs ", longest(*reqs), " positions, the model's context is ", m->config.context,
-                         m->config.learned_positions() ? "" : " (with --window it may run past it)");
+                         m->config.learned_positions ? "" : " (with --window it may run past it)");
   }
   const auto t0 = Clock::now();
   std::vector<llm::Completion> done;

@@ -11,10 +11,10 @@ namespace ops = ir::ops;
 Result<ir::Graph> trace_bloom(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
   Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
-  const int64_t n = step_tokens(step), dim = cfg.dim;
+  const int64_t dim = cfg.dim;
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
-  const V tokens = t.tokens, pos = t.pos;
+  const V pos = t.pos;
   // ALiBi: slope_h * key position; softmax ignores the per-row constant -slope_h * query.
   V alibi = ops::alibi_bias(b, ops::alibi_slopes(cfg.n_heads), t.keys);
   const V mask = step_masks(cfg, step, t).full + alibi;  // [R, H, n, keys]
@@ -23,12 +23,11 @@ Result<ir::Graph> trace_bloom(const ModelConfig& cfg, const Weights& w, const St
     return ops::layernorm(x, W(name + ".weight", {dim}), W(name + ".bias", {dim}), cfg.norm_eps);
   };
 
-  V x = layernorm(b.reshape(ops::embed(W("token_embd.weight", {cfg.vocab, dim}), tokens), {1, n, dim}), "token_embd_norm");
+  V x = layernorm(embed_tokens(t, cfg, w), "token_embd_norm");
   for (int64_t l = 0; l < cfg.n_layers; ++l) x = layernorm_block(cfg, w, step, l, x, pos, mask);
   V out = layernorm(classifier_rows(step, x), "output_norm");
   V logits = ops::linear(out, W("token_embd.weight", {cfg.vocab, dim}));
-  b.output("logits", b.reshape(logits, {out.dim(1), cfg.vocab}));
-  return b.finish();
+  return finish_logits(t, cfg, logits);
 }
 
 }  // namespace kvf::models

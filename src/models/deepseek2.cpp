@@ -66,7 +66,7 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
   const int64_t nope = cfg.qk_nope_dim, rot = cfg.qk_rope_dim, dk = nope + rot, dv = cfg.v_head_dim, r = cfg.kv_lora_rank;
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
-  const V tokens = t.tokens, pos = t.pos;
+  const V pos = t.pos;
   ops::RopeSpec rope_spec = cfg.rope_spec();
   rope_spec.head_dim = rot;  // rope turns only the shared rotary part
   rope_spec.rotary_dim = 0;
@@ -76,7 +76,7 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
   const ops::AttnOpts attn{.scale = scale, .softcap = 0.0};
   auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };
 
-  V x = b.reshape(ops::embed(W("token_embd.weight", {cfg.vocab, dim}), tokens), {1, n, dim});
+  V x = embed_tokens(t, cfg, w);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const int li = static_cast<int>(l);
     const std::string p = str_cat("blk.", l, ".");
@@ -110,8 +110,7 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
   V out = ops::rmsnorm(classifier_rows(step, x), W("output_norm.weight", {dim}), cfg.norm_eps);
   const char* classifier = cfg.tie_embeddings ? "token_embd.weight" : "output.weight";
   V logits = ops::linear(out, W(classifier, {cfg.vocab, dim}));
-  b.output("logits", b.reshape(logits, {out.dim(1), cfg.vocab}));
-  return b.finish();
+  return finish_logits(t, cfg, logits);
 }
 
 }  // namespace kvf::models

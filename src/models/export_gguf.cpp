@@ -6,6 +6,7 @@
 
 #include "load/ggml_types.h"
 #include "load/gguf_writer.h"
+#include "models/registry.h"
 
 namespace kvf::models {
 namespace {
@@ -148,7 +149,10 @@ Status export_gguf(const Model& m, const std::string& path, const ExportOptions&
   Status ok = check_outtype(opts.outtype);
   if (!ok) return ok;
   const ModelConfig& c = m.config;
-  if (c.arch != "llama") return unsupported("GGUF export: architecture ", c.arch, " is not supported yet");
+  const Family* family = family_by_arch(c.arch);
+  if (family == nullptr || !family->gguf_export) {
+    return unsupported("GGUF export: architecture ", c.arch, " is not supported yet");
+  }
   if (c.rotary_dim != 0 || !c.rope_inv_freq.empty() || c.sliding_window > 0 || c.attn_bias || c.qk_norm) {
     return unsupported("GGUF export: only plain llama models (full rotary, unscaled rope, no window or biases) so far");
   }

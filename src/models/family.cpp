@@ -65,6 +65,16 @@ ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Sh
   return stored == DType::kF32 ? v : b.cast(v, DType::kF32);
 }
 
+ir::V embed_tokens(StepTrace& t, const ModelConfig& cfg, const Weights& w) {
+  const ir::V table = weight(t.b, w, "token_embd.weight", {cfg.vocab, cfg.dim});
+  return t.b.reshape(ir::ops::embed(table, t.tokens), {1, t.tokens.dim(0), cfg.dim});
+}
+
+Result<ir::Graph> finish_logits(StepTrace& t, const ModelConfig& cfg, ir::V logits) {
+  t.b.output("logits", t.b.reshape(logits, {logits.dim(1), cfg.vocab}));
+  return t.b.finish();
+}
+
 ir::V classifier_rows(const StepSpec& step, ir::V x) {
   const int64_t n = step.n_tokens;
   if (!step.last_logits || n == 1) return x;

@@ -1,5 +1,5 @@
 // What every model family provides, and the pieces their tracers share. A family is a
-// config reader, a weight-name map and a tracer over ops::; the registry (registry.cpp)
+// config reader, a weight-name map and a tracer over ops::; the registry (registry.h)
 // maps GGUF general.architecture / HF model_type to one.
 #pragma once
 
@@ -53,6 +53,11 @@ struct StepTrace {
   ir::V read, write;  // paged steps: the read map i32 [rows, capacity] and the write map [rows * n]
   StepTrace(const ModelConfig& cfg, const StepSpec& step);
 };
+
+// Every tracer's first value: the step's tokens looked up in token_embd.weight, [1, n, dim].
+ir::V embed_tokens(StepTrace& t, const ModelConfig& cfg, const Weights& w);
+// Every tracer's last: logits [rows, vocab] as the step's output "logits", and the graph.
+Result<ir::Graph> finish_logits(StepTrace& t, const ModelConfig& cfg, ir::V logits);
 
 // The additive masks a step's layers use, [R, 1, n, keys_seen]: causal (plus the step's
 // StreamingLLM policy) for full layers, and with the model's window for sliding ones.

@@ -11,10 +11,10 @@ namespace ops = ir::ops;
 Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
   Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
-  const int64_t n = step_tokens(step), dim = cfg.dim, hd = cfg.head_dim, nh = cfg.n_heads, nkv = cfg.n_kv_heads;
+  const int64_t dim = cfg.dim, hd = cfg.head_dim, nh = cfg.n_heads, nkv = cfg.n_kv_heads;
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
-  const V tokens = t.tokens, pos = t.pos;
+  const V pos = t.pos;
   const ops::RopeTables rope = ops::rope_tables(pos, cfg.rope_spec());
   const StepMasks masks = step_masks(cfg, step, t);
   const double scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
@@ -24,7 +24,7 @@ Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const S
     return ops::rmsnorm(x, W(name, {dim}), cfg.norm_eps, cfg.norm_unit_offset);
   };
 
-  V x = b.reshape(ops::embed(W("token_embd.weight", {cfg.vocab, dim}), tokens), {1, n, dim});
+  V x = embed_tokens(t, cfg, w);
   if (cfg.embed_scale > 0) x = x * static_cast<double>(static_cast<float>(cfg.embed_scale));  // HF casts it to the dtype
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const int li = static_cast<int>(l);
@@ -46,8 +46,7 @@ Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const S
   V out = norm(classifier_rows(step, x), "output_norm.weight");
   V logits = ops::linear(out, W("token_embd.weight", {cfg.vocab, dim}));
   if (cfg.final_softcap > 0) logits = ops::softcap(logits, cfg.final_softcap);
-  b.output("logits", b.reshape(logits, {out.dim(1), cfg.vocab}));
-  return b.finish();
+  return finish_logits(t, cfg, logits);
 }
 
 }  // namespace kvf::models

@@ -14,21 +14,19 @@ Result<ir::Graph> trace_gpt2(const ModelConfig& cfg, const Weights& w, const Ste
   const int64_t n = step_tokens(step), dim = cfg.dim;
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
-  const V tokens = t.tokens, pos = t.pos;
+  const V pos = t.pos;
   const V mask = step_masks(cfg, step, t).full;
   auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };
   auto layernorm = [&](V x, const std::string& name) {
     return ops::layernorm(x, W(name + ".weight", {dim}), W(name + ".bias", {dim}), cfg.norm_eps);
   };
 
-  V tok_emb = ops::embed(W("token_embd.weight", {cfg.vocab, dim}), tokens);
-  V pos_emb = ops::embed(W("position_embd.weight", {cfg.context, dim}), pos);
-  V x = b.reshape(tok_emb + pos_emb, {1, n, dim});
+  V pos_emb = b.reshape(ops::embed(W("position_embd.weight", {cfg.context, dim}), pos), {1, n, dim});
+  V x = embed_tokens(t, cfg, w) + pos_emb;
   for (int64_t l = 0; l < cfg.n_layers; ++l) x = layernorm_block(cfg, w, step, l, x, pos, mask);
   V out = layernorm(classifier_rows(step, x), "output_norm");
   V logits = ops::linear(out, W("token_embd.weight", {cfg.vocab, dim}));
-  b.output("logits", b.reshape(logits, {out.dim(1), cfg.vocab}));
-  return b.finish();
+  return finish_logits(t, cfg, logits);
 }
 
 }  // namespace kvf::models

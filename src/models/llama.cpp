@@ -12,15 +12,15 @@ namespace ops = ir::ops;
 Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const StepSpec& step) {
   Status ok = check_step(cfg, step);
   if (!ok) return ok.take_error();
-  const int64_t n = step_tokens(step), dim = cfg.dim, hd = cfg.head_dim, nh = cfg.n_heads, nkv = cfg.n_kv_heads;
+  const int64_t dim = cfg.dim, hd = cfg.head_dim, nh = cfg.n_heads, nkv = cfg.n_kv_heads;
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
-  const V tokens = t.tokens, pos = t.pos;
+  const V pos = t.pos;
   const ops::RopeTables rope = ops::rope_tables(pos, cfg.rope_spec());
   const StepMasks masks = step_masks(cfg, step, t);
   const ops::AttnOpts attn{.scale = 1.0 / std::sqrt(static_cast<double>(hd)), .softcap = 0.0};
 
-  V x = b.reshape(ops::embed(weight(b, w, "token_embd.weight", {cfg.vocab, dim}), tokens), {1, n, dim});
+  V x = embed_tokens(t, cfg, w);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const int li = static_cast<int>(l);
     auto W = [&](const char* name, Shape shape) { return weight(b, w, str_cat("blk.", l, ".", name), shape); };
@@ -51,8 +51,7 @@ Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const St
   V out = ops::rmsnorm(classifier_rows(step, x), weight(b, w, "output_norm.weight", {dim}), cfg.norm_eps);
   const char* classifier = cfg.tie_embeddings ? "token_embd.weight" : "output.weight";
   V logits = ops::linear(out, weight(b, w, classifier, {cfg.vocab, dim}));
-  b.output("logits", b.reshape(logits, {out.dim(1), cfg.vocab}));
-  return b.finish();
+  return finish_logits(t, cfg, logits);
 }
 
 }  // namespace kvf::models

@@ -6,12 +6,8 @@
 #include "load/gguf.h"
 #include "load/llama2c.h"
 #include "load/vocab_readers.h"
-#include "models/bloom.h"
-#include "models/deepseek2.h"
-#include "models/gemma2.h"
-#include "models/gpt2.h"
 #include "models/hf_checkpoint.h"
-#include "models/llama.h"
+#include "models/registry.h"
 #include "models/synthetic.h"
 
 namespace kvf::models {
@@ -66,54 +62,24 @@ Result<Model> open_llama2c(const std::string& path, const OpenOptions& opts) {
   return m;
 }
 
-// GGUF llama-family metadata, "<arch>.<key>".
-Status llama_config_from_gguf(const load::GgufFile& f, const std::string& arch, ModelConfig& c) {
-  auto key = [&](const char* k) { return str_cat(arch, ".", k); };
-  const std::pair<const char*, int64_t*> required[] = {{"embedding_length", &c.dim},
-                                                       {"block_count", &c.n_layers},
-                                                       {"feed_forward_length", &c.hidden_dim},
-                                                       {"attention.head_count", &c.n_heads}};
-  for (const auto& [k, out] : required) {
-    Result<int64_t> v = f.get_int(key(k));
-    if (!v) return v.take_error();
-    *out = *v;
-  }
-  c.arch = arch;
-  c.n_kv_heads = f.get_int_or(key("attention.head_count_kv"), c.n_heads);
-  c.head_dim = f.get_int_or(key("attention.key_length"), c.n_heads > 0 ? c.dim / c.n_heads : 0);
-  c.context = f.get_int_or(key("context_length"), 2048);
-  c.norm_eps = f.get_float_or(key("attention.layer_norm_rms_epsilon"), 1e-5);
-  c.rope_theta = f.get_float_or(key("rope.freq_base"), 10000.0);
-  const int64_t rot = f.get_int_or(key("rope.dimension_count"), c.head_dim);
-  c.rotary_dim = rot == c.head_dim ? 0 : rot;
-  // llama.cpp's converter permutes llama/mistral q/k rows into adjacent pairs; qwen keeps
-  // HF's rotate-half (llama.cpp runs it in NEOX mode).
-  const bool neox = arch == "qwen2" || arch == "qwen3";
-  c.rope_layout = neox ? ir::ops::RopeLayout::kHalf : ir::ops::RopeLayout::kInterleaved;
-  c.sliding_window = f.get_int_or(key("attention.sliding_window"), 0);
-  c.bos = static_cast<int32_t>(f.get_int_or("tokenizer.ggml.bos_token_id", -1));
-  c.eos = static_cast<int32_t>(f.get_int_or("tokenizer.ggml.eos_token_id", -1));
-  return {};
-}
-
 Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
   Result<load::GgufFile> f = load::read_gguf(path);
   if (!f) return f.take_error();
   Result<std::string> arch = f->get_string("general.architecture");
   if (!arch) return arch.take_error();
-  Result<TraceFn> trace = family_tracer(*arch);
-  if (!trace) return trace.take_error().context(path);
-  // GGUF metadata and tensor conventions are read for the llama-like families only; the
-  // others would load with wrong settings, so they are refused until their readers exist.
-  if (*arch != "llama" && *arch != "mistral" && *arch != "qwen2" && *arch != "qwen3") {
-    return unsupported(path, ": GGUF architecture '", *arch,
-                       "' is not supported yet (GGUF: llama, mistral, qwen2, qwen3; its Hugging Face checkpoint loads)");
+  const Family* family = family_by_gguf_arch(*arch);
+  if (family == nullptr || family->gguf_config == nullptr) {
+    return unsupported(path, ": GGUF architecture '", *arch, "' is not supported (GGUF: ",
+                       known_families(FamilyKey::kGguf), "; Hugging Face checkpoints: ",
+                       known_families(FamilyKey::kHfType), ")");
   }
   Model m;
   m.source = path;
-  m.trace = *trace;
-  Status s = llama_config_from_gguf(*f, *arch, m.config);
+  m.config.arch = family->arch;
+  Status s = family->gguf_config(*f, *arch, m.config);
   if (!s) return s.take_error();
+  m.config.bos = static_cast<int32_t>(f->get_int_or("tokenizer.ggml.bos_token_id", -1));
+  m.config.eos = static_cast<int32_t>(f->get_int_or("tokenizer.ggml.eos_token_id", -1));
   m.weights = Weights(path);
   for (const load::GgufTensorInfo& t : f->tensors) {
     Result<HostTensor> h = f->tensor(t.name);
@@ -138,13 +104,12 @@ Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
 }  // namespace
 
 Result<TraceFn> family_tracer(const std::string& arch) {
-  if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3") return TraceFn(trace_llama);
-  if (arch == "gemma2") return TraceFn(trace_gemma2);
-  if (arch == "gpt2") return TraceFn(trace_gpt2);
-  if (arch == "bloom") return TraceFn(trace_bloom);
-  if (arch == "deepseek2" || arch == "deepseek_v2") return TraceFn(trace_deepseek2);
-  return unsupported("model architecture '", arch,
-                     "' is not supported (kvforge knows: llama, mistral, qwen2, qwen3, gemma2, gpt2, bloom, deepseek2)");
+  const Family* family = family_by_arch(arch);
+  if (family == nullptr) {
+    return unsupported("model architecture '", arch, "' is not supported (kvforge knows: ",
+                       known_families(FamilyKey::kArch), ")");
+  }
+  return TraceFn(family->trace);
 }
 
 namespace {
@@ -164,11 +129,10 @@ Result<Model> open_by_kind(const std::string& spec, const OpenOptions& opts) {
 Result<Model> open_model(const std::string& spec, const OpenOptions& opts) {
   Result<Model> m = open_by_kind(spec, opts);
   if (!m) return m;
-  if (!m->trace) {
-    Result<TraceFn> t = family_tracer(m->config.arch);
-    if (!t) return t.take_error();
-    m->trace = *t;
-  }
+  const Family* family = family_by_arch(m->config.arch);
+  if (family == nullptr) return internal_error(spec, ": opened as unknown family '", m->config.arch, "'");
+  if (!m->trace) m->trace = family->trace;
+  m->config.learned_positions = family->learned_positions;
   Status s = m->config.check();
   if (!s) return s.take_error().context(spec);
   // The whole model against its config before anything runs: a one-token forward traces

@@ -13,7 +13,7 @@
 namespace kvf::models {
 
 struct ModelConfig {
-  std::string arch = "llama";  // registry key: llama, mistral, qwen2, qwen3, gemma2, gpt2, bloom, deepseek2
+  std::string arch = "llama";  // the family: a key of models/registry.h
   int64_t vocab = 0;
   int64_t dim = 0;         // hidden size
   int64_t n_layers = 0;
@@ -53,11 +53,13 @@ struct ModelConfig {
   // "gelu_pytorch_tanh" are the tanh form, "gelu" the exact erf form.
   bool gelu_tanh = true;
 
+  // A learned table of absolute positions (gpt2): no position at or past `context` exists.
+  // Set from the family's registry row when the model is opened.
+  bool learned_positions = false;
+
   int32_t bos = -1, eos = -1;
 
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
-  // A learned table of absolute positions (gpt2): no position at or past `context` exists.
-  bool learned_positions() const { return arch == "gpt2"; }
   bool sliding(int64_t layer) const;
   Status check() const;
   ir::ops::RopeSpec rope_spec() const;

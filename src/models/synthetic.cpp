@@ -14,27 +14,6 @@ enum class Init {
   kNormal,  // matrices N(0, 0.02) (the usual transformer init), norms exactly 1, biases 0
 };
 
-struct Preset {
-  const char* spec;
-  const char* arch;
-  int64_t vocab, dim, layers, heads, kv_heads, hidden, context;
-  Init init = Init::kFanIn;
-};
-
-// Shapes of published models (llama2.c's stories, TinyLlama, GPT-2 small), and the
-// benchmark model: llama-125m, a GQA llama of ~125M parameters whose 32000-token vocabulary
-// fits llama.cpp's ggml-vocab-llama-spm.gguf (`kvforge convert --vocab`); its context is
-// long enough for decode at depth 16384. gpt2-124m is GPT-2 small with a 4096-position
-// table (GPT-2 has 1024), so that seed 003's decode curve reaches a 4k context.
-constexpr Preset kPresets[] = {
-    {"llama-260k", "llama", 512, 64, 5, 8, 4, 172, 512},
-    {"llama-15m", "llama", 32000, 288, 6, 6, 6, 768, 256},
-    {"llama-110m", "llama", 32000, 768, 12, 12, 12, 2048, 1024},
-    {"llama-125m", "llama", 32000, 768, 12, 12, 4, 2048, 32768, Init::kNormal},
-    {"llama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048},
-    {"gpt2-124m", "gpt2", 50257, 768, 12, 12, 12, 3072, 4096},
-};
-
 using Shapes = std::vector<std::pair<std::string, Shape>>;
 
 Shapes llama_shapes(const ModelConfig& c) {
@@ -75,6 +54,28 @@ Shapes gpt2_shapes(const ModelConfig& c) {
   s.insert(s.end(), {{"output_norm.weight", {c.dim}}, {"output_norm.bias", {c.dim}}});
   return s;
 }
+
+struct Preset {
+  const char* spec;
+  const char* arch;                       // a family of models/registry.h
+  Shapes (*shapes)(const ModelConfig&);   // its weights' names and shapes
+  int64_t vocab, dim, layers, heads, kv_heads, hidden, context;
+  Init init = Init::kFanIn;
+};
+
+// Shapes of published models (llama2.c's stories, TinyLlama, GPT-2 small), and the
+// benchmark model: llama-125m, a GQA llama of ~125M parameters whose 32000-token vocabulary
+// fits llama.cpp's ggml-vocab-llama-spm.gguf (`kvforge convert --vocab`); its context is
+// long enough for decode at depth 16384. gpt2-124m is GPT-2 small with a 4096-position
+// table (GPT-2 has 1024), so that seed 003's decode curve reaches a 4k context.
+constexpr Preset kPresets[] = {
+    {"llama-260k", "llama", llama_shapes, 512, 64, 5, 8, 4, 172, 512},
+    {"llama-15m", "llama", llama_shapes, 32000, 288, 6, 6, 6, 768, 256},
+    {"llama-110m", "llama", llama_shapes, 32000, 768, 12, 12, 12, 2048, 1024},
+    {"llama-125m", "llama", llama_shapes, 32000, 768, 12, 12, 4, 2048, 32768, Init::kNormal},
+    {"llama-1.1b", "llama", llama_shapes, 32000, 2048, 22, 32, 4, 5632, 2048},
+    {"gpt2-124m", "gpt2", gpt2_shapes, 50257, 768, 12, 12, 12, 3072, 4096},
+};
 
 bool is_norm_weight(const std::string& name) {
   return name.find("norm") != std::string::npos && name.ends_with(".weight");
@@ -158,7 +159,7 @@ Result<Model> open_synthetic(const std::string& spec, uint64_t seed) {
   c.bos = 1;
   c.eos = 2;
   m.weights = Weights(m.source);
-  Status s = fill(m.weights, c.arch == "gpt2" ? gpt2_shapes(c) : llama_shapes(c), preset->init, seed);
+  Status s = fill(m.weights, preset->shapes(c), preset->init, seed);
   if (!s) return s.take_error();
   return m;
 }

@@ -1,0 +1,174 @@
+#include "models/hf_family_config.h"
+
+#include <cmath>
+
+namespace kvf::models {
+namespace {
+
+// Reads integer keys in order, stopping at the first failure (no Result dies unchecked).
+Status read_ints(const load::HfConfig& hf, std::initializer_list<std::pair<const char*, int64_t*>> keys) {
+  for (const auto& [key, out] : keys) {
+    Result<int64_t> v = hf.get_int(key);
+    if (!v) return v.take_error();
+    *out = *v;
+  }
+  return {};
+}
+
+Status rope_from_hf(const load::HfConfig& hf, ModelConfig& c, int64_t rope_dim) {
+  const load::HfRope& rope = hf.rope();
+  c.rope_theta = rope.theta;
+  const auto rot = static_cast<int64_t>(std::lround(static_cast<double>(rope_dim) * rope.partial_rotary_factor));
+  c.rotary_dim = rot == rope_dim ? 0 : rot;
+  if (rope.type != "default") {
+    Result<std::vector<float>> inv = load::scaled_inv_freq(rot, rope);
+    if (!inv) return inv.take_error().context(hf.name());
+    c.rope_inv_freq = std::move(*inv);
+  }
+  return {};
+}
+
+// Sliding layers from layer_types ("sliding_attention"), or every layer when there is none.
+Status sliding_from_hf(const load::HfConfig& hf, ModelConfig& c, bool alternate_by_default) {
+  Result<int64_t> window = hf.get_int_or("sliding_window", 0);
+  if (!window) return window.take_error();
+  Result<bool> use = hf.get_bool_or("use_sliding_window", true);
+  if (!use) return use.take_error();
+  c.sliding_window = *use ? *window : 0;
+  if (c.sliding_window <= 0) return {};
+  const std::vector<std::string>& types = hf.layer_types();
+  if (!types.empty()) {
+    for (const std::string& t : types) c.layer_sliding.push_back(t == "sliding_attention");
+  } else if (alternate_by_default) {  // gemma2 before layer_types: even layers slide
+    for (int64_t l = 0; l < c.n_layers; ++l) c.layer_sliding.push_back(l % 2 == 0);
+  }
+  return {};
+}
+
+Status llama_like_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = read_ints(hf, {{"hidden_size", &c.dim}, {"num_hidden_layers", &c.n_layers},
+                            {"num_attention_heads", &c.n_heads}, {"intermediate_size", &c.hidden_dim},
+                            {"vocab_size", &c.vocab}});
+  if (!s) return s;
+  Result<int64_t> kv = hf.get_int_or("num_key_value_heads", c.n_heads);
+  if (!kv) return kv.take_error();
+  c.n_kv_heads = *kv;
+  c.head_dim = hf.head_dim().value_or(c.n_heads > 0 ? c.dim / c.n_heads : 0);
+  Result<int64_t> ctx = hf.get_int_or("max_position_embeddings", 2048);
+  if (!ctx) return ctx.take_error();
+  c.context = *ctx;
+  Result<double> eps = hf.get_float_or("rms_norm_eps", 1e-6);
+  if (!eps) return eps.take_error();
+  c.norm_eps = *eps;
+  c.rope_layout = ir::ops::RopeLayout::kHalf;  // HF rotates halves
+  // Biases are detected from the tensors at load; ones no tracer reads (o_proj, mlp) are refused there.
+  return rope_from_hf(hf, c, c.head_dim);
+}
+
+// The activation a family's config names: SwiGLU families need SiLU, GELU families pick
+// the tanh or erf form.
+Status activation_from_hf(const load::HfConfig& hf, ModelConfig& c, const char* key, const char* fallback,
+                          bool gelu_family) {
+  Result<std::string> act = hf.get_string_or(key, fallback);
+  if (!act) return act.take_error();
+  if (!gelu_family) {
+    if (*act == "silu" || *act == "swish") return {};
+    return unsupported(hf.name(), ": ", key, " '", *act, "' (the ", c.arch, " tracer computes SwiGLU)");
+  }
+  if (*act == "gelu_new" || *act == "gelu_pytorch_tanh" || *act == "gelu_fast") c.gelu_tanh = true;
+  else if (*act == "gelu") c.gelu_tanh = false;
+  else return unsupported(hf.name(), ": ", key, " '", *act, "' is not a GELU kvforge computes");
+  return {};
+}
+
+}  // namespace
+
+Status llama_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = llama_like_config(hf, c);
+  if (!s) return s;
+  s = activation_from_hf(hf, c, "hidden_act", "silu", false);
+  if (!s) return s;
+  return sliding_from_hf(hf, c, false);
+}
+
+Status qwen3_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  c.qk_norm = true;
+  return llama_hf_config(hf, c);
+}
+
+Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = llama_like_config(hf, c);
+  if (!s) return s;
+  Result<double> qscale = hf.get_float_or("query_pre_attn_scalar", static_cast<double>(c.head_dim));
+  if (!qscale) return qscale.take_error();
+  Result<double> attn_cap = hf.get_float_or("attn_logit_softcapping", 0.0);
+  if (!attn_cap) return attn_cap.take_error();
+  Result<double> final_cap = hf.get_float_or("final_logit_softcapping", 0.0);
+  if (!final_cap) return final_cap.take_error();
+  c.attn_scale = 1.0 / std::sqrt(*qscale);
+  c.attn_softcap = *attn_cap;
+  c.final_softcap = *final_cap;
+  c.norm_unit_offset = true;
+  c.embed_scale = std::sqrt(static_cast<double>(c.dim));
+  s = activation_from_hf(hf, c, "hidden_activation", "gelu_pytorch_tanh", true);
+  if (!s) return s;
+  return sliding_from_hf(hf, c, true);
+}
+
+Status deepseek2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = llama_like_config(hf, c);
+  if (!s) return s;
+  s = read_ints(hf, {{"kv_lora_rank", &c.kv_lora_rank}, {"qk_nope_head_dim", &c.qk_nope_dim},
+                     {"qk_rope_head_dim", &c.qk_rope_dim}, {"v_head_dim", &c.v_head_dim}});
+  if (!s) return s;
+  Result<int64_t> q_lora = hf.get_int_or("q_lora_rank", 0);
+  if (!q_lora) return q_lora.take_error();
+  c.q_lora_rank = *q_lora;
+  Result<int64_t> dense = hf.get_int_or("first_k_dense_replace", 0);
+  if (!dense) return dense.take_error();
+  if (*dense < c.n_layers) {
+    return unsupported(hf.name(), ": routed-MoE layers (first_k_dense_replace ", *dense, " < ", c.n_layers,
+                       " layers) are not supported yet");
+  }
+  s = activation_from_hf(hf, c, "hidden_act", "silu", false);
+  if (!s) return s;
+  c.n_kv_heads = c.n_heads;
+  c.head_dim = c.qk_nope_dim + c.qk_rope_dim;
+  c.rope_layout = ir::ops::RopeLayout::kInterleaved;  // DeepSeek rotates adjacent pairs
+  c.rope_inv_freq.clear();
+  c.rotary_dim = 0;
+  return rope_from_hf(hf, c, c.qk_rope_dim);
+}
+
+Status gpt2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = read_ints(hf, {{"n_embd", &c.dim}, {"n_layer", &c.n_layers}, {"n_head", &c.n_heads},
+                            {"n_positions", &c.context}, {"vocab_size", &c.vocab}});
+  if (!s) return s;
+  Result<int64_t> inner = hf.get_int_or("n_inner", 4 * c.dim);
+  if (!inner) return inner.take_error();
+  Result<double> eps = hf.get_float_or("layer_norm_epsilon", 1e-5);
+  if (!eps) return eps.take_error();
+  c.hidden_dim = *inner;
+  c.norm_eps = *eps;
+  s = activation_from_hf(hf, c, "activation_function", "gelu_new", true);
+  if (!s) return s;
+  c.n_kv_heads = c.n_heads;
+  c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
+  return {};
+}
+
+Status bloom_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = read_ints(hf, {{"hidden_size", &c.dim}, {"n_layer", &c.n_layers}, {"n_head", &c.n_heads},
+                            {"vocab_size", &c.vocab}});
+  if (!s) return s;
+  Result<double> eps = hf.get_float_or("layer_norm_epsilon", 1e-5);
+  if (!eps) return eps.take_error();
+  c.norm_eps = *eps;
+  c.hidden_dim = 4 * c.dim;
+  c.n_kv_heads = c.n_heads;
+  c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
+  c.context = 1 << 20;  // ALiBi has no position table; the KV capacity is the bound
+  return {};
+}
+
+}  // namespace kvf::models

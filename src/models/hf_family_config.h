@@ -1,0 +1,19 @@
+// config.json -> ModelConfig, one reader per family (the registry names which reads which
+// model_type). Each fills what its family's tracer reads and refuses what it does not
+// compute (another activation, routed-expert layers) with a typed error naming the key.
+#pragma once
+
+#include "core/error.h"
+#include "load/hf_config.h"
+#include "models/model_config.h"
+
+namespace kvf::models {
+
+Status llama_hf_config(const load::HfConfig& hf, ModelConfig& c);  // llama, mistral, qwen2
+Status qwen3_hf_config(const load::HfConfig& hf, ModelConfig& c);  // llama's, with q/k norms
+Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c);
+Status deepseek2_hf_config(const load::HfConfig& hf, ModelConfig& c);
+Status gpt2_hf_config(const load::HfConfig& hf, ModelConfig& c);
+Status bloom_hf_config(const load::HfConfig& hf, ModelConfig& c);
+
+}  // namespace kvf::models

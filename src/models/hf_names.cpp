@@ -1,0 +1,119 @@
+#include "models/hf_names.h"
+
+#include <cstring>
+
+namespace kvf::models {
+
+const FamilyNames kLlamaNames{
+    "model.layers.",
+    {{"input_layernorm.weight", "attn_norm.weight"},
+     {"self_attn.q_proj.weight", "attn_q.weight"}, {"self_attn.k_proj.weight", "attn_k.weight"},
+     {"self_attn.v_proj.weight", "attn_v.weight"}, {"self_attn.o_proj.weight", "attn_output.weight"},
+     {"self_attn.q_proj.bias", "attn_q.bias"}, {"self_attn.k_proj.bias", "attn_k.bias"},
+     {"self_attn.v_proj.bias", "attn_v.bias"},
+     {"self_attn.q_norm.weight", "attn_q_norm.weight"}, {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+     {"post_attention_layernorm.weight", "ffn_norm.weight"},
+     {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.up_proj.weight", "ffn_up.weight"},
+     {"mlp.down_proj.weight", "ffn_down.weight"}},
+    {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
+     {"lm_head.weight", "output.weight"}}};
+
+const FamilyNames kGemma2Names{
+    "model.layers.",
+    {{"input_layernorm.weight", "attn_norm.weight"},
+     {"self_attn.q_proj.weight", "attn_q.weight"}, {"self_attn.k_proj.weight", "attn_k.weight"},
+     {"self_attn.v_proj.weight", "attn_v.weight"}, {"self_attn.o_proj.weight", "attn_output.weight"},
+     {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+     {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+     {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.up_proj.weight", "ffn_up.weight"},
+     {"mlp.down_proj.weight", "ffn_down.weight"}},
+    {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
+     {"lm_head.weight", "output.weight"}}};
+
+const FamilyNames kDeepseek2Names{
+    "model.layers.",
+    {{"input_layernorm.weight", "attn_norm.weight"},
+     {"self_attn.q_proj.weight", "attn_q.weight"},
+     {"self_attn.q_a_proj.weight", "attn_q_a.weight"}, {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+     {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+     {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+     {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+     {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"}, {"self_attn.o_proj.weight", "attn_output.weight"},
+     {"post_attention_layernorm.weight", "ffn_norm.weight"},
+     {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.up_proj.weight", "ffn_up.weight"},
+     {"mlp.down_proj.weight", "ffn_down.weight"}},
+    {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
+     {"lm_head.weight", "output.weight"}}};
+
+const FamilyNames kGpt2Names{
+    "transformer.h.",
+    {{"ln_1.weight", "attn_norm.weight"}, {"ln_1.bias", "attn_norm.bias"},
+     {"attn.c_attn.weight", "attn_qkv.weight", Fix::kTranspose}, {"attn.c_attn.bias", "attn_qkv.bias"},
+     {"attn.c_proj.weight", "attn_output.weight", Fix::kTranspose}, {"attn.c_proj.bias", "attn_output.bias"},
+     {"ln_2.weight", "ffn_norm.weight"}, {"ln_2.bias", "ffn_norm.bias"},
+     {"mlp.c_fc.weight", "ffn_up.weight", Fix::kTranspose}, {"mlp.c_fc.bias", "ffn_up.bias"},
+     {"mlp.c_proj.weight", "ffn_down.weight", Fix::kTranspose}, {"mlp.c_proj.bias", "ffn_down.bias"}},
+    {{"transformer.wte.weight", "token_embd.weight"}, {"transformer.wpe.weight", "position_embd.weight"},
+     {"transformer.ln_f.weight", "output_norm.weight"}, {"transformer.ln_f.bias", "output_norm.bias"},
+     {"lm_head.weight", "output.weight"}}};
+
+const FamilyNames kBloomNames{
+    "transformer.h.",
+    {{"input_layernorm.weight", "attn_norm.weight"}, {"input_layernorm.bias", "attn_norm.bias"},
+     {"self_attention.query_key_value.weight", "attn_qkv.weight", Fix::kBloomQkv},
+     {"self_attention.query_key_value.bias", "attn_qkv.bias", Fix::kBloomQkv},
+     {"self_attention.dense.weight", "attn_output.weight"}, {"self_attention.dense.bias", "attn_output.bias"},
+     {"post_attention_layernorm.weight", "ffn_norm.weight"}, {"post_attention_layernorm.bias", "ffn_norm.bias"},
+     {"mlp.dense_h_to_4h.weight", "ffn_up.weight"}, {"mlp.dense_h_to_4h.bias", "ffn_up.bias"},
+     {"mlp.dense_4h_to_h.weight", "ffn_down.weight"}, {"mlp.dense_4h_to_h.bias", "ffn_down.bias"}},
+    {{"transformer.word_embeddings.weight", "token_embd.weight"},
+     {"transformer.word_embeddings_layernorm.weight", "token_embd_norm.weight"},
+     {"transformer.word_embeddings_layernorm.bias", "token_embd_norm.bias"},
+     {"transformer.ln_f.weight", "output_norm.weight"}, {"transformer.ln_f.bias", "output_norm.bias"},
+     {"lm_head.weight", "output.weight"}}};
+
+bool ignorable(const std::string& name) {
+  return name.ends_with("rotary_emb.inv_freq") || name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
+}
+
+Result<HostTensor> apply_fix(HostTensor t, Fix fix, int64_t n_heads) {
+  if (fix == Fix::kNone) return t;
+  if (fix == Fix::kTranspose) {
+    if (t.rank() != 2) return invalid_input("expected a matrix, got ", shape_str(t.shape()));
+    Result<HostTensor> p = t.permute({1, 0});
+    if (!p) return p;
+    return p->contiguous();
+  }
+  // kBloomQkv: rows are (head, q|k|v, hd); regroup as (q|k|v, head, hd).
+  const int64_t rows = t.shape()[0], hd = rows / (3 * n_heads);
+  if (hd * 3 * n_heads != rows) return invalid_input("fused qkv of ", rows, " rows for ", n_heads, " heads");
+  Shape split{n_heads, 3, hd};
+  if (t.rank() == 2) split.push_back(t.shape()[1]);
+  Result<HostTensor> r = t.reshape(split);
+  if (!r) return r;
+  std::vector<int64_t> perm{1, 0, 2};
+  if (t.rank() == 2) perm.push_back(3);
+  Result<HostTensor> p = r->permute(perm);
+  if (!p) return p;
+  Result<HostTensor> c = p->contiguous();
+  if (!c) return c;
+  return c->reshape(t.shape());
+}
+
+std::pair<std::string, Fix> map_name(const FamilyNames& names, const std::string& hf) {
+  for (const NameRule& r : names.global) {
+    if (hf == r.hf) return {r.ours, r.fix};
+  }
+  if (!hf.starts_with(names.layer_prefix)) return {"", Fix::kNone};
+  const std::string rest = hf.substr(std::strlen(names.layer_prefix));
+  const size_t dot = rest.find('.');
+  if (dot == std::string::npos || dot == 0 || rest.find_first_not_of("0123456789") != dot) return {"", Fix::kNone};
+  const std::string layer = rest.substr(0, dot), suffix = rest.substr(dot + 1);
+  for (const NameRule& r : names.layer) {
+    if (suffix == r.hf) return {str_cat("blk.", layer, ".", r.ours), r.fix};
+  }
+  return {"", Fix::kNone};
+}
+
+}  // namespace kvf::models

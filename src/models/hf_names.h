@@ -1,0 +1,47 @@
+// Hugging Face tensor names -> kvforge's (GGUF-style) names, one map per family layout, and
+// the layout fixes some families need on the way (GPT-2's transposed Conv1D weights,
+// BLOOM's per-head q/k/v interleave).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace kvf::models {
+
+// How a tensor is stored in HF relative to kvforge's layout.
+enum class Fix {
+  kNone,
+  kTranspose,  // GPT-2's Conv1D keeps [in, out]
+  kBloomQkv,   // BLOOM interleaves q/k/v per head: [H, 3, hd, ...] -> [3, H, hd, ...]
+};
+
+struct NameRule {
+  const char* hf;     // suffix after the layer prefix, or a whole global name
+  const char* ours;   // kvforge name (after "blk.N." for layer rules)
+  Fix fix = Fix::kNone;
+};
+
+struct FamilyNames {
+  const char* layer_prefix;  // "model.layers." or "transformer.h."
+  std::vector<NameRule> layer;
+  std::vector<NameRule> global;
+};
+
+extern const FamilyNames kLlamaNames;     // llama, mistral, qwen2, qwen3
+extern const FamilyNames kGemma2Names;
+extern const FamilyNames kDeepseek2Names;
+extern const FamilyNames kGpt2Names;
+extern const FamilyNames kBloomNames;
+
+// Buffers some checkpoints carry that are not weights (rotary tables, attention masks).
+bool ignorable(const std::string& name);
+// Maps one HF tensor name to kvforge's, or "" when the family does not use it.
+std::pair<std::string, Fix> map_name(const FamilyNames& names, const std::string& hf);
+// The tensor in kvforge's layout.
+Result<HostTensor> apply_fix(HostTensor t, Fix fix, int64_t n_heads);
+
+}  // namespace kvf::models

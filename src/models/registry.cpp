@@ -1,0 +1,85 @@
+#include "models/registry.h"
+
+#include "models/bloom.h"
+#include "models/deepseek2.h"
+#include "models/gemma2.h"
+#include "models/gguf_family_config.h"
+#include "models/gpt2.h"
+#include "models/hf_family_config.h"
+#include "models/hf_names.h"
+#include "models/llama.h"
+
+namespace kvf::models {
+namespace {
+
+const std::vector<Family>& table() {
+  static const std::vector<Family> rows = {
+      {.arch = "llama", .hf_types = {"llama"}, .gguf_arch = "llama", .trace = trace_llama,
+       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf_config = llama_gguf_config,
+       .gguf_export = true},
+      {.arch = "mistral", .hf_types = {"mistral"}, .gguf_arch = "mistral", .trace = trace_llama,
+       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf_config = llama_gguf_config},
+      {.arch = "qwen2", .hf_types = {"qwen2"}, .gguf_arch = "qwen2", .trace = trace_llama,
+       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf_config = qwen_gguf_config},
+      {.arch = "qwen3", .hf_types = {"qwen3"}, .gguf_arch = "qwen3", .trace = trace_llama,
+       .hf_config = qwen3_hf_config, .hf_names = &kLlamaNames, .gguf_config = qwen_gguf_config},
+      {.arch = "gemma2", .hf_types = {"gemma2"}, .gguf_arch = "", .trace = trace_gemma2,
+       .hf_config = gemma2_hf_config, .hf_names = &kGemma2Names},
+      {.arch = "gpt2", .hf_types = {"gpt2"}, .gguf_arch = "", .trace = trace_gpt2, .hf_config = gpt2_hf_config,
+       .hf_names = &kGpt2Names, .learned_positions = true},
+      {.arch = "bloom", .hf_types = {"bloom"}, .gguf_arch = "", .trace = trace_bloom, .hf_config = bloom_hf_config,
+       .hf_names = &kBloomNames},
+      {.arch = "deepseek2", .hf_types = {"deepseek_v2"}, .gguf_arch = "", .trace = trace_deepseek2,
+       .hf_config = deepseek2_hf_config, .hf_names = &kDeepseek2Names},
+  };
+  return rows;
+}
+
+}  // namespace
+
+std::span<const Family> families() { return table(); }
+
+const Family* family_by_arch(std::string_view arch) {
+  for (const Family& f : table()) {
+    if (f.arch == arch) return &f;
+  }
+  return nullptr;
+}
+
+const Family* family_by_hf_type(std::string_view model_type) {
+  for (const Family& f : table()) {
+    for (std::string_view t : f.hf_types) {
+      if (t == model_type) return &f;
+    }
+  }
+  return nullptr;
+}
+
+const Family* family_by_gguf_arch(std::string_view gguf_arch) {
+  if (gguf_arch.empty()) return nullptr;
+  for (const Family& f : table()) {
+    if (f.gguf_arch == gguf_arch) return &f;
+  }
+  return nullptr;
+}
+
+std::string known_families(FamilyKey key) {
+  std::string out;
+  auto add = [&](std::string_view name) {
+    if (name.empty()) return;
+    if (!out.empty()) out += ", ";
+    out += name;
+  };
+  for (const Family& f : table()) {
+    switch (key) {
+      case FamilyKey::kArch: add(f.arch); break;
+      case FamilyKey::kGguf: add(f.gguf_arch); break;
+      case FamilyKey::kHfType:
+        for (std::string_view t : f.hf_types) add(t);
+        break;
+    }
+  }
+  return out;
+}
+
+}  // namespace kvf::models
