@@ -29,8 +29,8 @@ using exec::cpu::AttentionSchedule;
 using exec::cpu::AttentionScheduleKind;
 
 constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128;
-// The decode shapes: 0 is the GQA 32/8, d 128; 1 is GPT-2 small's 12/12, d 64 (MHA:
-// one query row per kv head, the least arithmetic per byte read).
+// The decode shapes: 0 is GQA 32/8, d 128 (the CUDA benchmarks' shape); 1 is GPT-2 small's
+// 12/12, d 64 (MHA: one query row per kv head, the least arithmetic per byte read).
 struct HeadShape {
   int64_t hq, hkv, d;
 };

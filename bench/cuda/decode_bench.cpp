@@ -1,4 +1,4 @@
-// Times the CUDA decode kernels on the shapes (B 1/8/32, Hq/Hkv 32/8, D 128, context
+// Times the CUDA decode kernels on the standard shapes (B 1/8/32, Hq/Hkv 32/8, D 128, context
 // 8k/32k/128k), dense and paged (shuffled 16-token pages), on the tensor cores and on the
 // SIMT kernel, and the device-to-device copy bandwidth. Each time is the median over
 // repeats of a CUDA graph of back-to-back decodes divided by their count (what a decode

@@ -1,8 +1,8 @@
 // Times the CUDA prefill kernels (the default, wgmma on an H200, and mma.sync) on the
-// issue's shapes (B 1, Hq/Hkv 32/8, D 128, L 4k and 16k, causal; plus non-causal for
+// standard shapes (B 1, Hq/Hkv 32/8, D 128, L 4k and 16k, causal; plus non-causal for
 // reference) with CUDA events, the median of repeats. TFLOP/s counts 4 * Hq * L^2 * D per
 // sequence, halved for causal. One "key=value" line per shape and kernel. "extra" as the
-// second argument times what the table leaves out instead: f16, head dims 64 and
+// second argument times what the standard table leaves out instead: f16, head dims 64 and
 // 256, and a varlen batch of mixed lengths.
 #include <cuda_runtime.h>
 
@@ -28,7 +28,7 @@ struct Shape {
   int head_dim = 128;
   kvf::exec::cuda::KvType type = kvf::exec::cuda::KvType::kBF16;
   bool causal = true;
-  const char* tag = "";  // appended to impl for the shapes beyond the table
+  const char* tag = "";  // appended to impl for the shapes beyond the standard table
 };
 
 void prefill(const Shape& sh, int reps, kvf::exec::cuda::PrefillKernel kernel) {

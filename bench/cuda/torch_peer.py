@@ -104,7 +104,7 @@ def run(backend, name):
 
 
 def prefill_shapes():
-    """(causal, L, head dim, dtype, impl suffix): the issue's shapes, then bench_cuda_prefill's
+    """(causal, L, head dim, dtype, impl suffix): the standard shapes, then bench_cuda_prefill's
     "extra" ones that SDPA takes as one sequence (f16, head dims 64 and 256; the varlen batch
     is run_prefill_varlen's)."""
     for causal in (True, False):

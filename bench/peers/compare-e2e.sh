@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The issue-4 end-to-end comparison in one call: `kvforge bench e2e --peer llama-bench` on
-# the 125M llama in F16 and Q8_0 (pp512 + tg128 at depth 0) and on F16 at depth 4096 and
-# 16384 (tg64), both engines with the same file, threads and KV type, run back to back.
+# The end-to-end comparison against llama.cpp in one call: `kvforge bench e2e --peer
+# llama-bench` on the 125M llama in F16 and Q8_0 (pp512 + tg128 at depth 0) and on F16 at
+# depth 4096 and 16384 (tg64), both engines with the same file, threads and KV type, run
+# back to back.
 # Prints one kvforge line and one llama.cpp line per case (medians of REPEATS).
 #   compare-e2e.sh [KVFORGE=build/src/kvforge] [THREADS=2] [REPEATS=5] [KV=f16]
 # Needs build/peers/bin/llama-bench (build-llama-bench.sh) and the models (make-models.sh).

@@ -40,7 +40,7 @@ struct Case {
   int window = 0;
   DecodeKernel kernel = DecodeKernel::kSimt;  // run_case sets it
   // The reference reads the same 16-bit K/V, so what differs is fp32 accumulation alone;
-  // 1e-2 is the bound for bf16 inputs, SplitCounts holds the combine to 1e-5.
+  // 1e-2 is the bound for bf16 inputs, SplitCounts holds the combine to 1e-5.
   double tolerance = 1e-2;
   std::string name() const {
     std::string s = std::string(type == KvType::kBF16 ? "bf16" : "f16") + " B" + std::to_string(batch) + " Hq" +

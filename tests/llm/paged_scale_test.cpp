@@ -1,4 +1,4 @@
-// Issue 5's acceptance at scale: for every model family fixture, a batch of 32 sequences of
+// Paged batching at scale: for every model family fixture, a batch of 32 sequences of
 // mixed lengths up to 2000 tokens through the paged driver (chunked prefill and decodes
 // in shared steps, shuffled blocks from a shared pool) equals each sequence run alone on
 // the contiguous cache, and the longest also alone on the oracle: the last prompt token's
@@ -126,7 +126,7 @@ TEST_P(PagedScale, ThirtyTwoMixedLengthsUpTo2000EqualEachAloneAndTheOracle) {
   std::mt19937_64 rng(seed);
   const models::Model m = testing::open_test_model(GetParam());
   // A learned position table (gpt2) has no row past its context.
-  const int64_t longest = m.config.learned_positions() ? m.config.context - kDecode : 2000;
+  const int64_t longest = m.config.learned_positions ? m.config.context - kDecode : 2000;
   std::vector<std::vector<int32_t>> prompts;
   for (int64_t len : mixed_lengths(rng, longest, 32)) {
     std::vector<int32_t> p;

@@ -1,4 +1,4 @@
-// Synthetic models and their GGUF export: the llama-125m benchmark preset has the issue's
+// Synthetic models and their GGUF export: the llama-125m benchmark preset has the benchmark's
 // shapes and N(0, 0.02) weights; a synthetic llama converted to f32/f16/q8_0 reads back
 // equal to its source within the format's rounding, checked against references written
 // here in double; a llama.cpp vocab-only GGUF's tokenizer survives the export.

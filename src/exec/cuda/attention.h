@@ -1,6 +1,7 @@
 // The CUDA attention kernels' host API (plain C++: no CUDA headers, includable from any
-// translation unit). Decode for now: split-KV (Flash-Decoding) over a contiguous or paged
-// KV cache, GQA served once per KV head, live length per batch row. See docs/cuda.md.
+// translation unit). Decode: split-KV (Flash-Decoding) over a contiguous or paged KV cache,
+// GQA served once per KV head, live length per batch row; prefill over a varlen batch
+// (below). See docs/cuda.md.
 //
 // For every batch row b, query head h and query row i (of Lq):
 //   s[t]  = transform(q[b,h,i,:] . key(b, h / n_rep, t) * scale) + alibi[h] * (t - p_i)

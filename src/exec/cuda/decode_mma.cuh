@@ -34,7 +34,7 @@ namespace kvf::exec::cuda::detail {
 // flight). d128 on the H200, dense and paged alike: 8 warps x 2 stages, one block per SM
 // (128 KB), so each of the SM's four schedulers has two warps to switch between; against
 // 4 x 3 (each at its best split count) it was 1.00-1.02x dense and 1.02-1.04x paged, and
-// 6 x 3 and 8 x 3 were no better (docs/benchmarks.md, "One kernel per decode"). d64 keeps
+// 6 x 3 and 8 x 3 were no better (docs/benchmarks.md, "Design choices and the measurement behind each"). d64 keeps
 // 4 x 4 (not re-measured).
 // KVF_DMMA_* override d128 for bench/cuda/run.sh's decode variants.
 #ifndef KVF_DMMA_W

@@ -34,7 +34,7 @@ struct PrefillTraits {
   static_assert(kHeadDim % 64 == 0, "the swizzle needs >= 8 chunks per row");
 };
 
-// The shape table: one entry per head dim (docs/cuda.md, "Prefill"). Registers from
+// The shape table: one entry per head dim (docs/cuda.md, "Prefill on mma.sync"). Registers from
 // `nvcc -Xptxas -v` (sm_90, no spills; a spill fails the build):
 //   d64:  64 x 64, 4 warps x 16 rows, q in registers, 142 registers, 40 KB smem, 3 blocks/SM.
 //   d128: 128 x 32, 4 warps x 32 rows (2 m tiles: each K/V fragment feeds 2 MMAs), q re-read
