@@ -1,4 +1,4 @@
-// `kvforge ahbm sweep`: the ADR-001 tuning items on the simulator (bench/scenarios/ahbm_sweep.cpp),
+// `kvforge ahbm sweep`: the ADR-001 tuning items on the simulator (src/scenarios/ahbm_sweep.cpp),
 // one CSV and one gnuplot PNG per item in --out, and the tables on stdout.
 #include <chrono>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <memory>
 
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 #include "cli/command.h"
 #include "cli/plot.h"
 

@@ -1,4 +1,4 @@
-// `kvforge bench SCENARIO`: the scenarios of bench/scenarios/ as a table on stdout, with
+// `kvforge bench SCENARIO`: the scenarios of src/scenarios/ as a table on stdout, with
 // --csv and --png (gnuplot, when installed) beside it. docs/benchmarks.md records the
 // numbers with the commands that made them.
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "cli/plot.h"

@@ -1,4 +1,4 @@
-// Tables of bench/scenarios as gnuplot PNGs (`--png`, `kvforge ahbm sweep`). gnuplot is a
+// Tables of src/scenarios as gnuplot PNGs (`--png`, `kvforge ahbm sweep`). gnuplot is a
 // Debian package that scripts/install-deps.sh installs; without it a plot is refused, the
 // CSV is still written.
 #pragma once
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 
 namespace kvf::cli {
 

@@ -1,7 +1,7 @@
 // `kvforge bench decode-curve` (seed 003's table): per-token latency of generation at a
 // given context, three ways: naive (a full forward over the whole context per token),
 // cached (one step over the KV cache, attention left as primitives) and cached+fused.
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 #include "exec/cpu/executor.h"
 #include "llm/generator.h"
 #include "models/model.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 #include "compile/passes.h"
 #include "compile/pipeline.h"
 #include "exec/cpu/executor.h"

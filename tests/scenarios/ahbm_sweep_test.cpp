@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 
 namespace kvf::bench {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <list>
 
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 #include "exec/ahbm/decode_run.h"
 #include "exec/ahbm/prefill_run.h"
 #include "exec/ahbm/reference.h"

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 #include "exec/state.h"
 
 namespace kvf::bench {

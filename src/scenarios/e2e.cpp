@@ -4,7 +4,7 @@
 // values in the cache, so the depth is not prefilled).
 #include <random>
 
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 #include "llm/generator.h"
 #include "models/model.h"
 

@@ -4,7 +4,7 @@
 // length from the start.
 #include <random>
 
-#include "bench/scenarios/scenarios.h"
+#include "scenarios/scenarios.h"
 #include "llm/driver.h"
 #include "llm/scheduler.h"
 #include "models/model.h"
