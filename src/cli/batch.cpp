@@ -8,6 +8,7 @@
 #include <set>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "cli/command.h"
 #include "cli/model_options.h"
+#include "cli/progress.h"
 #include "llm/driver.h"
 #include "llm/scheduler.h"
 
@@ -99,9 +101,11 @@ Result<std::vector<llm::Request>> read_requests(const std::string& path, const m
   return out;
 }
 
+using TokenCount = std::function<void()>;  // called once per generated token
+
 // Each request alone on its own contiguous cache, sampled as the scheduler would.
 Result<std::vector<llm::Completion>> run_contiguous(const models::Model& m, const BatchOptions& o,
-                                                    const std::vector<llm::Request>& reqs) {
+                                                    const std::vector<llm::Request>& reqs, const TokenCount& counted) {
   std::vector<llm::Completion> out;
   for (const llm::Request& r : reqs) {
     llm::GeneratorOptions g = generator_options(o.model);
@@ -123,6 +127,7 @@ Result<std::vector<llm::Completion>> run_contiguous(const models::Model& m, cons
       last = Clock::now();
       if (c.ids.empty()) first = last;
       c.ids.push_back(next);
+      counted();
       history.push_back(next);
       if (next == m.config.eos) {
         c.stop = "eos";
@@ -162,11 +167,16 @@ Status run(const BatchOptions& o) {
     return invalid_input("a request needs ", longest(*reqs), " positions, the model's context is ", m->config.context,
                          m->config.learned_positions ? "" : " (with --window it may run past it)");
   }
+  // A terminal shows the generated tokens against the most the requests may generate.
+  Progress generating("generating", "tokens");
+  int64_t most = 0, sampled = 0;
+  for (const llm::Request& r : *reqs) most += r.max_tokens;
+  const TokenCount counted = [&] { generating.update(++sampled, most); };
   const auto t0 = Clock::now();
   std::vector<llm::Completion> done;
   nlohmann::json summary{{"summary", true}, {"kv", o.kv}, {"requests", reqs->size()}};
   if (o.kv == "contiguous") {
-    Result<std::vector<llm::Completion>> c = run_contiguous(*m, o, *reqs);
+    Result<std::vector<llm::Completion>> c = run_contiguous(*m, o, *reqs, counted);
     if (!c) return c.take_error();
     done = std::move(*c);
   } else {
@@ -184,7 +194,9 @@ Status run(const BatchOptions& o) {
     d.identity = identity_of(o.model.model);
     d.eos = m->config.eos;
     llm::Driver driver(*m, d);
-    llm::Scheduler sched(driver, {.max_batch_tokens = o.max_batch_tokens, .max_rows = o.max_rows});
+    llm::Scheduler sched(driver, {.max_batch_tokens = o.max_batch_tokens,
+                                  .max_rows = o.max_rows,
+                                  .on_token = [&](const std::string&, const llm::RowResult&) { counted(); }});
     for (const llm::Request& r : *reqs) sched.submit(r);
     Result<std::vector<llm::Completion>> c = sched.run();
     if (!c) return c.take_error();
@@ -198,6 +210,7 @@ Status run(const BatchOptions& o) {
     summary["kv_bytes"] = driver.state_bytes();
     summary["peak_blocks"] = driver.peak_used_blocks();
   }
+  generating.finish();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   std::map<std::string, const llm::Completion*> by_id;
   for (const llm::Completion& c : done) by_id[c.id] = &c;
@@ -230,7 +243,9 @@ Status run(const BatchOptions& o) {
 Command add_batch_command(CLI::App& parent) {
   auto o = std::make_shared<BatchOptions>();
   CLI::App* cmd = parent.add_subcommand("batch", "Run many requests (JSONL) through continuous batching over the paged KV cache");
-  add_model_options(*cmd, o->model, true);
+  add_model_options(*cmd, o->model, kRunsSteps);
+  cmd->get_option("--ctx")->description(
+      "the longest sequence (prompt + max_tokens) any request may reach (default: the longest request's)");
   cmd->add_option("--requests", o->requests,
                   "JSONL file, one request per line: {\"id\", \"prompt\" | \"ids\", \"max_tokens\", \"temperature\", \"seed\"}")
       ->required();

@@ -9,10 +9,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "scenarios/scenarios.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "cli/plot.h"
+#include "cli/progress.h"
+#include "scenarios/scenarios.h"
 
 namespace kvf::cli {
 namespace {
@@ -92,6 +93,14 @@ Result<bench::E2eResult> run_peer(const std::string& peer, const bench::E2eOptio
   return r;
 }
 
+// Runs a scenario with a progress line on a terminal, cleared before its results print.
+template <class Options, class Scenario>
+auto with_progress(const char* unit, Options o, Scenario scenario) {
+  Progress measuring("measuring", unit);
+  o.progress = measuring.callback();
+  return scenario(o);
+}
+
 struct E2eCli {
   bench::E2eOptions o;
   std::string kv_type = "f16";
@@ -101,7 +110,7 @@ struct E2eCli {
 };
 
 Status run_e2e(const E2eCli& c) {
-  Result<bench::E2eResult> ours = bench::e2e_scenario(c.o);
+  Result<bench::E2eResult> ours = with_progress("tokens", c.o, bench::e2e_scenario);
   if (!ours) return ours.take_error();
   nlohmann::json j{{"model", c.o.model}, {"threads", c.o.threads}, {"pp", c.o.pp}, {"tg", c.o.tg},
                    {"depth", c.o.depth}, {"kv_type", dtype_name(c.o.kv_dtype)}, {"pp_tok_s", ours->pp_tok_s}, {"tg_tok_s", ours->tg_tok_s}};
@@ -156,7 +165,7 @@ Command add_bench_command(CLI::App& parent) {
         if (!list) return list.take_error();
         att->first.contexts = std::move(*list);
       }
-      Result<bench::Table> t = bench::attention_scenario(att->first);
+      Result<bench::Table> t = with_progress("contexts", att->first, bench::attention_scenario);
       if (!t) return t.take_error();
       Status s = emit(*t, att->second);
       if (!s || att->second.png.empty()) return s;
@@ -184,7 +193,7 @@ Command add_bench_command(CLI::App& parent) {
         dc->first.contexts = std::move(*list);
       }
       dc->first.kv_dtype = *dc_kv == "f16" ? DType::kF16 : DType::kF32;
-      Result<bench::Table> t = bench::decode_curve_scenario(dc->first);
+      Result<bench::Table> t = with_progress("contexts", dc->first, bench::decode_curve_scenario);
       if (!t) return t.take_error();
       Status s = emit(*t, dc->second);
       if (!s || dc->second.png.empty()) return s;

@@ -30,10 +30,6 @@ std::string op_counts(const ir::Graph& g) {
 }
 
 Status run(const CompileOptions& o) {
-  if (o.model.device != "cpu") {
-    return unsupported("kvforge compile plans for this CPU; --device ", o.model.device,
-                       " plans when a step first runs there (generate --device ", o.model.device, ")");
-  }
   Result<models::Model> m = open(o.model, false);
   if (!m) return m.take_error();
   const int64_t cap = std::max(capacity_for(o.model, *m), o.tokens);
@@ -66,7 +62,7 @@ Command add_compile_command(CLI::App& parent) {
   auto o = std::make_shared<CompileOptions>();
   CLI::App* cmd = parent.add_subcommand(
       "compile", "Trace one step of a model, run the compiler passes and plan it for this CPU; print the result");
-  add_model_options(*cmd, o->model, true);
+  add_model_options(*cmd, o->model, {.runtime = true});
   cmd->add_option("--tokens", o->tokens, "tokens in the step (1: a decode step)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

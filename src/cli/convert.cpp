@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/model_options.h"
+#include "cli/progress.h"
 #include "load/gguf.h"
 #include "load/vocab_readers.h"
 #include "models/export_gguf.h"
@@ -51,7 +52,11 @@ Status run(const ConvertOptions& o) {
   models::OpenOptions opts;
   opts.tokenizer_path = o.model.tokenizer;
   opts.with_tokenizer = o.vocab.empty();
-  Result<models::Model> m = models::open_model(o.model.model, opts);
+  Result<models::Model> m = [&] {
+    Progress checking("checking weights", "MiB", 1 << 20);
+    opts.progress = checking.callback();
+    return models::open_model(o.model.model, opts);
+  }();
   if (!m) return m.take_error();
   if (!o.vocab.empty()) {
     Result<std::unique_ptr<load::Tokenizer>> t = read_vocab(o.vocab, m->config.vocab);
@@ -59,6 +64,8 @@ Status run(const ConvertOptions& o) {
     m->tokenizer = std::move(*t);
   }
   if (!m->tokenizer) std::fprintf(stderr, "kvforge: warning: %s has no tokenizer; the GGUF will have none\n", o.model.model.c_str());
+  Progress converting("converting", "MiB", 1 << 20);
+  e->progress = converting.callback();
   return models::export_gguf(*m, o.out, *e);
 }
 
@@ -68,7 +75,7 @@ Command add_convert_command(CLI::App& parent) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* cmd = parent.add_subcommand(
       "convert", "Write a llama checkpoint (llama2.c .bin, HF safetensors directory, GGUF or synthetic:...) as GGUF");
-  add_model_options(*cmd, o->model, false);
+  add_model_options(*cmd, o->model, kWithTokenizer);
   cmd->add_option("-o,--out", o->out, "output .gguf path")->required();
   cmd->add_option("--outtype", o->outtype,
                   "f32, f16 or q8_0: the type of the matrices (1-D tensors stay f32; q8_0 falls back to f16 for rows "

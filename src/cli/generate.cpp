@@ -19,7 +19,6 @@ struct GenerateOptions {
   std::string ids;
   int64_t n = 64;
   llm::SamplerConfig sampler;
-  std::string kv = "contiguous";
   AttentionOnOptions attention;
   bool no_bos = false;
   bool json = false;
@@ -56,8 +55,6 @@ void print_kv_bill(const models::ModelConfig& c, int64_t live, const llm::Genera
 }
 
 Status run(const GenerateOptions& o) {
-  if (o.kv != "contiguous") return unsupported("--kv ", o.kv, ": only the contiguous cache exists so far");
-  if (!o.prompt.empty() && !o.ids.empty()) return invalid_input("give --prompt or --ids, not both");
   Result<models::Model> m = open(o.model, o.ids.empty());
   if (!m) return m.take_error();
   Result<std::vector<int32_t>> prompt = prompt_ids(o, *m);
@@ -144,9 +141,13 @@ Status run(const GenerateOptions& o) {
 Command add_generate_command(CLI::App& parent) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = parent.add_subcommand("generate", "Generate text from a prompt (streams tokens as they are sampled)");
-  add_model_options(*cmd, o->model, true);
-  cmd->add_option("-p,--prompt", o->prompt, "prompt text (encoded with the model's tokenizer, BOS added)");
-  cmd->add_option("--ids", o->ids, "prompt as comma-separated token ids instead of text");
+  add_model_options(*cmd, o->model, kRunsSteps);
+  CLI::Option_group* prompt = cmd->add_option_group("prompt", "text or token ids");
+  prompt->add_option("-p,--prompt", o->prompt,
+                     "prompt text, encoded with the model's tokenizer (BOS first when the vocabulary has one, "
+                     "unless --no-bos)");
+  prompt->add_option("--ids", o->ids, "prompt as comma-separated token ids, used as given (no tokenizer is loaded)");
+  prompt->require_option(1);
   cmd->add_option("-n,--n-predict", o->n, "tokens to generate (stops early at EOS)")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--temperature,--temp", o->sampler.temperature, "0 is greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", o->sampler.top_k, "keep the k most likely tokens (0: off)")->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -155,7 +156,6 @@ Command add_generate_command(CLI::App& parent) {
   cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "penalize the last --repeat-last-n tokens (1: off)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "history the repetition penalty looks at")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->sampler.seed, "sampling seed")->capture_default_str();
-  cmd->add_option("--kv", o->kv, "KV cache layout")->capture_default_str()->check(CLI::IsMember({"contiguous", "paged"}));
   add_attention_on_options(*cmd, o->attention);
   cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS to --prompt");
   cmd->add_flag("--json", o->json, "print one JSON object at the end instead of streaming");

@@ -74,7 +74,7 @@ Status run(const InspectOptions& o) {
 Command add_inspect_command(CLI::App& parent) {
   auto o = std::make_shared<InspectOptions>();
   CLI::App* cmd = parent.add_subcommand("inspect", "Print a model's config, parameter count and KV memory bill");
-  add_model_options(*cmd, o->model, false);
+  add_model_options(*cmd, o->model, kModelOnly);
   cmd->add_flag("--json", o->json, "print JSON");
   return {cmd, [o] { return run(*o); }};
 }

@@ -47,7 +47,7 @@ Status run(const LogitsOptions& o) {
 Command add_logits_command(CLI::App& parent) {
   auto o = std::make_shared<LogitsOptions>();
   CLI::App* cmd = parent.add_subcommand("logits", "Write the logits of token ids as a float32 .npy ([vocab], or [n, vocab] with --all)");
-  add_model_options(*cmd, o->model, true);
+  add_model_options(*cmd, o->model, {.runtime = true, .executor = true});
   cmd->add_option("--ids", o->ids, "comma-separated token ids")->required();
   cmd->add_option("-o,--out", o->out, "output .npy path")->required();
   cmd->add_flag("--all", o->all, "every position, not just the last");

@@ -1,6 +1,7 @@
 // Shared model options.
 #include "cli/model_options.h"
 
+#include "cli/progress.h"
 #include "exec/state.h"
 #include "models/synthetic.h"
 
@@ -24,7 +25,7 @@ std::string builtin_model() {
   return "";
 }
 
-void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
+void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which) {
   std::string sizes;
   for (const std::string& s : models::synthetic_specs()) sizes += (sizes.empty() ? "" : ", ") + s;
   o.model = builtin_model();
@@ -38,18 +39,22 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime) {
                                                     ": a 7M-parameter llama trained on the King James Bible)")));
   // Without the built-in model's file (an installed binary without its share/ folder), -m is needed.
   if (o.model.empty()) model->required();
-  cmd.add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer.bin when it is not next to the model");
-  if (!with_runtime) return;
+  if (which.tokenizer) {
+    cmd.add_option("--tokenizer", o.tokenizer, "llama2.c tokenizer.bin when it is not next to the model");
+  }
+  if (which.executor) {
+    cmd.add_option("--executor", o.executor,
+                   "cpu: the compiled graph on this CPU's kernels; oracle: the reference interpreter (slow, exact)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cpu", "oracle"}));
+    cmd.add_option("--device", o.device,
+                   "where the compiled step runs: cpu, or cuda (the first GPU: weights, KV cache and every step "
+                   "on the device; only token ids and logits cross)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+  }
+  if (!which.runtime) return;
   cmd.add_option("--threads", o.threads, "threads the executor runs on")->capture_default_str()->check(CLI::Range(1, 256));
-  cmd.add_option("--executor", o.executor,
-                 "cpu: the compiled graph on this CPU's kernels; oracle: the reference interpreter (slow, exact)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "oracle"}));
-  cmd.add_option("--device", o.device,
-                 "where the compiled step runs: cpu, or cuda (the first GPU: weights, KV cache and every step "
-                 "on the device; only token ids and logits cross)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd.add_option("--kv-type", o.kv_type,
                  "KV cache element type: f32, or f16 (half the memory and the bytes each decode step reads; "
                  "rows are rounded to f16 as they are written)")
@@ -107,6 +112,8 @@ Result<models::Model> open(const ModelOptions& o, bool need_tokenizer) {
   models::OpenOptions opts;
   opts.tokenizer_path = o.tokenizer;
   opts.with_tokenizer = need_tokenizer;
+  Progress checking("checking weights", "MiB", 1 << 20);
+  opts.progress = checking.callback();
   Result<models::Model> m = models::open_model(o.model, opts);
   if (!m) return m;
   if (need_tokenizer && !m->tokenizer) {

@@ -1,5 +1,5 @@
-// The options every model-reading subcommand shares (--model, --tokenizer, --threads,
-// --ctx) and the helpers that turn them into an opened Model.
+// The options model-reading subcommands share (--model, --tokenizer, the runtime options) and
+// the helpers that turn them into an opened Model. A command offers only the ones it uses.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -32,7 +32,17 @@ std::string builtin_model();
 // The generator options the flags ask for.
 llm::GeneratorOptions generator_options(const ModelOptions& o);
 
-void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_runtime);
+// Which shared options a command offers besides -m.
+struct SharedOptions {
+  bool tokenizer = false;  // --tokenizer: the command encodes or decodes text
+  bool runtime = false;    // --threads, --ctx, --kv-type, --max-memory: it builds steps
+  bool executor = false;   // --executor, --device: it runs them
+};
+inline constexpr SharedOptions kModelOnly{};
+inline constexpr SharedOptions kWithTokenizer{.tokenizer = true};
+inline constexpr SharedOptions kRunsSteps{.tokenizer = true, .runtime = true, .executor = true};
+
+void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which);
 Result<models::Model> open(const ModelOptions& o, bool need_tokenizer);
 // --max-memory for an opened model: refused when its weights alone exceed it, else the host
 // budget that the KV caches and step arenas are checked against (what open() does; the

@@ -160,7 +160,7 @@ Status run(const ServeOptions& o) {
 Command add_serve_command(CLI::App& parent) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = parent.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/server.md)");
-  add_model_options(*cmd, o->model, true);
+  add_model_options(*cmd, o->model, kRunsSteps);
   cmd->add_option("--host", o->server.host, "address to bind (another than 127.0.0.1 exposes the server to the network)")
       ->capture_default_str();
   cmd->add_option("--port", o->server.port, "port to bind (0: any free port, printed at start)")

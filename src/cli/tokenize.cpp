@@ -34,7 +34,7 @@ Status run(const TokenizeOptions& o) {
 Command add_tokenize_command(CLI::App& parent) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = parent.add_subcommand("tokenize", "Print the token ids of a text as JSON");
-  add_model_options(*cmd, o->model, false);
+  add_model_options(*cmd, o->model, kWithTokenizer);
   cmd->add_option("-t,--text", o->text, "text to encode")->required();
   cmd->add_flag("--no-bos", o->no_bos, "do not add BOS");
   cmd->add_flag("--pieces", o->pieces, "also print each token's piece");

@@ -172,6 +172,8 @@ Status export_gguf(const Model& m, const std::string& path, const ExportOptions&
     Status s = write_tokenizer(m.tokenizer->vocab(), w);
     if (!s) return s;
   }
+  int64_t total = 0, done = 0;
+  for (const auto& [name, stored] : m.weights.tensors()) total += stored.nbytes();
   for (const auto& [name, stored] : m.weights.tensors()) {
     Result<HostTensor> laid = gguf_layout(m, name, stored);
     if (!laid) return laid.take_error().context("tensor ", name);
@@ -185,6 +187,8 @@ Status export_gguf(const Model& m, const std::string& path, const ExportOptions&
     const auto* bytes = static_cast<const uint8_t*>(t.raw());
     Status s = w.add_tensor(name, *type, std::move(ne), {bytes, static_cast<size_t>(t.nbytes())});
     if (!s) return s;
+    done += stored.nbytes();
+    if (opts.progress) opts.progress(done, total);
   }
   return w.write(path);
 }

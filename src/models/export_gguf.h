@@ -3,6 +3,7 @@
 // `kvforge convert`'s back end; the model's source format does not matter.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -16,6 +17,8 @@ struct ExportOptions {
   // rows are not whole q8_0 blocks is written f16 instead. f16 rounds to nearest even;
   // q8_0 takes d = max|x|/127 per 32-element block, stores d as f16 and q = round(x/d).
   std::optional<DType> outtype;
+  // Hears the bytes of the tensors converted so far and in all.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 Status export_gguf(const Model& m, const std::string& path, const ExportOptions& opts = {});

@@ -140,7 +140,7 @@ Result<Model> open_model(const std::string& spec, const OpenOptions& opts) {
   Result<ir::Graph> probe = m->trace_step({.n_tokens = 1, .capacity = 0, .cached = false});
   if (!probe) return probe.take_error().context(spec);
   if (opts.check_finite && !spec.starts_with("synthetic:")) {
-    s = m->weights.check_finite();
+    s = m->weights.check_finite(opts.progress);
     if (!s) return s.take_error();
   }
   return m;

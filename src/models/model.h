@@ -28,6 +28,8 @@ struct OpenOptions {
   std::string tokenizer_path;  // llama2.c: tokenizer.bin when it is not next to the model
   bool check_finite = true;    // scan float weights for NaN/inf at load
   bool with_tokenizer = true;  // false: skip the tokenizer (ids in, ids out)
+  // Hears the bytes of the finiteness scan, done and in all (a terminal's progress line).
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 Result<Model> open_model(const std::string& spec, const OpenOptions& opts = {});

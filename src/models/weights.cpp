@@ -18,9 +18,12 @@ Result<HostTensor> Weights::get(const std::string& name, const Shape& shape) con
 }
 
 // Scans in chunks so a large checkpoint is never widened whole.
-Status Weights::check_finite() const {
+Status Weights::check_finite(const std::function<void(int64_t done, int64_t total)>& progress) const {
   constexpr int64_t kChunk = 1 << 16;  // a multiple of every block size
   std::vector<float> buf(kChunk);
+  auto scanned = [](const HostTensor& t) { return is_float(t.dtype()) || is_block_quant(t.dtype()); };
+  int64_t total = 0, done = 0;
+  for (const auto& [name, t] : tensors_) total += scanned(t) ? t.nbytes() : 0;
   for (const auto& [name, t] : tensors_) {
     if (!is_float(t.dtype()) && !is_block_quant(t.dtype())) continue;
     if (!t.is_contiguous()) return internal_error(source_, ": tensor ", name, " is a strided view");
@@ -36,7 +39,9 @@ Status Weights::check_finite() const {
                                ") at element ", start + i);
         }
       }
+      if (progress) progress(done + t.nbytes() * (start + n) / t.numel(), total);
     }
+    done += t.nbytes();
   }
   return {};
 }

@@ -2,6 +2,7 @@
 // or owned, with shape-checked lookup. Loaders fill it; tracers read it.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -18,7 +19,9 @@ class Weights {
   // The tensor, which must exist with exactly this row-major shape.
   Result<HostTensor> get(const std::string& name, const Shape& shape) const;
   // Refuses NaN or infinite values in any float tensor (a corrupt file), naming it.
-  Status check_finite() const;
+  // Every float and block-quantized weight is finite; `progress` (when set) hears the bytes
+  // scanned so far and in all, as the scan goes.
+  Status check_finite(const std::function<void(int64_t done, int64_t total)>& progress = {}) const;
 
   const std::string& source() const { return source_; }
   const std::map<std::string, HostTensor>& tensors() const { return tensors_; }

@@ -86,7 +86,9 @@ Result<Table> attention_scenario(const AttentionBenchOptions& o) {
   t.title = str_cat("attention, ", o.q_heads, "/", o.kv_heads, " heads, d=", o.head_dim, ", f32 K/V, ", pool.size(),
                     " threads; memory read bandwidth ", fixed(bw, 1), " GB/s");
   t.columns = {"phase", "context", "fused_ms", "decomposed_ms", "speedup", "kv_GB/s", "of_bandwidth", "schedule"};
+  int64_t measured = 0;
   for (int64_t lk : o.contexts) {
+    if (o.progress) o.progress(measured++, static_cast<int64_t>(o.contexts.size()));
     for (int64_t lq : {int64_t{1}, lk}) {
       if (lq > 1 && lk > o.max_prefill) continue;
       Result<Case> c = attention_case(o, lq, lk);

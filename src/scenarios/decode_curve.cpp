@@ -61,7 +61,9 @@ Result<Table> decode_curve_scenario(const DecodeCurveOptions& o) {
                     ", ms per generated token (cached: the last ", kSteps, " tokens of the context, median of ", o.repeats,
                     " runs; naive: one full forward, median of ", o.repeats, ", 1 run at 2048+)");
   t.columns = {"context", "naive_ms", "cached_ms", "cached_fused_ms", "naive/fused", "cached/fused"};
+  int64_t measured = 0;
   for (int64_t ctx : o.contexts) {
+    if (o.progress) o.progress(measured++, static_cast<int64_t>(o.contexts.size()));
     Result<double> naive = naive_step(*m, ctx, pool, ctx >= 2048 ? 1 : o.repeats);
     if (!naive) return naive.take_error();
     Result<double> cached = cached_step(*m, ctx, false, o);

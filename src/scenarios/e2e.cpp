@@ -26,6 +26,12 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
     for (int32_t& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(m->config.vocab));
     return ids;
   };
+  // median_seconds runs each measurement once untimed, then `repeats` times.
+  const int64_t total = (o.repeats + 1) * (o.pp + o.tg);
+  int64_t done = 0;
+  auto computed = [&](int64_t tokens) {
+    if (o.progress) o.progress(done += tokens, total);
+  };
   E2eResult r;
   if (o.pp > 0) {
     const std::vector<int32_t> prompt = tokens(o.pp);
@@ -33,6 +39,7 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
       Status s = gen.seek(o.depth);
       if (!s) return s;
       Result<std::vector<float>> out = gen.step(prompt);
+      computed(o.pp);
       return out ? Status{} : Status(out.take_error());
     });
     if (!t) return t.take_error();
@@ -46,6 +53,7 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
       for (int32_t id : ids) {
         Result<std::vector<float>> out = gen.step({id});
         if (!out) return out.take_error();
+        computed(1);
       }
       return {};
     });

@@ -31,6 +31,10 @@ double memory_read_gbps(ThreadPool& pool, int64_t bytes = int64_t{512} << 20, in
 
 std::string fixed(double x, int digits);  // "12.35"
 
+// Hears a scenario's work done and in all, in the unit the scenario counts (a terminal's
+// progress line); unset, nothing is reported.
+using ProgressFn = std::function<void(int64_t done, int64_t total)>;
+
 struct AttentionBenchOptions {
   int threads = 2;
   int repeats = 5;
@@ -38,6 +42,7 @@ struct AttentionBenchOptions {
   int64_t q_heads = 32, kv_heads = 8, head_dim = 128;
   int64_t max_prefill = 2048;      // prefill rows Lq = Lk up to this context
   int64_t max_decomposed_bytes = int64_t{1} << 30;  // skip a decomposition whose scores exceed this
+  ProgressFn progress = {};  // contexts measured
 };
 Result<Table> attention_scenario(const AttentionBenchOptions& o);
 
@@ -47,6 +52,7 @@ struct DecodeCurveOptions {
   int repeats = 3;
   DType kv_dtype = DType::kF32;
   std::vector<int64_t> contexts{512, 1024, 2048, 4096};
+  ProgressFn progress = {};  // contexts measured
 };
 Result<Table> decode_curve_scenario(const DecodeCurveOptions& o);
 
@@ -57,6 +63,7 @@ struct E2eOptions {
   int repeats = 3;
   DType kv_dtype = DType::kF16;  // llama-bench's default cache type
   bool cuda = false;             // the compiled step on the GPU (llm::ExecutorKind::kCuda)
+  ProgressFn progress = {};      // tokens computed, warm-up runs included
 };
 struct E2eResult {
   double pp_tok_s = 0, tg_tok_s = 0;

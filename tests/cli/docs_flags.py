@@ -120,12 +120,17 @@ def read_help(kvforge, words):
     flags, subs, part = set(), set(), None
     for line in lines:
         if line and not line[0].isspace():
-            part = line.split(":")[0]  # Usage, Options, Subcommands (or the description)
+            # Usage, Options, Subcommands, "[Option Group" (or the description)
+            part = line.split(":")[0]
             continue
-        # An entry starts two spaces in ("  -m,--model TEXT  ..."); wrapped descriptions further.
+        # An entry starts two spaces in ("  -m,--model TEXT  ..."), or four in an option group's
+        # "  Options:" list; wrapped descriptions further.
         m = re.match(r"  (\S+)", line)
+        g = re.match(r"    (-\S+)", line)
         if m and part == "Options":
             flags.update(m.group(1).split(","))
+        elif g and part == "[Option Group":
+            flags.update(g.group(1).split(","))
         elif m and part == "Subcommands":
             subs.add(m.group(1))
     return flags, subs
