@@ -10,7 +10,6 @@
 #include <random>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -30,13 +29,6 @@ struct Fixture {
   std::vector<double> margins;
   load::NpyArray logits;
 };
-
-inline std::string source_dir() {
-  const char* root = std::getenv("KVF_SOURCE_DIR");
-  return root ? root : ".";
-}
-
-inline std::string fixture_dir(const std::string& family) { return source_dir() + "/tests/fixtures/" + family; }
 
 inline Fixture read_fixture(const std::string& family) {
   Fixture f;
@@ -58,10 +50,6 @@ inline Fixture read_fixture(const std::string& family) {
 
 inline models::Model open_fixture(const Fixture& f) {
   return must(models::open_model(f.model, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
-}
-
-inline std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab) {
-  return {logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab)};
 }
 
 // All-position logits of one prefill within `rel_tol` (relative L2) of transformers'.

@@ -1,7 +1,8 @@
 // The reference every batching test compares with: one request alone on a contiguous cache,
-// sampled by its own Sampler, on the executor `kind`.
+// sampled by its own Sampler, on the executor `kind`; and the requests those tests batch.
 #pragma once
 
+#include <random>
 #include <vector>
 
 #include "llm/generator.h"
@@ -28,6 +29,19 @@ inline std::vector<int32_t> solo(const models::Model& m, const llm::Request& r, 
     in = {next};
   }
   return out;
+}
+
+// Six requests q0..q5 of 10, 15, ..., 35 random prompt tokens and 20 new ones each (up to 55
+// tokens); the odd ones sample (seed 77 + i), the even ones are greedy.
+inline std::vector<llm::Request> mixed_requests(std::mt19937_64& rng, int64_t vocab) {
+  std::vector<llm::Request> reqs;
+  for (int i = 0; i < 6; ++i) {
+    llm::Request r{str_cat("q", i), random_ids(rng, 10 + 5 * i, vocab), 20, {}};
+    if (i % 2) r.sampler = {.temperature = 1.0, .top_k = 0, .top_p = 1.0, .min_p = 0.0, .repeat_penalty = 1.0,
+                            .repeat_last_n = 64, .seed = static_cast<uint64_t>(77 + i)};
+    reqs.push_back(r);
+  }
+  return reqs;
 }
 
 }  // namespace kvf::testing

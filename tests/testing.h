@@ -1,13 +1,20 @@
-// Shared test helpers: seeded random inputs, one-expression graphs on the oracle, and
-// f64 reference comparisons. Tests draw fresh seeds per case (DESIGN.md §7).
+// Shared test helpers: seeded random inputs and token ids, one-expression graphs on the
+// oracle, f64 reference and bit-for-bit comparisons, eqn queries, and files of the source
+// tree. Tests draw fresh seeds per case (DESIGN.md §7). One copy each: a helper two test
+// files need lives here, not in both.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "eval/oracle.h"
@@ -39,6 +46,15 @@ T must(Result<T> r) {
 // Uniform values in [lo, hi), rounded to f32 so f32 and f64 evaluation see the same inputs.
 eval::Buffer random_buffer(std::mt19937_64& rng, Shape shape, double lo = -1.0, double hi = 1.0);
 
+// A fixture with a fresh seed per test (seed_, for SCOPED_TRACE) and its generator (rng_).
+class SeededTest : public ::testing::Test {
+ protected:
+  // random_buffer of the given shape from rng_.
+  eval::Buffer random(Shape s, double lo = -1.0, double hi = 1.0) { return random_buffer(rng_, std::move(s), lo, hi); }
+  uint64_t seed_ = test_seed();
+  std::mt19937_64 rng_{seed_};
+};
+
 // A constant leaf holding `b` (f32, i32 or pred); names must be unique within a graph.
 ir::V input(ir::Builder& b, const std::string& name, const eval::Buffer& buf);
 
@@ -50,9 +66,70 @@ Result<eval::Buffer> eval_expr(const std::function<ir::V(ir::Builder&)>& f,
 Result<eval::Outputs> run_graph(const ir::Graph& g, const eval::SlotBindings& slots = {},
                                 eval::Precision precision = eval::Precision::kF64);
 
+// Like eval_expr; a failure is a test failure and yields an empty buffer.
+eval::Buffer run_expr(const std::function<ir::V(ir::Builder&)>& f, eval::Precision precision = eval::Precision::kF64);
+
+// Like eval_expr, for an expression that must fail: its error (a success is a test failure).
+Error run_expr_error(const std::function<ir::V(ir::Builder&)>& f, eval::Precision precision = eval::Precision::kF64);
+
+// Whether e's message contains s.
+bool mentions(const Error& e, const std::string& s);
+
+// ---- comparisons
+
+// got is dt[shape] holding want, element by element: NaN matches NaN, an infinity must be
+// equal, and a finite value equal (tol == 0) or within tol.
+void expect_buf(const eval::Buffer& got, DType dt, const Shape& shape, const std::vector<double>& want,
+                double tol = 0);
+
 // ‖a − b‖ / ‖b‖ (0 when both are zero); NaN anywhere gives +inf so it never passes.
 double rel_error(const std::vector<double>& a, const std::vector<double>& b);
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+// Same length and equal element for element, NaN matching NaN (a poisoned row stays
+// poisoned); +0 and -0 count as equal.
+bool same_values(const std::vector<double>& a, const std::vector<double>& b);
+
+// got has want's dtype and shape, and every element is finite (written) and has want's bits.
+::testing::AssertionResult same_bits(const eval::Buffer& want, const eval::Buffer& got);
+
+// Runs both graphs on the oracle (native precision, the same slots, each from `state` with
+// what it lacks zero-filled) and checks that every output and every published state of
+// `after` is same_bits as `before`'s: what an exact rewrite must keep.
+void expect_same_outputs(const ir::Graph& before, const ir::Graph& after, const eval::SlotBindings& slots = {},
+                         const eval::StateStore& state = {});
+
+// ---- graphs
+
+// How many eqns of g are `op`.
+int count_op(const ir::Graph& g, ir::OpKind op);
+
+// The first eqn of g that is `op`, or nullptr.
+const ir::Eqn* find_eqn(const ir::Graph& g, ir::OpKind op);
+
+// Every eqn of g that is `op`, in order.
+std::vector<const ir::Eqn*> find_eqns(const ir::Graph& g, ir::OpKind op);
+
+// How a test names an operand: a leaf's name, or the op that defines an intermediate.
+std::string operand_origin(const ir::Graph& g, ir::ValueId v);
+
+// ---- tokens
+
+// n token ids drawn uniformly from [0, vocab).
+std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t n, int64_t vocab);
+
+// The n token ids first, first + 1, ...
+std::vector<int32_t> consecutive_ids(int32_t first, int32_t n);
+
+// A step's token and position slots: ids at positions start, start + 1, ...
+eval::SlotBindings token_slots(const std::vector<int32_t>& ids, int32_t start);
+
+// The last row of a logits buffer whose rows are `vocab` wide.
+inline std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab) {
+  return {logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab)};
+}
+
+// ---- models and files
 
 // KVF_REQUIRE_MODELS=1 (CI): what ../shared should hold must be there, a missing piece is a
 // failure, not a skip.
@@ -72,9 +149,32 @@ bool models_required();
 // KVF_REQUIRE_MODELS=1 (CI), else nullopt so the caller can KVF_SKIP_MISSING — never a pass.
 std::optional<std::string> model_file(const std::string& relative);
 
+// The source tree: $KVF_SOURCE_DIR (ctest sets it), else ".".
+std::string source_dir();
+
+// A checkpoint directory under tests/fixtures/ (made by tools/make_fixtures.py).
+std::string fixture_dir(const std::string& family);
+
+// The whole file as bytes; empty when it cannot be read.
+std::string read_file(const std::string& path);
+
+// Writes bytes to path, replacing it; a failure is a test failure.
+void write_file(const std::string& path, std::string_view bytes);
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
+
+// An empty directory TempDir()/kvf_<name>_<n>, n drawn from the test seed (emptied if it was
+// there); a failure is a test failure.
+std::string temp_dir(const std::string& name);
+
+// bytes with v's bytes written over them at offset `at`.
+template <class T>
+std::vector<uint8_t> poke(std::vector<uint8_t> bytes, size_t at, T v) {
+  std::memcpy(bytes.data() + at, &v, sizeof v);
+  return bytes;
+}
+
 // A model name made fit for a parameterized test's name: every non-alphanumeric becomes '_'.
 std::string as_test_name(std::string s);
-
 
 // A model for tests: "synthetic:<spec>" as is, any other name a checkpoint directory under
 // tests/fixtures/ (made by tools/make_fixtures.py). Aborts loudly when it cannot be opened.

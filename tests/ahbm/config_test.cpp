@@ -2,21 +2,16 @@
 // (docs/ahbm.md argues each number once), and a bad file is a typed error naming the key.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "exec/ahbm/config.h"
+#include "testing.h"
 
 namespace kvf::ahbm {
 namespace {
 
-std::string source_dir() {
-  const char* s = std::getenv("KVF_SOURCE_DIR");
-  return s ? s : ".";
-}
-
 TEST(AhbmConfig, DefaultFileEqualsBuiltInDefaults) {
-  Result<AhbmConfig> c = load_config(source_dir() + "/src/exec/ahbm/default_config.json");
+  Result<AhbmConfig> c = load_config(testing::source_dir() + "/src/exec/ahbm/default_config.json");
   ASSERT_TRUE(c.ok()) << c.error().to_string();
   const AhbmConfig d;
   EXPECT_EQ(config_json(*c), config_json(d));

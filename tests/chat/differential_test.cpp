@@ -7,9 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "chat/chat_template.h"
 #include "testing.h"
@@ -17,23 +15,11 @@
 namespace kvf::chat {
 namespace {
 
-std::string source_dir() {
-  const char* src = std::getenv("KVF_SOURCE_DIR");
-  return src ? src : ".";
-}
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Runs the reference renderer under Debian's python3 (python3-jinja2, installed by
 // scripts/install-deps.sh), not whichever python3 is first on PATH; nullopt when it or
 // jinja2 is missing.
 std::optional<Json> reference_renders(const std::string& templates, const std::string& conversations) {
-  std::string cmd = "/usr/bin/python3 " + source_dir() + "/tests/chat/render_reference.py '" + templates + "' '" +
+  std::string cmd = "/usr/bin/python3 " + testing::source_dir() + "/tests/chat/render_reference.py '" + templates + "' '" +
                     conversations + "' 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return std::nullopt;
@@ -72,12 +58,12 @@ RenderInputs inputs_of(const Json& conv) {
 }
 
 TEST(ChatDifferential, MatchesPythonJinja2) {
-  const std::string dir = source_dir() + "/../shared/chat-templates";
+  const std::string dir = testing::source_dir() + "/../shared/chat-templates";
   if (!std::filesystem::is_directory(dir)) {
     KVF_SKIP_MISSING("the chat templates are missing: " << dir);
   }
-  const std::string conv_path = source_dir() + "/tests/chat/conversations.json";
-  Json conversations = Json::parse(read_file(conv_path));
+  const std::string conv_path = testing::source_dir() + "/tests/chat/conversations.json";
+  Json conversations = Json::parse(testing::read_file(conv_path));
   std::optional<Json> reference = reference_renders(dir, conv_path);
   if (!reference) {
     KVF_SKIP_MISSING("python3 with jinja2, needed for the reference renders, failed to run");
@@ -86,7 +72,7 @@ TEST(ChatDifferential, MatchesPythonJinja2) {
   std::map<std::string, Tally> table;
   for (auto it = reference->begin(); it != reference->end(); ++it) {
     const std::string name = it.key();
-    const std::string source = read_file(std::filesystem::path(dir) / name);
+    const std::string source = testing::read_file(std::filesystem::path(dir) / name);
     Result<ChatTemplate> tmpl = ChatTemplate::parse(source);
     Tally& t = table[name];
     for (const Json& conv : conversations) {

@@ -17,7 +17,6 @@
 #include "compile/attention_match.h"
 #include "compile/passes.h"
 #include "compile/pipeline.h"
-#include "graph_counts.h"
 #include "ir/ops.h"
 #include "ir/printer.h"
 #include "testing.h"
@@ -215,14 +214,6 @@ RunResult run(const ir::Graph& g, const Built& in, Precision p) {
   return {out.ok() ? std::move(*out) : eval::Outputs{}, std::move(state)};
 }
 
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
-  }
-  return true;
-}
-
 // The outputs agree (native 1e-5, f64 1e-12 relative) and come back whole and finite; the
 // published pools agree bit for bit.
 void expect_same_results(const ir::Graph& before, const ir::Graph& after, const Built& in) {
@@ -232,7 +223,7 @@ void expect_same_results(const ir::Graph& before, const ir::Graph& after, const 
     ASSERT_TRUE(a.outputs.count("out") && b.outputs.count("out"));
     for (double x : b.outputs.at("out").data) ASSERT_TRUE(std::isfinite(x)) << "a NaN reached the output";
     EXPECT_LE(testing::rel_error(b.outputs.at("out").data, a.outputs.at("out").data), p == Precision::kF64 ? 1e-12 : 1e-5);
-    for (const auto& [name, want] : a.state) EXPECT_TRUE(same_bits(b.state.at(name).data, want.data)) << name;
+    for (const auto& [name, want] : a.state) EXPECT_TRUE(testing::same_values(b.state.at(name).data, want.data)) << name;
   }
 }
 
@@ -252,12 +243,6 @@ const ir::Eqn* only_attention(const ir::Graph& g) {
     found = &e;
   }
   return found;
-}
-
-std::string origin(const ir::Graph& g, ir::ValueId v) {
-  const ir::Value& x = g.value(v);
-  if (x.kind != ir::ValueKind::kIntermediate) return x.name;
-  return std::string(ir::op_name(g.eqns[static_cast<size_t>(x.producer)].op));
 }
 
 // The matcher's verdict at the graph's last matmul.
@@ -291,7 +276,7 @@ TEST_P(PagedForms, ReadsThePoolsThroughTheMap) {
   const PagedCase& c = GetParam();
   SCOPED_TRACE(str_cat("seed ", seed));
   const Built built = PagedBuilder(c, rng).build();
-  ASSERT_EQ(testing::count(built.graph, OpKind::kGather), 2);
+  ASSERT_EQ(testing::count_op(built.graph, OpKind::kGather), 2);
 
   const ir::Graph fused = attention_only(built.graph);
   const ir::Eqn* e = only_attention(fused);
@@ -304,15 +289,15 @@ TEST_P(PagedForms, ReadsThePoolsThroughTheMap) {
   EXPECT_EQ(p.has_len, c.live);
   EXPECT_FALSE(p.has_shared);
   ASSERT_EQ(e->in.size(), 4u + p.has_mask + p.has_len);
-  EXPECT_EQ(origin(fused, e->in[0]), "q");
-  EXPECT_EQ(origin(fused, e->in[1]), "scatter_update");  // the written pools, in their stored dtype
-  EXPECT_EQ(origin(fused, e->in[2]), "scatter_update");
+  EXPECT_EQ(testing::operand_origin(fused, e->in[0]), "q");
+  EXPECT_EQ(testing::operand_origin(fused, e->in[1]), "scatter_update");  // the written pools, in their stored dtype
+  EXPECT_EQ(testing::operand_origin(fused, e->in[2]), "scatter_update");
   EXPECT_EQ(fused.type(e->in[1]), (ir::TensorType{c.kv, {built.pool, c.hkv, c.d}}));
   EXPECT_EQ(fused.type(e->in[2]), (ir::TensorType{c.kv, {built.pool, c.hkv, c.dv}}));
   if (p.has_len) {
-    EXPECT_EQ(origin(fused, e->in[e->in.size() - 2]), "max");  // the index guard's clamp
+    EXPECT_EQ(testing::operand_origin(fused, e->in[e->in.size() - 2]), "max");  // the index guard's clamp
   }
-  EXPECT_EQ(origin(fused, e->in.back()), "slot_map");
+  EXPECT_EQ(testing::operand_origin(fused, e->in.back()), "slot_map");
   EXPECT_NE(ir::print(fused).find("paged_key]"), std::string::npos);
   expect_same_results(built.graph, fused, built);
 
@@ -321,11 +306,11 @@ TEST_P(PagedForms, ReadsThePoolsThroughTheMap) {
   const ir::Eqn* ce = only_attention(compiled);
   ASSERT_NE(ce, nullptr);
   EXPECT_TRUE(ce->params.attn.has_read);
-  EXPECT_EQ(testing::count(compiled, OpKind::kGather), 0) << ir::print(compiled);
-  EXPECT_EQ(testing::count(compiled, OpKind::kMatMul), 0);
-  EXPECT_EQ(testing::count(compiled, OpKind::kScatterUpdate), 2);
+  EXPECT_EQ(testing::count_op(compiled, OpKind::kGather), 0) << ir::print(compiled);
+  EXPECT_EQ(testing::count_op(compiled, OpKind::kMatMul), 0);
+  EXPECT_EQ(testing::count_op(compiled, OpKind::kScatterUpdate), 2);
   expect_same_results(built.graph, compiled, built);
-  EXPECT_EQ(testing::count(attention_only(compiled), OpKind::kAttention), 1);  // nothing more to fuse
+  EXPECT_EQ(testing::count_op(attention_only(compiled), OpKind::kAttention), 1);  // nothing more to fuse
 }
 
 INSTANTIATE_TEST_SUITE_P(Forms, PagedForms, ::testing::ValuesIn(kForms),
@@ -354,18 +339,18 @@ TEST(PagedLatent, ReadsBothPoolsThroughTheMap) {
     EXPECT_TRUE(p.has_shared);
     EXPECT_EQ(p.n_rep, c.hq);
     EXPECT_EQ(e->in[1], e->in[2]);  // the value is the key's latent part: one pool, read once
-    EXPECT_EQ(origin(fused, e->in[1]), "scatter_update");
-    EXPECT_EQ(origin(fused, e->in[3]), "scatter_update");
+    EXPECT_EQ(testing::operand_origin(fused, e->in[1]), "scatter_update");
+    EXPECT_EQ(testing::operand_origin(fused, e->in[3]), "scatter_update");
     EXPECT_EQ(fused.type(e->in[1]), (ir::TensorType{c.kv, {built.pool, 1, c.d}}));
     EXPECT_EQ(fused.type(e->in[3]), (ir::TensorType{c.kv, {built.pool, 1, c.dv}}));
-    EXPECT_EQ(origin(fused, e->in.back()), "slot_map");
+    EXPECT_EQ(testing::operand_origin(fused, e->in.back()), "slot_map");
     EXPECT_NE(ir::print(fused).find("split_key, mask, live_len, paged_key]"), std::string::npos);
     expect_same_results(built.graph, fused, built);
 
     const ir::Graph compiled = all_passes(built.graph);
     ASSERT_NE(only_attention(compiled), nullptr);
     for (OpKind op : {OpKind::kGather, OpKind::kConcat, OpKind::kMatMul}) {
-      EXPECT_EQ(testing::count(compiled, op), 0) << ir::op_name(op) << " left:\n" << ir::print(compiled);
+      EXPECT_EQ(testing::count_op(compiled, op), 0) << ir::op_name(op) << " left:\n" << ir::print(compiled);
     }
     expect_same_results(built.graph, compiled, built);
   }
@@ -420,8 +405,8 @@ TEST_P(PagedNearMiss, KeepsTheGatheredViews) {
   EXPECT_EQ(e->in.size(), 3u + e->params.attn.has_mask + e->params.attn.has_len);
   // k and v: the gathered views as today, [B, Hkv, Lk, D] in the pools' dtype (an f16 view is
   // read as stored, without its widening cast).
-  EXPECT_EQ(origin(fused, e->in[1]), "transpose");
-  EXPECT_EQ(origin(fused, e->in[2]), "transpose");
+  EXPECT_EQ(testing::operand_origin(fused, e->in[1]), "transpose");
+  EXPECT_EQ(testing::operand_origin(fused, e->in[2]), "transpose");
   EXPECT_EQ(fused.type(e->in[1]).shape.size(), 4u);
   EXPECT_EQ(fused.type(e->in[1]).dtype, n.c.kv);
   expect_same_results(built.graph, fused, built);
@@ -429,7 +414,7 @@ TEST_P(PagedNearMiss, KeepsTheGatheredViews) {
   const ir::Graph compiled = all_passes(built.graph);
   ASSERT_NE(only_attention(compiled), nullptr);
   EXPECT_FALSE(only_attention(compiled)->params.attn.has_read);
-  EXPECT_EQ(testing::count(compiled, OpKind::kGather), 2) << "the views are still gathered";
+  EXPECT_EQ(testing::count_op(compiled, OpKind::kGather), 2) << "the views are still gathered";
   expect_same_results(built.graph, compiled, built);
 }
 

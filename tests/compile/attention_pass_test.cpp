@@ -31,31 +31,10 @@ constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
 // ---- graph helpers
 
-int count_op(const ir::Graph& g, OpKind op) {
-  int n = 0;
-  for (const ir::Eqn& e : g.eqns) n += e.op == op;
-  return n;
-}
-
-std::vector<const ir::Eqn*> attention_eqns(const ir::Graph& g) {
-  std::vector<const ir::Eqn*> out;
-  for (const ir::Eqn& e : g.eqns) {
-    if (e.op == OpKind::kAttention) out.push_back(&e);
-  }
-  return out;
-}
-
 std::vector<OpKind> op_sequence(const ir::Graph& g) {
   std::vector<OpKind> ops;
   for (const ir::Eqn& e : g.eqns) ops.push_back(e.op);
   return ops;
-}
-
-// A leaf's name, or the op that defines an intermediate: how the tests name an operand.
-std::string origin(const ir::Graph& g, ir::ValueId v) {
-  const ir::Value& x = g.value(v);
-  if (x.kind != ir::ValueKind::kIntermediate) return x.name;
-  return std::string(ir::op_name(g.eqns[static_cast<size_t>(x.producer)].op));
 }
 
 ir::Graph attention_only(const ir::Graph& g) {
@@ -101,15 +80,6 @@ void expect_written(const Buffer& b, const std::string& what) {
   }
 }
 
-// Equal element for element, NaN matching NaN (a poisoned cache row stays poisoned).
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
-  }
-  return true;
-}
-
 double tolerance(Precision p) { return p == Precision::kF64 ? 1e-12 : 1e-5; }
 
 // The two graphs agree on every output and every published state, in both precisions.
@@ -130,7 +100,7 @@ eval::Outputs expect_same_results(const ir::Graph& before, const ir::Graph& afte
     for (const auto& [name, want] : a.state) {
       EXPECT_TRUE(b.state.count(name)) << name;
       if (!b.state.count(name)) continue;
-      EXPECT_TRUE(same_bits(b.state.at(name).data, want.data)) << "state " << name;
+      EXPECT_TRUE(testing::same_values(b.state.at(name).data, want.data)) << "state " << name;
     }
     if (p == Precision::kF64) f64 = b.outputs;
   }
@@ -139,7 +109,7 @@ eval::Outputs expect_same_results(const ir::Graph& before, const ir::Graph& afte
 
 // Near-misses: the same eqns, and the same bits out.
 void expect_unchanged(const ir::Graph& before, const ir::Graph& after, const eval::SlotBindings& slots) {
-  EXPECT_EQ(count_op(after, OpKind::kAttention), 0);
+  EXPECT_EQ(testing::count_op(after, OpKind::kAttention), 0);
   EXPECT_EQ(op_sequence(after), op_sequence(before));
   for (Precision p : {Precision::kNative, Precision::kF64}) {
     const RunResult a = run(before, slots, {}, p), b = run(after, slots, {}, p);
@@ -427,13 +397,13 @@ void expect_operands(const Case& c, const ir::Graph& g, const ir::Eqn& e) {
   EXPECT_EQ(p.has_mask, c.mask != MaskKind::kNone);
   EXPECT_EQ(p.has_len, c.form == Form::kLive || c.form == Form::kCached);
   ASSERT_EQ(e.in.size(), 3u + p.has_shared + p.has_mask + p.has_len);
-  EXPECT_EQ(origin(g, e.in[0]), "q");
+  EXPECT_EQ(testing::operand_origin(g, e.in[0]), "q");
   const bool in_cache = c.form == Form::kMasked || c.form == Form::kCached;
-  EXPECT_EQ(origin(g, e.in[1]), in_cache ? "dynamic_update_slice" : c.shared ? "k_part" : "k");
-  EXPECT_EQ(origin(g, e.in[2]), in_cache ? "dynamic_update_slice" : "v");
+  EXPECT_EQ(testing::operand_origin(g, e.in[1]), in_cache ? "dynamic_update_slice" : c.shared ? "k_part" : "k");
+  EXPECT_EQ(testing::operand_origin(g, e.in[2]), in_cache ? "dynamic_update_slice" : "v");
   size_t next = 3;
   if (p.has_shared) {
-    EXPECT_EQ(origin(g, e.in[next++]), "k_src");
+    EXPECT_EQ(testing::operand_origin(g, e.in[next++]), "k_src");
   }
   if (p.has_mask) {
     const Shape& m = g.type(e.in[next++]).shape;
@@ -441,7 +411,7 @@ void expect_operands(const Case& c, const ir::Graph& g, const ir::Eqn& e) {
     EXPECT_EQ(m, (Shape{rows, heads, c.lq, c.lk}));
   }
   if (p.has_len) {
-    EXPECT_EQ(origin(g, e.in[next++]), "max");  // the index guard's clamp
+    EXPECT_EQ(testing::operand_origin(g, e.in[next++]), "max");  // the index guard's clamp
   }
 }
 
@@ -450,14 +420,14 @@ TEST_P(AttentionForms, OneAttentionEqnWithTheChainsResults) {
   SCOPED_TRACE(str_cat("seed ", seed));
   Built built = FormBuilder(c, rng).build();
   const ir::Graph fused = attention_only(built.graph);
-  const std::vector<const ir::Eqn*> att = attention_eqns(fused);
+  const std::vector<const ir::Eqn*> att = testing::find_eqns(fused, OpKind::kAttention);
   ASSERT_EQ(att.size(), 1u) << ir::print(fused);
   expect_operands(c, fused, *att[0]);
   // The chain is gone, the broadcast key of a split key included.
   for (OpKind op : {OpKind::kExp, OpKind::kReduceMax, OpKind::kReduceSum, OpKind::kBroadcast, OpKind::kConcat}) {
-    EXPECT_EQ(count_op(fused, op), 0) << ir::op_name(op);
+    EXPECT_EQ(testing::count_op(fused, op), 0) << ir::op_name(op);
   }
-  EXPECT_EQ(count_op(fused, OpKind::kMatMul), 0);
+  EXPECT_EQ(testing::count_op(fused, OpKind::kMatMul), 0);
   const eval::Outputs got = expect_same_results(built.graph, fused, built.slots, built.state);
   ASSERT_TRUE(got.count("out"));
   EXPECT_LE(testing::rel_error(got.at("out").data, reference_attention(built.ref)), 1e-12);
@@ -470,7 +440,7 @@ TEST_P(AttentionForms, SameAfterEveryDefaultPass) {
   SCOPED_TRACE(str_cat("seed ", seed));
   Built built = FormBuilder(c, rng).build();
   const ir::Graph compiled = all_passes(built.graph);
-  ASSERT_EQ(count_op(compiled, OpKind::kAttention), 1) << ir::print(compiled);
+  ASSERT_EQ(testing::count_op(compiled, OpKind::kAttention), 1) << ir::print(compiled);
   expect_same_results(built.graph, compiled, built.slots, built.state);
   // A second run finds nothing left to fuse.
   EXPECT_EQ(op_sequence(attention_only(compiled)), op_sequence(compiled));
@@ -499,7 +469,7 @@ TEST(AttentionPass, TwoLayersSharingAMaskGiveTwoEqns) {
   b.output("out", x);
   const ir::Graph g = testing::must(b.finish());
   const ir::Graph fused = attention_only(g);
-  ASSERT_EQ(count_op(fused, OpKind::kAttention), 2);
+  ASSERT_EQ(testing::count_op(fused, OpKind::kAttention), 2);
   expect_same_results(g, fused, {{ir::Slot::kPos, testing::must(Buffer::i32({4}, {0, 1, 2, 3}))}});
 }
 
@@ -516,7 +486,7 @@ TEST(AttentionPass, FusesWhatCanonicalizeLeaves) {
   b.output("out", ops::attention_prefill(q, b.reshape(k_flat, {2, 2, 5, 8}), v, V{}, {.scale = 1.0}));
   const ir::Graph g = testing::must(b.finish());
   const ir::Graph compiled = all_passes(g);
-  const std::vector<const ir::Eqn*> att = attention_eqns(compiled);
+  const std::vector<const ir::Eqn*> att = testing::find_eqns(compiled, OpKind::kAttention);
   ASSERT_EQ(att.size(), 1u) << ir::print(compiled);
   EXPECT_EQ(att[0]->params.attn.scale, 1.0);
   EXPECT_EQ(att[0]->params.attn.n_rep, 2);
@@ -597,13 +567,13 @@ class NearMiss : public ::testing::Test {
     const ir::Graph g = hand_chain(kn, rng);
     EXPECT_NE(why_not(g).find(reason), std::string::npos) << "declined for: " << why_not(g);
     expect_unchanged(g, attention_only(g), {});
-    EXPECT_EQ(count_op(all_passes(g), OpKind::kAttention), 0);
+    EXPECT_EQ(testing::count_op(all_passes(g), OpKind::kAttention), 0);
   }
   void expect_fused(const Knobs& kn) {
     SCOPED_TRACE(str_cat("seed ", seed));
     const ir::Graph g = hand_chain(kn, rng);
     const ir::Graph fused = attention_only(g);
-    ASSERT_EQ(count_op(fused, OpKind::kAttention), 1) << why_not(g);
+    ASSERT_EQ(testing::count_op(fused, OpKind::kAttention), 1) << why_not(g);
     expect_same_results(g, fused, {});
   }
 };
@@ -662,7 +632,7 @@ TEST_F(NearMiss, LiveLengthWithoutDeclaredWitness) {
   b.output("out", ops::attention_live(q, k, v, len, V{}, {.scale = 0.3}));
   ir::Graph g = testing::must(b.finish());
   const eval::SlotBindings slots{{ir::Slot::kSeqLen, testing::must(Buffer::i32({kB}, {2, 5}))}};
-  ASSERT_EQ(count_op(attention_only(g), OpKind::kAttention), 1);  // witnessed: fused
+  ASSERT_EQ(testing::count_op(attention_only(g), OpKind::kAttention), 1);  // witnessed: fused
   g.validations.clear();
   ASSERT_TRUE(ir::verify(g).ok());
   EXPECT_NE(why_not(g).find("no declared validation witness"), std::string::npos) << why_not(g);
@@ -691,19 +661,6 @@ TEST_F(NearMiss, LiveGuardBoundsOutsideTheKeys) {
 
 // ---- real model graphs: one Attention per layer, same logits and caches
 
-eval::SlotBindings token_slots(const std::vector<int32_t>& ids, int32_t start) {
-  std::vector<int32_t> pos;
-  for (size_t i = 0; i < ids.size(); ++i) pos.push_back(start + static_cast<int32_t>(i));
-  const auto n = static_cast<int64_t>(ids.size());
-  return {{ir::Slot::kToken, testing::must(Buffer::i32({n}, ids))}, {ir::Slot::kPos, testing::must(Buffer::i32({n}, pos))}};
-}
-
-std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t n, int64_t vocab) {
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
-  return ids;
-}
-
 struct Steps {
   ir::Graph full, prefill, decode;
 };
@@ -723,9 +680,9 @@ struct Expect {
 
 void expect_layers(const models::Model& m, const ir::Graph& g, bool cached, const Expect& want) {
   SCOPED_TRACE(g.name);
-  const std::vector<const ir::Eqn*> att = attention_eqns(g);
+  const std::vector<const ir::Eqn*> att = testing::find_eqns(g, OpKind::kAttention);
   ASSERT_EQ(static_cast<int64_t>(att.size()), m.config.n_layers);
-  EXPECT_EQ(count_op(g, OpKind::kReduceMax), 0);  // no softmax chain left: only softmax takes a max
+  EXPECT_EQ(testing::count_op(g, OpKind::kReduceMax), 0);  // no softmax chain left: only softmax takes a max
   for (const ir::Eqn* e : att) {
     const ir::AttnParams& p = e->params.attn;
     EXPECT_EQ(p.n_rep, want.mla && cached ? m.config.n_heads : m.config.n_heads / m.config.n_kv_heads);
@@ -750,14 +707,16 @@ void expect_model_fused(const models::Model& m, const Expect& want, bool every_p
   expect_layers(m, after.prefill, true, want);
   expect_layers(m, after.decode, true, want);
 
-  expect_same_results(before.full, after.full, token_slots(random_ids(rng, n_full, m.config.vocab), 0));
-  const std::vector<int32_t> prompt = random_ids(rng, n_prompt, m.config.vocab);
-  const std::vector<int32_t> next = random_ids(rng, 1, m.config.vocab);
+  expect_same_results(before.full, after.full, testing::token_slots(testing::random_ids(rng, n_full, m.config.vocab), 0));
+  const std::vector<int32_t> prompt = testing::random_ids(rng, n_prompt, m.config.vocab);
+  const std::vector<int32_t> next = testing::random_ids(rng, 1, m.config.vocab);
+  const eval::SlotBindings prefill_slots = testing::token_slots(prompt, 0);
+  const eval::SlotBindings decode_slots = testing::token_slots(next, static_cast<int32_t>(n_prompt));
   for (Precision p : {Precision::kNative, Precision::kF64}) {
     SCOPED_TRACE(p == Precision::kF64 ? "f64" : "native");
-    const RunResult a = run(before.prefill, token_slots(prompt, 0), {}, p), b = run(after.prefill, token_slots(prompt, 0), {}, p);
-    const RunResult a2 = run(before.decode, token_slots(next, static_cast<int32_t>(n_prompt)), a.state, p);
-    const RunResult b2 = run(after.decode, token_slots(next, static_cast<int32_t>(n_prompt)), b.state, p);
+    const RunResult a = run(before.prefill, prefill_slots, {}, p), b = run(after.prefill, prefill_slots, {}, p);
+    const RunResult a2 = run(before.decode, decode_slots, a.state, p);
+    const RunResult b2 = run(after.decode, decode_slots, b.state, p);
     for (const auto* pair : {&a, &a2}) {
       const RunResult& other = pair == &a ? b : b2;
       ASSERT_TRUE(other.outputs.count("logits") && pair->outputs.count("logits"));
@@ -783,11 +742,6 @@ TEST(AttentionModels, SyntheticLlama260k) {
   expect_model_fused(m, {}, true);
 }
 
-std::string fixture_dir(const std::string& family) {
-  const char* root = std::getenv("KVF_SOURCE_DIR");
-  return std::string(root ? root : ".") + "/tests/fixtures/" + family;
-}
-
 struct FixtureCase {
   const char* family;
   Expect want;
@@ -797,7 +751,7 @@ class AttentionFixtures : public ::testing::TestWithParam<FixtureCase> {};
 
 TEST_P(AttentionFixtures, OneAttentionPerLayer) {
   const FixtureCase& c = GetParam();
-  const models::Model m = testing::must(models::open_model(fixture_dir(c.family), no_tokenizer()));
+  const models::Model m = testing::must(models::open_model(testing::fixture_dir(c.family), no_tokenizer()));
   expect_model_fused(m, c.want, false);
   expect_model_fused(m, c.want, true);
 }

@@ -2,13 +2,10 @@
 // and the graph after the pass gives the same bits on the oracle (Precision::kNative).
 #include <gtest/gtest.h>
 
-#include <bit>
-#include <cmath>
 #include <limits>
 
 #include "compile/passes.h"
 #include "ir/printer.h"
-#include "compile/graph_counts.h"
 #include "testing.h"
 
 namespace kvf {
@@ -16,39 +13,13 @@ namespace {
 
 using ir::OpKind;
 using ir::V;
+using testing::count_op;
+using testing::expect_same_outputs;
 using testing::must;
-
-using testing::count;
 
 ir::Graph canonicalize(const ir::Graph& g) { return must(compile::canonicalize_pass().run(g)); }
 
-// Every output of both graphs, bit for bit (NaN-poisoned buffers would show as a mismatch
-// or as NaN: every element is checked to be a finite, written value).
-void expect_same_bits(const ir::Graph& before, const ir::Graph& after, const eval::SlotBindings& slots = {}) {
-  const eval::Outputs a = must(testing::run_graph(before, slots, eval::Precision::kNative));
-  const eval::Outputs b = must(testing::run_graph(after, slots, eval::Precision::kNative));
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, buf] : a) {
-    const eval::Buffer& other = b.at(name);
-    ASSERT_EQ(buf.dtype, other.dtype) << name;
-    ASSERT_EQ(buf.shape, other.shape) << name;
-    for (size_t i = 0; i < buf.data.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(other.data[i])) << name << "[" << i << "]";
-      ASSERT_EQ(std::bit_cast<uint64_t>(buf.data[i]), std::bit_cast<uint64_t>(other.data[i])) << name << "[" << i << "]";
-    }
-  }
-}
-
-class Canonicalize : public ::testing::Test {
- protected:
-  void SetUp() override {
-    seed_ = testing::test_seed();
-    rng_.seed(seed_);
-  }
-  eval::Buffer random(Shape s) { return testing::random_buffer(rng_, std::move(s)); }
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-};
+class Canonicalize : public testing::SeededTest {};
 
 TEST_F(Canonicalize, DropsEveryNoOp) {
   SCOPED_TRACE(str_cat("seed ", seed_));
@@ -71,7 +42,7 @@ TEST_F(Canonicalize, DropsEveryNoOp) {
   ASSERT_EQ(c.eqns.size(), 1u) << ir::print(c);
   EXPECT_EQ(c.eqns[0].op, OpKind::kExp);
   EXPECT_EQ(c.value(c.eqns[0].in[0]).kind, ir::ValueKind::kConstant);
-  expect_same_bits(g, c);
+  expect_same_outputs(g, c);
 }
 
 TEST_F(Canonicalize, KeepsNearMisses) {
@@ -92,7 +63,7 @@ TEST_F(Canonicalize, KeepsNearMisses) {
   const ir::Graph g = must(b.finish());
   const ir::Graph c = canonicalize(g);
   EXPECT_EQ(c.eqns.size(), g.eqns.size()) << ir::print(c);
-  expect_same_bits(g, c);
+  expect_same_outputs(g, c);
 }
 
 // x + 0.0 is not x in IEEE arithmetic: -0 + +0 = +0. The pass keeps it, and the oracle
@@ -106,7 +77,7 @@ TEST_F(Canonicalize, PlusPositiveZeroStaysForFloatsAndGoesForIntegers) {
   b.output("int", b.unary(OpKind::kNeg, i + b.literal(0.0, DType::kI32)));
   const ir::Graph g = must(b.finish());
   const ir::Graph c = canonicalize(g);
-  EXPECT_EQ(count(c, OpKind::kAdd), 1) << ir::print(c);  // the float add stays, the i32 one goes
+  EXPECT_EQ(count_op(c, OpKind::kAdd), 1) << ir::print(c);  // the float add stays, the i32 one goes
   const eval::Outputs out = must(testing::run_graph(c, {}, eval::Precision::kNative));
   EXPECT_EQ(out.at("recip").data[0], std::numeric_limits<double>::infinity());  // 1 / (-0 + 0) = 1 / +0
   EXPECT_EQ(out.at("int").data, (std::vector<double>{4, 0, -7}));
@@ -128,13 +99,13 @@ TEST_F(Canonicalize, FoldsReshapeChainsIntoOne) {
   const ir::Graph g = must(b.finish());
   const ir::Graph c = canonicalize(g);
   // folded: x->[4,6]; back: none; shared: x->[3,8] (for exp) and x->[8,3].
-  EXPECT_EQ(count(c, OpKind::kReshape), 3) << ir::print(c);
+  EXPECT_EQ(count_op(c, OpKind::kReshape), 3) << ir::print(c);
   for (const ir::Eqn& e : c.eqns) {
     if (e.op == OpKind::kReshape) {
       EXPECT_EQ(c.value(e.in[0]).kind, ir::ValueKind::kConstant) << ir::print(c);
     }
   }
-  expect_same_bits(g, c);
+  expect_same_outputs(g, c);
 }
 
 TEST_F(Canonicalize, OutputsThatAreNoOpsOfSlotsStillPublish) {
@@ -146,7 +117,7 @@ TEST_F(Canonicalize, OutputsThatAreNoOpsOfSlotsStillPublish) {
   const ir::Graph c = canonicalize(g);
   EXPECT_TRUE(c.eqns.empty()) << ir::print(c);
   const eval::SlotBindings slots{{ir::Slot::kPos, must(eval::Buffer::i32({3}, {5, 6, 7}))}};
-  expect_same_bits(g, c, slots);
+  expect_same_outputs(g, c, slots);
 }
 
 }  // namespace

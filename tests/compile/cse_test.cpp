@@ -2,14 +2,10 @@
 // that differ in params, operands or literal bits/dtype stay apart; bits are unchanged.
 #include <gtest/gtest.h>
 
-#include <bit>
-#include <cmath>
-
 #include "compile/passes.h"
 #include "ir/printer.h"
 #include "ir/ops.h"
 #include "models/model.h"
-#include "compile/graph_counts.h"
 #include "testing.h"
 
 namespace kvf {
@@ -17,9 +13,9 @@ namespace {
 
 using ir::OpKind;
 using ir::V;
+using testing::count_op;
+using testing::expect_same_outputs;
 using testing::must;
-
-using testing::count;
 
 int literals(const ir::Graph& g) {
   int n = 0;
@@ -29,27 +25,7 @@ int literals(const ir::Graph& g) {
 
 ir::Graph cse(const ir::Graph& g) { return must(compile::cse_pass().run(g)); }
 
-void expect_same_bits(const ir::Graph& before, const ir::Graph& after, const eval::SlotBindings& slots = {}) {
-  const eval::Outputs a = must(testing::run_graph(before, slots, eval::Precision::kNative));
-  const eval::Outputs b = must(testing::run_graph(after, slots, eval::Precision::kNative));
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, buf] : a) {
-    const eval::Buffer& other = b.at(name);
-    ASSERT_EQ(buf.shape, other.shape) << name;
-    for (size_t i = 0; i < buf.data.size(); ++i) {
-      ASSERT_FALSE(std::isnan(other.data[i])) << name << "[" << i << "]";
-      ASSERT_EQ(std::bit_cast<uint64_t>(buf.data[i]), std::bit_cast<uint64_t>(other.data[i])) << name << "[" << i << "]";
-    }
-  }
-}
-
-class Cse : public ::testing::Test {
- protected:
-  void SetUp() override { rng_.seed(seed_ = testing::test_seed()); }
-  eval::Buffer random(Shape s) { return testing::random_buffer(rng_, std::move(s)); }
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-};
+class Cse : public testing::SeededTest {};
 
 TEST_F(Cse, RepeatsMergeTransitively) {
   SCOPED_TRACE(str_cat("seed ", seed_));
@@ -66,7 +42,7 @@ TEST_F(Cse, RepeatsMergeTransitively) {
   EXPECT_EQ(literals(m), 2);
   const ir::Eqn& last = m.eqns.back();
   EXPECT_EQ(last.in[0], last.in[1]);  // a * a
-  expect_same_bits(g, m);
+  expect_same_outputs(g, m);
 }
 
 TEST_F(Cse, DifferentParamsOperandsOrLiteralsStayApart) {
@@ -86,7 +62,7 @@ TEST_F(Cse, DifferentParamsOperandsOrLiteralsStayApart) {
   const ir::Graph g = must(b.finish());
   const ir::Graph m = cse(g);
   EXPECT_EQ(m.eqns.size(), g.eqns.size()) << ir::print(m);
-  expect_same_bits(g, m);
+  expect_same_outputs(g, m);
 }
 
 TEST_F(Cse, EqualLiteralsMergeAcrossEqns) {
@@ -99,8 +75,8 @@ TEST_F(Cse, EqualLiteralsMergeAcrossEqns) {
   EXPECT_EQ(literals(g), 3);
   const ir::Graph m = cse(g);
   EXPECT_EQ(literals(m), 1) << ir::print(m);
-  EXPECT_EQ(count(m, OpKind::kMul), 2);
-  expect_same_bits(g, m);
+  EXPECT_EQ(count_op(m, OpKind::kMul), 2);
+  expect_same_outputs(g, m);
 }
 
 // Fresh iota and index guards per layer in the traced llama: cse leaves one of each.
@@ -109,7 +85,7 @@ TEST_F(Cse, MergesTheTracersRepeatsInAModelStep) {
   const ir::Graph g = must(model.trace_step({.n_tokens = 2, .capacity = 8, .cached = true}));
   const ir::Graph m = cse(g);
   EXPECT_LT(m.eqns.size(), g.eqns.size());
-  EXPECT_EQ(count(m, OpKind::kIota), 1) << "iotas before: " << count(g, OpKind::kIota);
+  EXPECT_EQ(count_op(m, OpKind::kIota), 1) << "iotas before: " << count_op(g, OpKind::kIota);
   EXPECT_EQ(must(compile::cse_pass().run(m)).eqns.size(), m.eqns.size());  // a fixed point
 }
 

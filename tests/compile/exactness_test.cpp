@@ -15,7 +15,6 @@
 #include <map>
 
 #include "compile/passes.h"
-#include "graph_counts.h"
 #include "ir/printer.h"
 #include "compile/pipeline.h"
 #include "models/model.h"
@@ -30,16 +29,6 @@ using ir::OpKind;
 using testing::must;
 
 constexpr double kReassocTol = 1e-5;
-
-std::string fixture_dir(const std::string& family) {
-  const char* root = std::getenv("KVF_SOURCE_DIR");
-  return std::string(root ? root : ".") + "/tests/fixtures/" + family;
-}
-
-models::Model open(const std::string& name) {
-  const std::string spec = name.starts_with("synthetic:") ? name : fixture_dir(name);
-  return must(models::open_model(spec, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
-}
 
 // One step's inputs: tokens, positions start.., and caches holding random history before
 // `start` and NaN from `start` on (what the step writes must overwrite it; what it does not
@@ -268,7 +257,7 @@ TEST_P(PassExactness, EveryPassKeepsItsDeclaration) {
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(str_cat("seed ", seed));
   std::mt19937_64 rng(seed);
-  const models::Model m = open(GetParam());
+  const models::Model m = testing::open_test_model(GetParam());
   const std::vector<compile::Pass> passes = compile::default_passes();
   for (const StepCase& sc : kSteps) {
     const std::string step = str_cat(GetParam(), " ", sc.name);
@@ -299,7 +288,7 @@ TEST_P(PassExactness, EveryPassKeepsItsDeclaration) {
     EXPECT_LT(c.graph.eqns.size(), traced.eqns.size()) << step;
     if (models::paged(sc.spec)) {  // the paged-key form: the pools are read through the map
       EXPECT_EQ(pool_gathers(c.graph), 0) << step;
-      EXPECT_EQ(testing::count(c.graph, OpKind::kAttention), m.config.n_layers) << step;
+      EXPECT_EQ(testing::count_op(c.graph, OpKind::kAttention), m.config.n_layers) << step;
     }
   }
 }
@@ -317,7 +306,7 @@ std::map<OpKind, int> histogram(const ir::Graph& g) {
 
 // What the pipeline leaves of llama-260k: the fused ops, and no rmsnorm or softmax chain.
 TEST(PipelineSummary, Llama260kIsFused) {
-  const models::Model m = open("synthetic:llama-260k");
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
   const int64_t layers = m.config.n_layers;
   for (const StepCase& sc : kSteps) {
     const ir::Graph traced = must(m.trace_step(sc.spec));
@@ -348,7 +337,7 @@ TEST(PipelineSummary, Llama260kIsFused) {
 // Paged batch steps: every layer's attention reads the written pools in place through the
 // read map (has_read), and no gather of a pool, nor its transpose, is left to run.
 TEST(PipelineSummary, PagedStepsReadThePoolsThroughTheMap) {
-  const models::Model m = open("synthetic:llama-260k");
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
   const int64_t layers = m.config.n_layers;
   for (DType kv : {DType::kF32, DType::kF16}) {
     for (int64_t n : {1, 4}) {
@@ -360,10 +349,10 @@ TEST(PipelineSummary, PagedStepsReadThePoolsThroughTheMap) {
         ASSERT_EQ(pool_gathers(traced), 2 * layers) << what;  // as traced: k and v of every layer
         const compile::Compiled c = must(compile::run_passes(traced, compile::default_passes()));
         const ir::Graph& g = c.graph;
-        EXPECT_EQ(testing::count(g, OpKind::kAttention), layers) << what;
+        EXPECT_EQ(testing::count_op(g, OpKind::kAttention), layers) << what;
         EXPECT_EQ(pool_gathers(g), 0) << what << "\n" << ir::print(g);
-        EXPECT_EQ(testing::count(g, OpKind::kGather), 1) << what;  // the token embedding only
-        EXPECT_EQ(testing::count(g, OpKind::kScatterUpdate), 2 * layers) << what;
+        EXPECT_EQ(testing::count_op(g, OpKind::kGather), 1) << what;  // the token embedding only
+        EXPECT_EQ(testing::count_op(g, OpKind::kScatterUpdate), 2 * layers) << what;
         for (const ir::Eqn& e : g.eqns) {
           if (e.op != OpKind::kAttention) continue;
           const ir::AttnParams& p = e.params.attn;
@@ -393,7 +382,7 @@ TEST(PipelineSummary, PagedStepsReadThePoolsThroughTheMap) {
 // An f16 KV cache: the fused attention reads the cache as stored (the widening casts the
 // chain reads through are absorbed), and only the rounding casts into the cache remain.
 TEST(PipelineSummary, F16CacheIsReadAsStored) {
-  const models::Model m = open("synthetic:llama-260k");
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
   const int64_t layers = m.config.n_layers;
   for (int64_t n : {1, 4}) {
     const models::StepSpec spec{.n_tokens = n, .capacity = 32, .cached = true, .last_logits = false, .kv_dtype = DType::kF16};

@@ -8,7 +8,6 @@
 #include "compile/passes.h"
 #include "ir/printer.h"
 #include "ir/ops.h"
-#include "compile/graph_counts.h"
 #include "testing.h"
 
 namespace kvf {
@@ -16,16 +15,9 @@ namespace {
 
 using ir::OpKind;
 using ir::V;
+using testing::count_op;
+using testing::find_eqn;
 using testing::must;
-
-using testing::count;
-
-const ir::Eqn* find(const ir::Graph& g, OpKind op) {
-  for (const ir::Eqn& e : g.eqns) {
-    if (e.op == op) return &e;
-  }
-  return nullptr;
-}
 
 ir::Graph fuse(const ir::Graph& g) { return must(compile::fusion_pass().run(g)); }
 
@@ -41,13 +33,7 @@ void expect_close(const ir::Graph& chain, const ir::Graph& fused, const std::vec
   EXPECT_LE(testing::rel_error(got, ref), 1e-5);
 }
 
-class Fusion : public ::testing::Test {
- protected:
-  void SetUp() override { rng_.seed(seed_ = testing::test_seed()); }
-  eval::Buffer random(Shape s, double lo = -1, double hi = 1) { return testing::random_buffer(rng_, std::move(s), lo, hi); }
-  uint64_t seed_ = 0;
-  std::mt19937_64 rng_;
-};
+class Fusion : public testing::SeededTest {};
 
 // ---- rmsnorm
 
@@ -93,8 +79,8 @@ TEST_F(Fusion, RmsNormWhoseOffsetWeightIsSharedUsesItAsThePlainWeight) {
   b.output("w1", w1);
   const ir::Graph g = must(b.finish());
   const ir::Graph f = fuse(g);
-  ASSERT_EQ(count(f, OpKind::kRmsNorm), 1) << ir::print(f);
-  EXPECT_FALSE(find(f, OpKind::kRmsNorm)->params.unit_offset);
+  ASSERT_EQ(count_op(f, OpKind::kRmsNorm), 1) << ir::print(f);
+  EXPECT_FALSE(find_eqn(f, OpKind::kRmsNorm)->params.unit_offset);
   EXPECT_EQ(f.eqns.size(), 2u);
   expect_close(g, f, rmsnorm_ref(x, w, 1e-6, true));
 }
@@ -116,7 +102,7 @@ TEST_F(Fusion, RmsNormNearMissesStay) {
     if (m.leak) b.output("ms", ms);
     const ir::Graph g = must(b.finish());
     const ir::Graph f = fuse(g);
-    EXPECT_EQ(count(f, OpKind::kRmsNorm), 0) << m.what;
+    EXPECT_EQ(count_op(f, OpKind::kRmsNorm), 0) << m.what;
     EXPECT_EQ(f.eqns.size(), g.eqns.size()) << m.what;
   }
 }
@@ -130,9 +116,9 @@ TEST_F(Fusion, LayerNormScalesLikeAnRmsNormOfTheCenteredInput) {
   b.output("out", ir::ops::layernorm(testing::input(b, "x", x), testing::input(b, "w", w), testing::input(b, "bias", bias), 1e-5));
   const ir::Graph g = must(b.finish());
   const ir::Graph f = fuse(g);
-  ASSERT_EQ(count(f, OpKind::kRmsNorm), 1) << ir::print(f);
-  EXPECT_EQ(count(f, OpKind::kRsqrt), 0);
-  EXPECT_EQ(count(f, OpKind::kReduceSum), 1);  // the mean that centers x
+  ASSERT_EQ(count_op(f, OpKind::kRmsNorm), 1) << ir::print(f);
+  EXPECT_EQ(count_op(f, OpKind::kRsqrt), 0);
+  EXPECT_EQ(count_op(f, OpKind::kReduceSum), 1);  // the mean that centers x
   std::vector<double> ref(x.data.size());
   for (size_t r = 0; r < 4; ++r) {
     double mean = 0, var = 0;
@@ -176,7 +162,7 @@ TEST_F(Fusion, SoftmaxNearMissesStay) {
     b.output("out", ex / b.reduce_sum(other, {axis}, true));
     if (variant == 2) b.output("ex", ex);  // 2: exp read elsewhere
     const ir::Graph g = must(b.finish());
-    EXPECT_EQ(count(fuse(g), OpKind::kSoftmax), 0) << "variant " << variant;
+    EXPECT_EQ(count_op(fuse(g), OpKind::kSoftmax), 0) << "variant " << variant;
   }
 }
 
@@ -224,7 +210,7 @@ TEST_F(Fusion, GluNearMissesStay) {
     if (variant == 2) b.output("act", act);                                                  // 2: read elsewhere
     b.output("out", act * up);
     const ir::Graph g = must(b.finish());
-    EXPECT_EQ(count(fuse(g), OpKind::kGlu), 0) << "variant " << variant;
+    EXPECT_EQ(count_op(fuse(g), OpKind::kGlu), 0) << "variant " << variant;
   }
 }
 
@@ -329,9 +315,9 @@ TEST_F(Fusion, LinearBiasStoredInF16KeepsItsCast) {
   b.output("out", ir::ops::linear(testing::input(b, "x", x), as_f32(b, "w", w), as_f32(b, "bias", bias16)));
   const ir::Graph g = must(b.finish());
   const ir::Graph f = fuse(g);
-  ASSERT_EQ(count(f, OpKind::kLinear), 1) << ir::print(f);
-  EXPECT_TRUE(find(f, OpKind::kLinear)->params.has_bias);
-  EXPECT_EQ(count(f, OpKind::kCast), 1);  // the bias as f32
+  ASSERT_EQ(count_op(f, OpKind::kLinear), 1) << ir::print(f);
+  EXPECT_TRUE(find_eqn(f, OpKind::kLinear)->params.has_bias);
+  EXPECT_EQ(count_op(f, OpKind::kCast), 1);  // the bias as f32
   EXPECT_EQ(f.eqns.size(), 2u);
   expect_close(g, f, linear_ref(x, w, &bias));
 }
@@ -351,9 +337,9 @@ TEST_F(Fusion, SharedWeightViewsFuseEveryLinearAndKeepWhatOthersRead) {
   b.output("emb", emb);
   const ir::Graph g = must(b.finish());
   const ir::Graph f = fuse(g);
-  EXPECT_EQ(count(f, OpKind::kLinear), 2) << ir::print(f);
-  EXPECT_EQ(count(f, OpKind::kTranspose), 0);
-  EXPECT_EQ(count(f, OpKind::kCast), 1);
+  EXPECT_EQ(count_op(f, OpKind::kLinear), 2) << ir::print(f);
+  EXPECT_EQ(count_op(f, OpKind::kTranspose), 0);
+  EXPECT_EQ(count_op(f, OpKind::kCast), 1);
   const eval::Outputs a = must(testing::run_graph(g, {}, eval::Precision::kNative));
   const eval::Outputs c = must(testing::run_graph(f, {}, eval::Precision::kNative));
   for (const char* name : {"out", "out2", "emb"}) EXPECT_LE(testing::rel_error(c.at(name).data, a.at(name).data), 1e-6) << name;
@@ -366,13 +352,13 @@ TEST_F(Fusion, LinearNearMisses) {
     ir::Builder b("w_intermediate");
     const V w = testing::input(b, "w", random({4, 8})) * 2.0;
     b.output("out", ir::ops::linear(testing::input(b, "x", random({3, 8})), w));
-    EXPECT_EQ(count(fuse(must(b.finish())), OpKind::kLinear), 0);
+    EXPECT_EQ(count_op(fuse(must(b.finish())), OpKind::kLinear), 0);
   }
   // W used as stored, [K, N], with no transpose: a plain matmul.
   {
     ir::Builder b("no_transpose");
     b.output("out", b.matmul(testing::input(b, "x", random({3, 8})), testing::input(b, "w", random({8, 4}))));
-    EXPECT_EQ(count(fuse(must(b.finish())), OpKind::kLinear), 0);
+    EXPECT_EQ(count_op(fuse(must(b.finish())), OpKind::kLinear), 0);
   }
   // Biases that are not an f32 [N] constant: the linear fuses, the add stays.
   for (int variant = 0; variant < 3; ++variant) {
@@ -385,9 +371,9 @@ TEST_F(Fusion, LinearNearMisses) {
     if (variant == 2) bias = testing::input(b, "bias", random({3, 4}));          // per row
     b.output("out", y + bias);
     const ir::Graph f = fuse(must(b.finish()));
-    ASSERT_EQ(count(f, OpKind::kLinear), 1) << variant << ir::print(f);
-    EXPECT_FALSE(find(f, OpKind::kLinear)->params.has_bias) << variant;
-    EXPECT_EQ(count(f, OpKind::kAdd), 1) << variant;
+    ASSERT_EQ(count_op(f, OpKind::kLinear), 1) << variant << ir::print(f);
+    EXPECT_FALSE(find_eqn(f, OpKind::kLinear)->params.has_bias) << variant;
+    EXPECT_EQ(count_op(f, OpKind::kAdd), 1) << variant;
   }
   // The product read elsewhere too: no bias epilogue.
   {
@@ -396,8 +382,8 @@ TEST_F(Fusion, LinearNearMisses) {
     b.output("out", y + testing::input(b, "bias", random({4})));
     b.output("y", y);
     const ir::Graph f = fuse(must(b.finish()));
-    ASSERT_EQ(count(f, OpKind::kLinear), 1);
-    EXPECT_FALSE(find(f, OpKind::kLinear)->params.has_bias);
+    ASSERT_EQ(count_op(f, OpKind::kLinear), 1);
+    EXPECT_FALSE(find_eqn(f, OpKind::kLinear)->params.has_bias);
   }
 }
 

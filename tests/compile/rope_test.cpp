@@ -4,13 +4,11 @@
 // that differ in one place (swapped tables, operands, slices, an extra reader) stay.
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 
 #include "compile/passes.h"
 #include "ir/printer.h"
 #include "ir/ops.h"
-#include "compile/graph_counts.h"
 #include "testing.h"
 
 namespace kvf {
@@ -19,16 +17,9 @@ namespace {
 using ir::OpKind;
 using ir::RopeLayout;
 using ir::V;
+using testing::count_op;
+using testing::find_eqn;
 using testing::must;
-
-using testing::count;
-
-const ir::Eqn* find(const ir::Graph& g, OpKind op) {
-  for (const ir::Eqn& e : g.eqns) {
-    if (e.op == op) return &e;
-  }
-  return nullptr;
-}
 
 ir::Graph rope(const ir::Graph& g) { return must(compile::rope_pass().run(g)); }
 
@@ -100,14 +91,14 @@ TEST_P(RopeChain, BecomesOneRopeWithTheChainsBits) {
   std::mt19937_64 rng(seed);
   const Traced t = trace(c, rng);
   const ir::Graph r = rope(t.graph);
-  ASSERT_EQ(count(r, OpKind::kRope), 1) << ir::print(r);
+  ASSERT_EQ(count_op(r, OpKind::kRope), 1) << ir::print(r);
   // Left: the angle table (cast, reshape(s), mul, cos, sin) and the slice of a wider q.
-  EXPECT_EQ(count(r, OpKind::kConcat), 0) << ir::print(r);
-  EXPECT_EQ(count(r, OpKind::kSub), 0);
-  EXPECT_EQ(count(r, OpKind::kAdd), 0);
-  EXPECT_EQ(count(r, OpKind::kMul), 1);
-  EXPECT_EQ(count(r, OpKind::kSlice), c.q_offset > 0 ? 1 : 0);
-  const ir::Eqn& e = *find(r, OpKind::kRope);
+  EXPECT_EQ(count_op(r, OpKind::kConcat), 0) << ir::print(r);
+  EXPECT_EQ(count_op(r, OpKind::kSub), 0);
+  EXPECT_EQ(count_op(r, OpKind::kAdd), 0);
+  EXPECT_EQ(count_op(r, OpKind::kMul), 1);
+  EXPECT_EQ(count_op(r, OpKind::kSlice), c.q_offset > 0 ? 1 : 0);
+  const ir::Eqn& e = *find_eqn(r, OpKind::kRope);
   EXPECT_EQ(e.params.rope.layout, c.layout);
   EXPECT_EQ(e.params.rope.rotary_dim, c.rot);
   EXPECT_EQ(r.type(e.in[0]).shape, c.x_shape);
@@ -118,14 +109,8 @@ TEST_P(RopeChain, BecomesOneRopeWithTheChainsBits) {
     const eval::SlotBindings slots = positions(rng, c.x_shape[2]);
     const eval::Outputs before = must(testing::run_graph(t.graph, slots, eval::Precision::kNative));
     const eval::Outputs after = must(testing::run_graph(r, slots, eval::Precision::kNative));
-    const std::vector<double>& got = after.at("out").data;
-    const std::vector<double>& chain = before.at("out").data;
-    ASSERT_EQ(got.size(), chain.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(got[i])) << i;
-      ASSERT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(chain[i])) << "element " << i;
-    }
-    EXPECT_LE(testing::rel_error(got, reference(c, t, slots)), 1e-6);
+    ASSERT_TRUE(testing::same_bits(before.at("out"), after.at("out")));
+    EXPECT_LE(testing::rel_error(after.at("out").data, reference(c, t, slots)), 1e-6);
   }
 }
 
@@ -159,23 +144,13 @@ TEST(RopeAfterFolds, InterleavedChainsWhoseReshapesWereFolded) {
   b.output("k_rot", ir::ops::apply_rope(b.reshape(b.slice_axis(kv_a, -1, 5, 5 + rot), {1, 1, n, rot}), t));
   const ir::Graph g = must(b.finish());
   const ir::Graph canon = must(compile::canonicalize_pass().run(g));
-  ASSERT_EQ(count(canon, OpKind::kConcat), 2) << ir::print(canon);  // the two rotations
+  ASSERT_EQ(count_op(canon, OpKind::kConcat), 2) << ir::print(canon);  // the two rotations
   const ir::Graph r = rope(canon);
-  EXPECT_EQ(count(r, OpKind::kRope), 2) << ir::print(r);
-  EXPECT_EQ(count(r, OpKind::kConcat), 0);
-  EXPECT_EQ(count(r, OpKind::kSub), 0);
+  EXPECT_EQ(count_op(r, OpKind::kRope), 2) << ir::print(r);
+  EXPECT_EQ(count_op(r, OpKind::kConcat), 0);
+  EXPECT_EQ(count_op(r, OpKind::kSub), 0);
   const eval::SlotBindings slots = positions(rng, n);
-  const eval::Outputs before = must(testing::run_graph(g, slots, eval::Precision::kNative));
-  const eval::Outputs after = must(testing::run_graph(r, slots, eval::Precision::kNative));
-  for (const char* name : {"k_rep", "k_rot"}) {
-    const std::vector<double>& want = before.at(name).data;
-    const std::vector<double>& got = after.at(name).data;
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(got[i])) << name << " " << i;
-      ASSERT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(want[i])) << name << " " << i;
-    }
-  }
+  testing::expect_same_outputs(g, r, slots);
 }
 
 // ---- near misses: apply_rope's half chain, written out with one thing changed
@@ -227,7 +202,7 @@ ir::Graph interleaved_odd_first(std::mt19937_64& rng) {
 
 TEST(RopeNearMiss, ControlTheUnchangedChainIsRewritten) {
   std::mt19937_64 rng(testing::test_seed());
-  EXPECT_EQ(count(rope(half_chain({}, rng)), OpKind::kRope), 1);
+  EXPECT_EQ(count_op(rope(half_chain({}, rng)), OpKind::kRope), 1);
 }
 
 TEST(RopeNearMiss, ChangedChainsKeepTheirEqns) {
@@ -247,11 +222,11 @@ TEST(RopeNearMiss, ChangedChainsKeepTheirEqns) {
   for (const auto& [what, change] : cases) {
     const ir::Graph g = half_chain(change, rng);
     const ir::Graph r = rope(g);
-    EXPECT_EQ(count(r, OpKind::kRope), 0) << what << "\n" << ir::print(r);
+    EXPECT_EQ(count_op(r, OpKind::kRope), 0) << what << "\n" << ir::print(r);
     EXPECT_EQ(r.eqns.size(), g.eqns.size()) << what;
   }
   const ir::Graph odd = interleaved_odd_first(rng);
-  EXPECT_EQ(count(rope(odd), OpKind::kRope), 0) << "even/odd swapped";
+  EXPECT_EQ(count_op(rope(odd), OpKind::kRope), 0) << "even/odd swapped";
 }
 
 // Tables of T rows against x of one row would broadcast x: not a rope of x.
@@ -263,7 +238,7 @@ TEST(RopeNearMiss, TablesThatBroadcastXStay) {
   const V x = testing::input(b, "x", testing::random_buffer(rng, {1, 2, 1, 4}));
   b.output("out", ir::ops::apply_rope(x, t));
   const ir::Graph g = must(b.finish());
-  EXPECT_EQ(count(rope(g), OpKind::kRope), 0);
+  EXPECT_EQ(count_op(rope(g), OpKind::kRope), 0);
 }
 
 }  // namespace

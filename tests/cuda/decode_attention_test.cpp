@@ -57,8 +57,6 @@ struct Case {
   }
 };
 
-uint64_t seed() { return kvf::testing::test_seed(); }
-
 // Runs one case on c.kernel: every output finite and ‖Δ‖/‖ref‖ within c.tolerance.
 void run_case_on(const Case& c, uint64_t sd) {
   SCOPED_TRACE(c.name() + " seed " + std::to_string(sd));
@@ -249,7 +247,7 @@ const std::vector<std::vector<int>> kLens = {{1, 7}, {129, 1}, {4097, 7}, {7, 40
 TEST(CudaDecode, DenseEveryHeadDim) {
   KVF_NEED_GPU();
   Worst worst;
-  const uint64_t sd = seed();
+  const uint64_t sd = test_seed();
   const int dims[4][2] = {{64, 64}, {128, 128}, {256, 256}, {192, 128}};
   for (auto& d : dims)
     for (auto& lens : kLens)
@@ -266,7 +264,7 @@ TEST(CudaDecode, DenseEveryHeadDim) {
 TEST(CudaDecode, PagedShuffledBlocks) {
   KVF_NEED_GPU();
   Worst worst;
-  const uint64_t sd = seed();
+  const uint64_t sd = test_seed();
   for (int page : {16, 1})
     for (auto& lens : kLens)
       for (int dk : {64, 128, 256}) {
@@ -287,7 +285,7 @@ TEST(CudaDecode, PagedShuffledBlocks) {
 TEST(CudaDecode, GqaGroupsAndQueryRows) {
   KVF_NEED_GPU();
   Worst worst;
-  const uint64_t sd = seed();
+  const uint64_t sd = test_seed();
   const int heads[4][2] = {{8, 8}, {8, 1}, {32, 8}, {16, 2}};
   for (auto& h : heads)
     for (int lq : {1, 2, 3, 8})
@@ -314,7 +312,7 @@ TEST(CudaDecode, GqaGroupsAndQueryRows) {
 TEST(CudaDecode, SplitCounts) {
   KVF_NEED_GPU();
   Worst worst;
-  const uint64_t sd = seed();
+  const uint64_t sd = test_seed();
   for (int splits : {1, 2, 3, 17, 200})
     for (int page : {0, 16}) {
       Case c;
@@ -331,7 +329,7 @@ TEST(CudaDecode, SplitCounts) {
 TEST(CudaDecode, SoftcapAlibiWindow) {
   KVF_NEED_GPU();
   Worst worst;
-  const uint64_t sd = seed();
+  const uint64_t sd = test_seed();
   for (int page : {0, 16}) {
     Case c;
     c.page = page;
@@ -359,9 +357,9 @@ TEST(CudaDecode, FullyMaskedRowsAreZero) {
   c.lq = 4;
   c.lens = {0, 1, 2};
   c.capacity = 8;
-  run_case(c, seed());
+  run_case(c, test_seed());
   c.page = 1;
-  run_case(c, seed() + 1);
+  run_case(c, test_seed() + 1);
 }
 
 // Arguments the planner accepts (it reads no memory): every pointer set to a dummy.

@@ -46,8 +46,6 @@ struct Case {
   }
 };
 
-uint64_t seed() { return kvf::testing::test_seed(); }
-
 // Whether this device runs the wgmma kernel (sm_90).
 bool has_wgmma() {
   PrefillAttentionArgs a;
@@ -195,7 +193,7 @@ class CudaPrefill : public ::testing::Test {
  protected:
   void SetUp() override {
     worst_error() = {};
-    sd_ = seed();
+    sd_ = test_seed();
     std::printf("[ seed  ] %llu\n", static_cast<unsigned long long>(sd_));
   }
   void TearDown() override {

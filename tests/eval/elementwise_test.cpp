@@ -16,16 +16,16 @@ namespace {
 using testing::f32;
 using testing::i32;
 using testing::make;
-using testing::ramp;
 
 using eval::Buffer;
 using eval::Precision;
 using ir::Builder;
 using ir::CmpDir;
 using ir::OpKind;
-using ir::V;
-using testing::eval_expr;
+using testing::expect_buf;
 using testing::input;
+using testing::run_expr;
+using testing::run_expr_error;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -34,46 +34,14 @@ constexpr double kI32Max = 2147483647.0;
 
 Buffer pred(Shape s, std::vector<double> v) { return make(DType::kBool, std::move(s), std::move(v)); }
 
-// Runs f on the oracle; a failure is reported and yields an empty buffer.
-Buffer run(const std::function<V(Builder&)>& f, Precision p = Precision::kF64) {
-  Result<Buffer> r = eval_expr(f, p);
-  if (!r) {
-    ADD_FAILURE() << r.error().to_string();
-    return Buffer{};
-  }
-  return std::move(*r);
-}
-
-// Runs f expecting a failure and returns it.
-Error run_err(const std::function<V(Builder&)>& f, Precision p = Precision::kF64) {
-  Result<Buffer> r = eval_expr(f, p);
-  if (r) {
-    ADD_FAILURE() << "expected an error, got a " << dtype_name(r->dtype) << shape_str(r->shape) << " result";
-    return internal_error("no error");
-  }
-  return r.take_error();
-}
-
-// got must be dt[shape] holding want (NaN matches NaN); exact unless tol > 0.
-void expect_buf(const Buffer& got, DType dt, const Shape& shape, const std::vector<double>& want, double tol = 0) {
-  EXPECT_EQ(dtype_name(got.dtype), dtype_name(dt));
-  ASSERT_EQ(shape_str(got.shape), shape_str(shape));
-  ASSERT_EQ(got.data.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got.data[i])) << "element " << i << " = " << got.data[i];
-    else if (tol == 0 || std::isinf(want[i])) EXPECT_EQ(got.data[i], want[i]) << "element " << i;
-    else EXPECT_NEAR(got.data[i], want[i], tol) << "element " << i;
-  }
-}
-
 Buffer unary(OpKind op, const Buffer& x, Precision p = Precision::kF64) {
-  return run([&](Builder& b) { return b.unary(op, input(b, "x", x)); }, p);
+  return run_expr([&](Builder& b) { return b.unary(op, input(b, "x", x)); }, p);
 }
 Buffer binary(OpKind op, const Buffer& x, const Buffer& y) {
-  return run([&](Builder& b) { return b.binary(op, input(b, "x", x), input(b, "y", y)); });
+  return run_expr([&](Builder& b) { return b.binary(op, input(b, "x", x), input(b, "y", y)); });
 }
 Buffer cmp(CmpDir dir, const Buffer& x, const Buffer& y) {
-  return run([&](Builder& b) { return b.compare(input(b, "x", x), input(b, "y", y), dir); });
+  return run_expr([&](Builder& b) { return b.compare(input(b, "x", x), input(b, "y", y), dir); });
 }
 
 // ---------------------------------------------------------------- unary (f32)
@@ -230,7 +198,7 @@ TEST(Div, I32TruncatesTowardZero) {
 }
 
 TEST(Div, I32ByZeroIsInvalidInput) {
-  Error e = run_err([&](Builder& b) { return b.binary(OpKind::kDiv, input(b, "x", i32({2}, {4, 5})), input(b, "y", i32({2}, {2, 0}))); });
+  Error e = run_expr_error([&](Builder& b) { return b.binary(OpKind::kDiv, input(b, "x", i32({2}, {4, 5})), input(b, "y", i32({2}, {2, 0}))); });
   EXPECT_EQ(e.code(), ErrorCode::kInvalidInput) << e.to_string();
   EXPECT_NE(e.message().find("division by zero"), std::string::npos) << e.message();
 }
@@ -298,10 +266,10 @@ TEST(Add, BroadcastColumnByRow) {
 
 TEST(Mul, RankZeroLiteralWithTensor) {
   const Buffer x = f32({2, 2}, {1, -2, 3, 0.5});
-  expect_buf(run([&](Builder& b) { return input(b, "x", x) * 3.0; }), DType::kF32, {2, 2}, {3, -6, 9, 1.5});
-  expect_buf(run([&](Builder& b) { return 10.0 - input(b, "x", x); }), DType::kF32, {2, 2}, {9, 12, 7, 9.5});
+  expect_buf(run_expr([&](Builder& b) { return input(b, "x", x) * 3.0; }), DType::kF32, {2, 2}, {3, -6, 9, 1.5});
+  expect_buf(run_expr([&](Builder& b) { return 10.0 - input(b, "x", x); }), DType::kF32, {2, 2}, {9, 12, 7, 9.5});
   // literal op literal stays rank 0
-  expect_buf(run([&](Builder& b) { return b.literal(2.0) + b.literal(0.25); }), DType::kF32, {}, {2.25});
+  expect_buf(run_expr([&](Builder& b) { return b.literal(2.0) + b.literal(0.25); }), DType::kF32, {}, {2.25});
 }
 
 TEST(Sub, TrailingVectorBroadcast) {
@@ -342,7 +310,7 @@ TEST(Select, BroadcastPredicateColumn) {
   const std::vector<double> p{1, 0, 1};
   std::vector<double> t(12);
   for (int i = 0; i < 12; ++i) t[i] = i;
-  Buffer out = run([&](Builder& b) {
+  Buffer out = run_expr([&](Builder& b) {
     return b.select(input(b, "p", pred({3, 1}, p)), input(b, "t", f32({3, 4}, t)), b.literal(-1.0));
   });
   std::vector<double> want;
@@ -355,7 +323,7 @@ TEST(Select, BroadcastPredicateColumn) {
 TEST(Select, AllThreeOperandsBroadcast) {
   // pred [4] picks per column between on_true [3,1] (per row) and on_false [1,4] (per column).
   const std::vector<double> p{1, 0, 0, 1}, t{10, 20, 30}, f{-1, -2, -3, -4};
-  Buffer out = run([&](Builder& b) {
+  Buffer out = run_expr([&](Builder& b) {
     return b.select(input(b, "p", pred({4}, p)), input(b, "t", i32({3, 1}, t)), input(b, "f", i32({1, 4}, f)));
   });
   std::vector<double> want;
@@ -368,10 +336,10 @@ TEST(Select, AllThreeOperandsBroadcast) {
 // ---------------------------------------------------------------- cast
 
 Buffer cast(const Buffer& x, DType to, Precision p = Precision::kF64) {
-  return run([&](Builder& b) { return b.cast(input(b, "x", x), to); }, p);
+  return run_expr([&](Builder& b) { return b.cast(input(b, "x", x), to); }, p);
 }
 Error cast_err(const Buffer& x, DType to) {
-  return run_err([&](Builder& b) { return b.cast(input(b, "x", x), to); });
+  return run_expr_error([&](Builder& b) { return b.cast(input(b, "x", x), to); });
 }
 
 TEST(Cast, F32ToI32Truncates) {
@@ -396,7 +364,7 @@ TEST(Cast, ToPredAndBack) {
   expect_buf(cast(q, DType::kF32), DType::kF32, {4}, {1, 0, 0, 1});
   expect_buf(cast(q, DType::kI32), DType::kI32, {4}, {1, 0, 0, 1});
   // f32 -> pred -> f32 round trip in one graph
-  Buffer rt = run([&](Builder& b) { return b.cast(b.cast(input(b, "x", f32({3}, {-3, 0, 0.25})), DType::kBool), DType::kF32); });
+  Buffer rt = run_expr([&](Builder& b) { return b.cast(b.cast(input(b, "x", f32({3}, {-3, 0, 0.25})), DType::kBool), DType::kF32); });
   expect_buf(rt, DType::kF32, {3}, {1, 0, 1});
 }
 
@@ -412,7 +380,7 @@ TEST(Cast, I32ToF32RoundsInNativeOnly) {
 TEST(Iota, EachAxisOf3d) {
   const Shape s{2, 3, 4};
   for (int64_t axis = 0; axis < 3; ++axis) {
-    Buffer out = run([&](Builder& b) { return b.iota(s, axis); });
+    Buffer out = run_expr([&](Builder& b) { return b.iota(s, axis); });
     std::vector<double> want;
     for (int i = 0; i < 2; ++i) {
       for (int j = 0; j < 3; ++j) {
@@ -425,7 +393,7 @@ TEST(Iota, EachAxisOf3d) {
 }
 
 TEST(Iota, F32AndNegativeAxis) {
-  expect_buf(run([&](Builder& b) { return b.iota({2, 3}, -1, DType::kF32); }), DType::kF32, {2, 3}, {0, 1, 2, 0, 1, 2});
+  expect_buf(run_expr([&](Builder& b) { return b.iota({2, 3}, -1, DType::kF32); }), DType::kF32, {2, 3}, {0, 1, 2, 0, 1, 2});
 }
 
 // ---------------------------------------------------------------- native vs f64 rounding
@@ -438,15 +406,15 @@ TEST(Add, NativeRoundsToF32F64IsExact) {
   const double rounded = static_cast<double>(0.1f + 0.2f);                   // 0.300000011920928955... = 0.3f
   ASSERT_NE(exact, rounded);
   auto f = [&](Builder& b) { return input(b, "a", a) + input(b, "c", c); };
-  expect_buf(run(f, Precision::kNative), DType::kF32, {1}, {rounded});
-  expect_buf(run(f, Precision::kF64), DType::kF32, {1}, {exact});
+  expect_buf(run_expr(f, Precision::kNative), DType::kF32, {1}, {rounded});
+  expect_buf(run_expr(f, Precision::kF64), DType::kF32, {1}, {exact});
 }
 
 TEST(Add, LiteralsRoundOnlyInNative) {
   // Literals are kept as written in f64 mode: 0.1 + 0.2 = 0.30000000000000004 in double.
   auto f = [](Builder& b) { return b.literal(0.1) + b.literal(0.2); };
-  expect_buf(run(f, Precision::kF64), DType::kF32, {}, {0.1 + 0.2});
-  expect_buf(run(f, Precision::kNative), DType::kF32, {}, {static_cast<double>(0.1f + 0.2f)});
+  expect_buf(run_expr(f, Precision::kF64), DType::kF32, {}, {0.1 + 0.2});
+  expect_buf(run_expr(f, Precision::kNative), DType::kF32, {}, {static_cast<double>(0.1f + 0.2f)});
 }
 
 TEST(Div, NativeRoundsEachStep) {
@@ -454,9 +422,9 @@ TEST(Div, NativeRoundsEachStep) {
   const Buffer one = f32({1}, {1});
   auto f = [&](Builder& b) { return (input(b, "x", one) / 3.0) * 3.0; };
   const double third_f = static_cast<double>(static_cast<float>(1.0 / 3.0));
-  expect_buf(run(f, Precision::kNative), DType::kF32, {1}, {static_cast<double>(static_cast<float>(third_f * 3.0))});
-  expect_buf(run(f, Precision::kF64), DType::kF32, {1}, {(1.0 / 3.0) * 3.0});
-  Buffer d = run([&](Builder& b) { return input(b, "x", one) / 3.0; }, Precision::kNative);
+  expect_buf(run_expr(f, Precision::kNative), DType::kF32, {1}, {static_cast<double>(static_cast<float>(third_f * 3.0))});
+  expect_buf(run_expr(f, Precision::kF64), DType::kF32, {1}, {(1.0 / 3.0) * 3.0});
+  Buffer d = run_expr([&](Builder& b) { return input(b, "x", one) / 3.0; }, Precision::kNative);
   expect_buf(d, DType::kF32, {1}, {third_f});
   ASSERT_EQ(d.data.size(), 1u);
   EXPECT_NE(d.data[0], 1.0 / 3.0);

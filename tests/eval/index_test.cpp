@@ -13,43 +13,16 @@ namespace {
 
 using testing::f32;
 using testing::i32;
-using testing::make;
 using testing::ramp;
 
 using eval::Buffer;
 using ir::Builder;
-using ir::V;
 using testing::eval_expr;
+using testing::expect_buf;
 using testing::input;
-
-
-
-Buffer run(const std::function<V(Builder&)>& f) {
-  Result<Buffer> r = eval_expr(f);
-  if (!r) {
-    ADD_FAILURE() << r.error().to_string();
-    return Buffer{};
-  }
-  return std::move(*r);
-}
-
-Error run_err(const std::function<V(Builder&)>& f) {
-  Result<Buffer> r = eval_expr(f);
-  if (r) {
-    ADD_FAILURE() << "expected an error, got a " << dtype_name(r->dtype) << shape_str(r->shape) << " result";
-    return internal_error("no error");
-  }
-  return r.take_error();
-}
-
-void expect_buf(const Buffer& got, DType dt, const Shape& shape, const std::vector<double>& want) {
-  EXPECT_EQ(dtype_name(got.dtype), dtype_name(dt));
-  ASSERT_EQ(shape_str(got.shape), shape_str(shape));
-  ASSERT_EQ(got.data.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got.data[i], want[i]) << "element " << i;
-}
-
-bool mentions(const Error& e, const std::string& s) { return e.message().find(s) != std::string::npos; }
+using testing::mentions;
+using testing::run_expr;
+using testing::run_expr_error;
 
 // ---------------------------------------------------------------- gather
 
@@ -60,25 +33,25 @@ TEST(Gather, EmbeddingLookup2dIndices) {
     for (int c = 0; c < 3; ++c) t.push_back(10 * r + c);
   }
   const Buffer table = f32({5, 3}, t);
-  Buffer out = run([&](Builder& b) { return b.gather(input(b, "t", table), input(b, "i", i32({2, 2}, {4, 0, 2, 2}))); });
+  Buffer out = run_expr([&](Builder& b) { return b.gather(input(b, "t", table), input(b, "i", i32({2, 2}, {4, 0, 2, 2}))); });
   expect_buf(out, DType::kF32, {2, 2, 3}, {40, 41, 42, 0, 1, 2, 20, 21, 22, 20, 21, 22});
 }
 
 TEST(Gather, ScalarIndexAnd3dTable) {
   // rank-0 index picks one [2,2] slab of a [3,2,2] table
   const Buffer table = ramp({3, 2, 2});
-  expect_buf(run([&](Builder& b) { return b.gather(input(b, "t", table), b.literal(1, DType::kI32)); }), DType::kF32,
+  expect_buf(run_expr([&](Builder& b) { return b.gather(input(b, "t", table), b.literal(1, DType::kI32)); }), DType::kF32,
              {2, 2}, {4, 5, 6, 7});
   // 1-d indices over an i32 table
   Buffer it = i32({3, 1}, {-5, 6, 7});
-  expect_buf(run([&](Builder& b) { return b.gather(input(b, "t", it), input(b, "i", i32({4}, {2, 2, 0, 1}))); }),
+  expect_buf(run_expr([&](Builder& b) { return b.gather(input(b, "t", it), input(b, "i", i32({4}, {2, 2, 0, 1}))); }),
              DType::kI32, {4, 1}, {7, 7, -5, 6});
 }
 
 TEST(Gather, OutOfRangeIndexIsInvalidInput) {
   const Buffer table = ramp({5, 3});
   for (double bad : {5.0, 100.0, -1.0}) {
-    Error e = run_err([&](Builder& b) { return b.gather(input(b, "t", table), input(b, "i", i32({3}, {0, bad, 1}))); });
+    Error e = run_expr_error([&](Builder& b) { return b.gather(input(b, "t", table), input(b, "i", i32({3}, {0, bad, 1}))); });
     EXPECT_EQ(e.code(), ErrorCode::kInvalidInput) << e.to_string();
     EXPECT_TRUE(mentions(e, "index " + std::to_string(static_cast<int>(bad)))) << e.message();
     EXPECT_TRUE(mentions(e, "position 1")) << e.message();
@@ -90,7 +63,7 @@ TEST(Gather, OutOfRangeIndexIsInvalidInput) {
 TEST(ScatterUpdate, ReplacesRows) {
   // base [4,2] = 0..7; rows 3 and 1 replaced by [1,2] and [3,4]
   const Buffer base = ramp({4, 2});
-  Buffer out = run([&](Builder& b) {
+  Buffer out = run_expr([&](Builder& b) {
     return b.scatter_update(input(b, "x", base), input(b, "i", i32({2}, {3, 1})), input(b, "u", f32({2, 2}, {1, 2, 3, 4})));
   });
   expect_buf(out, DType::kF32, {4, 2}, {0, 1, 3, 4, 4, 5, 1, 2});
@@ -98,12 +71,12 @@ TEST(ScatterUpdate, ReplacesRows) {
 
 TEST(ScatterUpdate, MinusOneWritesNothing) {
   const Buffer base = ramp({3, 2});
-  Buffer out = run([&](Builder& b) {
+  Buffer out = run_expr([&](Builder& b) {
     return b.scatter_update(input(b, "x", base), input(b, "i", i32({3}, {-1, 0, -1})),
                             input(b, "u", f32({3, 2}, {91, 92, 93, 94, 95, 96})));
   });
   expect_buf(out, DType::kF32, {3, 2}, {93, 94, 2, 3, 4, 5});
-  Buffer none = run([&](Builder& b) {
+  Buffer none = run_expr([&](Builder& b) {
     return b.scatter_update(input(b, "x", base), input(b, "i", i32({2}, {-1, -1})), input(b, "u", f32({2, 2}, {9, 9, 9, 9})));
   });
   expect_buf(none, DType::kF32, {3, 2}, base.data);
@@ -112,7 +85,7 @@ TEST(ScatterUpdate, MinusOneWritesNothing) {
 TEST(ScatterUpdate, OutOfRangeIsInvalidInput) {
   const Buffer base = ramp({3, 2});
   for (double bad : {3.0, -2.0}) {
-    Error e = run_err([&](Builder& b) {
+    Error e = run_expr_error([&](Builder& b) {
       return b.scatter_update(input(b, "x", base), input(b, "i", i32({2}, {0, bad})), input(b, "u", f32({2, 2}, {1, 2, 3, 4})));
     });
     EXPECT_EQ(e.code(), ErrorCode::kInvalidInput) << e.to_string();
@@ -122,7 +95,7 @@ TEST(ScatterUpdate, OutOfRangeIsInvalidInput) {
 
 TEST(ScatterUpdate, DuplicateIndexIsInvalidInput) {
   const Buffer base = ramp({3, 2});
-  Error e = run_err([&](Builder& b) {
+  Error e = run_expr_error([&](Builder& b) {
     return b.scatter_update(input(b, "x", base), input(b, "i", i32({3}, {2, 0, 2})),
                             input(b, "u", f32({3, 2}, {1, 2, 3, 4, 5, 6})));
   });
@@ -242,7 +215,7 @@ std::vector<double> ref_matmul(const Buffer& a, const Buffer& b, Shape& out_shap
 }
 
 Buffer matmul(const Buffer& a, const Buffer& b) {
-  return run([&](Builder& bl) { return bl.matmul(input(bl, "a", a), input(bl, "b", b)); });
+  return run_expr([&](Builder& bl) { return bl.matmul(input(bl, "a", a), input(bl, "b", b)); });
 }
 
 TEST(MatMul, HandComputed2x3By3x2) {

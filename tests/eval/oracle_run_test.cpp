@@ -15,21 +15,19 @@ namespace {
 
 using testing::f32;
 using testing::i32;
-using testing::make;
-using testing::ramp;
 
 using eval::Buffer;
 using eval::Oracle;
-using eval::Precision;
 using eval::SlotBindings;
 using eval::StateStore;
 using ir::Builder;
 using ir::CmpDir;
 using ir::Slot;
 using ir::V;
+using testing::expect_buf;
+using testing::mentions;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
 
 ir::Graph finish(Builder& b) {
   Result<ir::Graph> g = b.finish();
@@ -38,13 +36,6 @@ ir::Graph finish(Builder& b) {
     return ir::Graph{};
   }
   return std::move(*g);
-}
-
-void expect_buf(const Buffer& got, DType dt, const Shape& shape, const std::vector<double>& want) {
-  EXPECT_EQ(dtype_name(got.dtype), dtype_name(dt));
-  ASSERT_EQ(shape_str(got.shape), shape_str(shape));
-  ASSERT_EQ(got.data.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got.data[i], want[i]) << "element " << i;
 }
 
 // Same names, dtypes, shapes and bytes.
@@ -60,8 +51,6 @@ void expect_same_store(const StateStore& got, const StateStore& want) {
     EXPECT_EQ(std::memcmp(g.data.data(), w.data.data(), w.data.size() * sizeof(double)), 0) << name << " bytes changed";
   }
 }
-
-bool mentions(const Error& e, const std::string& s) { return e.message().find(s) != std::string::npos; }
 
 // ---------------------------------------------------------------- slots
 

@@ -16,16 +16,6 @@
 namespace kvf {
 namespace {
 
-std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t n, int64_t vocab) {
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
-  return ids;
-}
-
-std::span<const float> last_row(const std::vector<float>& logits, int64_t vocab) {
-  return {logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab)};
-}
-
 llm::GeneratorOptions on(llm::ExecutorKind kind, DType kv) {
   llm::GeneratorOptions o;
   o.executor = kind;
@@ -43,7 +33,7 @@ TEST_P(GpuVsCpu, PrefillAndDecodeLogitsAgree) {
   const auto [spec, kv] = GetParam();
   const models::Model m = testing::open_test_model(spec);
   std::mt19937_64 rng(testing::test_seed());
-  const std::vector<int32_t> prompt = random_ids(rng, 19, m.config.vocab);
+  const std::vector<int32_t> prompt = testing::random_ids(rng, 19, m.config.vocab);
   llm::Generator cpu(m, 64, on(llm::ExecutorKind::kCpu, kv));
   llm::Generator gpu(m, 64, on(llm::ExecutorKind::kCuda, kv));
   std::vector<int32_t> in = prompt;
@@ -54,8 +44,8 @@ TEST_P(GpuVsCpu, PrefillAndDecodeLogitsAgree) {
     const double rel = testing::rel_error(std::vector<double>(b.begin(), b.end()), std::vector<double>(a.begin(), a.end()));
     worst = std::max(worst, rel);
     ASSERT_LE(rel, 1e-4) << "step " << step;
-    const int32_t next = llm::argmax(last_row(a, m.config.vocab));
-    ASSERT_EQ(llm::argmax(last_row(b, m.config.vocab)), next) << "step " << step;
+    const int32_t next = llm::argmax(testing::last_row(a, m.config.vocab));
+    ASSERT_EQ(llm::argmax(testing::last_row(b, m.config.vocab)), next) << "step " << step;
     in = {next};
   }
   std::printf("[ gpu/cpu  ] %s %s: worst rel %.2e over 25 steps\n", spec, dtype_name(kv).data(), worst);
@@ -77,12 +67,12 @@ TEST(GpuVsCpuLong, DecodeOverFourHundredPositionsAgrees) {
   for (DType kv : {DType::kF32, DType::kF16}) {
     llm::Generator cpu(m, 512, on(llm::ExecutorKind::kCpu, kv));
     llm::Generator gpu(m, 512, on(llm::ExecutorKind::kCuda, kv));
-    std::vector<int32_t> in = random_ids(rng, 400, m.config.vocab);
+    std::vector<int32_t> in = testing::random_ids(rng, 400, m.config.vocab);
     for (int step = 0; step < 8; ++step) {
       const std::vector<float> a = testing::must(cpu.step(in)), b = testing::must(gpu.step(in));
       const double rel = testing::rel_error(std::vector<double>(b.begin(), b.end()), std::vector<double>(a.begin(), a.end()));
       ASSERT_LE(rel, 1e-4) << dtype_name(kv) << " step " << step;
-      in = {llm::argmax(last_row(a, m.config.vocab))};
+      in = {llm::argmax(testing::last_row(a, m.config.vocab))};
     }
   }
 }
@@ -93,13 +83,7 @@ TEST(GpuDriver, PagedBatchesWithPreemptionEqualEachRequestAlone) {
   KVF_NEED_GPU();
   std::mt19937_64 rng(testing::test_seed());
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
-  std::vector<llm::Request> reqs;
-  for (int i = 0; i < 6; ++i) {
-    llm::Request r{str_cat("q", i), random_ids(rng, 10 + 5 * i, m.config.vocab), 20, {}};
-    if (i % 2) r.sampler = {.temperature = 1.0, .top_k = 0, .top_p = 1.0, .min_p = 0.0, .repeat_penalty = 1.0,
-                            .repeat_last_n = 64, .seed = static_cast<uint64_t>(77 + i)};
-    reqs.push_back(r);
-  }
+  const std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
   llm::DriverOptions o;
   o.pool_blocks = 8;  // 128 slots for up to 6 x 55 tokens
   o.max_seq_len = 64;

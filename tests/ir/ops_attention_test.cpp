@@ -89,16 +89,23 @@ V build_mask(Builder& b, const Case& c, V pos) {
   return V{};
 }
 
-class AttentionPrefill : public ::testing::TestWithParam<Case> {};
+// Each case's random q [B, Hq, T, Dk], k [B, Hkv, L, Dk] and v [B, Hkv, L, Dv].
+class AttentionPrefill : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    const Case& c = GetParam();
+    q = testing::random_buffer(rng, {c.batch, c.hq, c.t, c.dk});
+    k = testing::random_buffer(rng, {c.batch, c.hkv, c.l, c.dk});
+    v = testing::random_buffer(rng, {c.batch, c.hkv, c.l, c.dv});
+  }
+  uint64_t seed = testing::test_seed();
+  std::mt19937_64 rng{seed};
+  Buffer q, k, v;
+};
 
 TEST_P(AttentionPrefill, MatchesDirectLoop) {
   const Case& c = GetParam();
-  const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(str_cat("seed ", seed));
-  std::mt19937_64 rng(seed);
-  const Buffer q = testing::random_buffer(rng, {c.batch, c.hq, c.t, c.dk});
-  const Buffer k = testing::random_buffer(rng, {c.batch, c.hkv, c.l, c.dk});
-  const Buffer v = testing::random_buffer(rng, {c.batch, c.hkv, c.l, c.dv});
   Result<Buffer> pos = Buffer::i32({c.t}, positions(c));
   ASSERT_TRUE(pos.ok());
   const std::vector<double> want = reference(c, q, k, v);
@@ -121,12 +128,7 @@ TEST_P(AttentionPrefill, MatchesDirectLoop) {
 // chain attends over the whole cache.
 TEST_P(AttentionPrefill, ThroughTheCacheMatchesDirectLoop) {
   const Case& c = GetParam();
-  const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(str_cat("seed ", seed));
-  std::mt19937_64 rng(seed);
-  const Buffer q = testing::random_buffer(rng, {c.batch, c.hq, c.t, c.dk});
-  const Buffer k = testing::random_buffer(rng, {c.batch, c.hkv, c.l, c.dk});
-  const Buffer v = testing::random_buffer(rng, {c.batch, c.hkv, c.l, c.dv});
   // Split the full K/V into the cached prefix (in state) and the step's new rows.
   auto rows = [&](const Buffer& x, int64_t from, int64_t to, int64_t d) {
     Buffer out = testing::must(Buffer::zeros(DType::kF32, {c.batch, c.hkv, to - from, d}));

@@ -44,10 +44,7 @@ ir::Graph live_attention_graph() {
   return testing::must(b.finish());
 }
 
-std::string golden_path(const std::string& name) {
-  const char* root = std::getenv("KVF_SOURCE_DIR");
-  return std::string(root ? root : ".") + "/tests/ir/golden/" + name;
-}
+std::string golden_path(const std::string& name) { return testing::source_dir() + "/tests/ir/golden/" + name; }
 
 void expect_golden(const std::string& printed, const std::string& file) {
   const std::string path = golden_path(file);

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "llm/kv/block_pool.h"
 #include "llm/kv/block_table.h"
@@ -17,13 +16,8 @@ using llm::kv::BlockPool;
 using llm::kv::BlockTable;
 using llm::kv::PrefixCache;
 using llm::kv::WeightsIdentity;
+using testing::consecutive_ids;
 using testing::must;
-
-std::vector<int32_t> iota_tokens(int32_t n, int32_t first = 1) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
 
 TEST(BlockPool, StartsWithEveryBlockFreeInIdOrder) {
   BlockPool pool(5);
@@ -100,7 +94,7 @@ TEST(BlockPool, ATableReleasesItsLastBlockFirst) {
   // The tail of a chain is evicted before its head, which other prompts are likelier to share.
   BlockPool pool(4);
   BlockTable table(pool, WeightsIdentity{1});
-  ASSERT_TRUE(table.append(iota_tokens(40)).ok());
+  ASSERT_TRUE(table.append(consecutive_ids(1, 40)).ok());
   ASSERT_EQ(table.blocks(), (std::vector<int32_t>{0, 1, 2}));
   ASSERT_TRUE(table.release().ok());
   EXPECT_EQ(pool.free_queue(), (std::vector<int32_t>{3, 2, 1, 0}));
@@ -110,7 +104,7 @@ TEST(BlockPool, AFreedCachedBlockIsRevivedWithoutReallocation) {
   BlockPool pool(4);
   PrefixCache cache(pool);
   const WeightsIdentity id{42};
-  const std::vector<int32_t> prompt = iota_tokens(20);
+  const std::vector<int32_t> prompt = consecutive_ids(1, 20);
   int32_t cached_block = -1;
   uint64_t generation = 0;
   {
@@ -139,7 +133,7 @@ TEST(BlockPool, ReusingACachedBlockEvictsItsHash) {
   BlockPool pool(2);
   PrefixCache cache(pool);
   const WeightsIdentity id{7};
-  const std::vector<int32_t> prompt = iota_tokens(17);
+  const std::vector<int32_t> prompt = consecutive_ids(1, 17);
   {
     BlockTable table = cache.open(prompt, id);
     ASSERT_TRUE(table.append(prompt).ok());

@@ -2,8 +2,6 @@
 // read-map row (padding with a valid slot) and write-map entries, and release on destruction.
 #include <gtest/gtest.h>
 
-#include <numeric>
-
 #include "llm/kv/block_pool.h"
 #include "llm/kv/block_table.h"
 #include "testing.h"
@@ -15,13 +13,8 @@ using llm::kv::BlockPool;
 using llm::kv::BlockTable;
 using llm::kv::WeightsIdentity;
 using llm::kv::kNoKey;
+using testing::consecutive_ids;
 using testing::must;
-
-std::vector<int32_t> n_tokens(int32_t n) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), 0);
-  return t;
-}
 
 TEST(BlockTable, SlotsFollowTheBlocks) {
   BlockPool pool(8);
@@ -29,13 +22,13 @@ TEST(BlockTable, SlotsFollowTheBlocks) {
   BlockTable t(pool, WeightsIdentity{1});
   EXPECT_EQ(t.blocks_needed(1), 1);
   EXPECT_EQ(t.blocks_needed(0), 0);
-  ASSERT_TRUE(t.append(n_tokens(5)).ok());
+  ASSERT_TRUE(t.append(consecutive_ids(0, 5)).ok());
   EXPECT_EQ(t.blocks(), std::vector<int32_t>{2});
   EXPECT_EQ(t.blocks_needed(11), 0);  // fills block 2 exactly
   EXPECT_EQ(t.blocks_needed(12), 1);
   EXPECT_EQ(t.blocks_needed(44), 3);
   ASSERT_TRUE(pool.unref(taken[0]).ok());  // block 0 goes behind 4..7 in the free queue
-  ASSERT_TRUE(t.append(n_tokens(30)).ok());
+  ASSERT_TRUE(t.append(consecutive_ids(0, 30)).ok());
   EXPECT_EQ(t.num_tokens(), 35);
   EXPECT_EQ(t.blocks(), (std::vector<int32_t>{2, 3, 4}));
   EXPECT_EQ(t.slot(0), 32);
@@ -51,16 +44,16 @@ TEST(BlockTable, SlotsFollowTheBlocks) {
 TEST(BlockTable, ARefusedAppendChangesNothing) {
   BlockPool pool(3);
   BlockTable t(pool, WeightsIdentity{1});
-  ASSERT_TRUE(t.append(n_tokens(20)).ok());
+  ASSERT_TRUE(t.append(consecutive_ids(0, 20)).ok());
   ASSERT_EQ(pool.free_count(), 1);
-  Status s = t.append(n_tokens(60));  // 80 tokens: 3 more blocks, 1 free
+  Status s = t.append(consecutive_ids(0, 60));  // 80 tokens: 3 more blocks, 1 free
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code(), ErrorCode::kCapacity);
   EXPECT_NE(s.error().message().find("need 3 blocks, 1 free"), std::string::npos) << s.error().message();
   EXPECT_EQ(t.num_tokens(), 20);
   EXPECT_EQ(t.blocks().size(), 2u);
   EXPECT_EQ(pool.free_count(), 1);
-  ASSERT_TRUE(t.append(n_tokens(28)).ok());  // exactly the last block
+  ASSERT_TRUE(t.append(consecutive_ids(0, 28)).ok());  // exactly the last block
   EXPECT_EQ(pool.free_count(), 0);
   ASSERT_TRUE(t.append({}).ok());
 }
@@ -69,7 +62,7 @@ TEST(BlockTable, ReadRowPadsWithAValidSlotAndWriteEntriesNameNewTokens) {
   BlockPool pool(4);
   ASSERT_TRUE(pool.unref(must(pool.allocate(1))[0]).ok());  // queue: 1, 2, 3, 0
   BlockTable t(pool, WeightsIdentity{1});
-  ASSERT_TRUE(t.append(n_tokens(18)).ok());
+  ASSERT_TRUE(t.append(consecutive_ids(0, 18)).ok());
   ASSERT_EQ(t.blocks(), (std::vector<int32_t>{1, 2}));
   std::vector<int32_t> row(40, -7), keys(40, -7);
   ASSERT_TRUE(t.fill_read_row(row, keys).ok());
@@ -99,7 +92,7 @@ TEST(BlockTable, ReleaseAndDestructionGiveTheBlocksBack) {
   BlockPool pool(6);
   {
     BlockTable a(pool, WeightsIdentity{1});
-    ASSERT_TRUE(a.append(n_tokens(40)).ok());
+    ASSERT_TRUE(a.append(consecutive_ids(0, 40)).ok());
     EXPECT_EQ(pool.free_count(), 3);
     BlockTable b = std::move(a);  // the blocks move with the table, refcounts unchanged
     EXPECT_TRUE(a.blocks().empty());
@@ -109,7 +102,7 @@ TEST(BlockTable, ReleaseAndDestructionGiveTheBlocksBack) {
   }
   EXPECT_EQ(pool.free_count(), 6);
   BlockTable c(pool, WeightsIdentity{1});
-  ASSERT_TRUE(c.append(n_tokens(17)).ok());
+  ASSERT_TRUE(c.append(consecutive_ids(0, 17)).ok());
   ASSERT_TRUE(c.release().ok());
   EXPECT_EQ(c.num_tokens(), 0);
   EXPECT_TRUE(c.blocks().empty());
@@ -121,7 +114,7 @@ TEST(BlockTable, ReleaseAndDestructionGiveTheBlocksBack) {
 TEST(BlockTable, DroppedBlocksLeaveHolesThatReadsSkipAndTheirSlotsGoBack) {
   BlockPool pool(5);
   BlockTable t(pool, WeightsIdentity{1});
-  ASSERT_TRUE(t.append(n_tokens(50)).ok());  // blocks 0..3 (the last one holds 2 tokens)
+  ASSERT_TRUE(t.append(consecutive_ids(0, 50)).ok());  // blocks 0..3 (the last one holds 2 tokens)
   const std::vector<int32_t> held = t.blocks();
   EXPECT_EQ(pool.free_count(), 1);
   ASSERT_TRUE(t.drop_block(1).ok());

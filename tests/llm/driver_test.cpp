@@ -17,13 +17,8 @@
 namespace kvf {
 namespace {
 
+using testing::random_ids;
 using testing::solo;
-
-std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t n, int64_t vocab) {
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
-  return ids;
-}
 
 llm::DriverOptions driver_options(int32_t blocks, int64_t max_seq_len) {
   llm::DriverOptions o;
@@ -147,13 +142,7 @@ TEST(Driver, PrefixHitsNeverCrossAWeightsIdentity) {
 TEST(Driver, ASmallPoolPreemptsAndEverySequenceStillGetsItsSoloOutput) {
   std::mt19937_64 rng(testing::test_seed());
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
-  std::vector<llm::Request> reqs;
-  for (int i = 0; i < 6; ++i) {
-    llm::Request r{str_cat("q", i), random_ids(rng, 10 + 5 * i, m.config.vocab), 20, {}};
-    if (i % 2) r.sampler = {.temperature = 1.0, .top_k = 0, .top_p = 1.0, .min_p = 0.0, .repeat_penalty = 1.0,
-                            .repeat_last_n = 64, .seed = static_cast<uint64_t>(77 + i)};
-    reqs.push_back(r);
-  }
+  const std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
   llm::Driver driver(m, driver_options(8, 64));  // 128 slots for up to 6 x 55 tokens
   llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
   for (const llm::Request& r : reqs) sched.submit(r);

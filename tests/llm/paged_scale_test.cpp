@@ -128,11 +128,7 @@ TEST_P(PagedScale, ThirtyTwoMixedLengthsUpTo2000EqualEachAloneAndTheOracle) {
   // A learned position table (gpt2) has no row past its context.
   const int64_t longest = m.config.learned_positions ? m.config.context - kDecode : 2000;
   std::vector<std::vector<int32_t>> prompts;
-  for (int64_t len : mixed_lengths(rng, longest, 32)) {
-    std::vector<int32_t> p;
-    for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(m.config.vocab)));
-    prompts.push_back(std::move(p));
-  }
+  for (int64_t len : mixed_lengths(rng, longest, 32)) prompts.push_back(testing::random_ids(rng, len, m.config.vocab));
   const std::vector<Trace> paged = run_paged(m, prompts, longest);
   // A batch of one: the longest prompt with nothing beside it.
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -170,9 +166,7 @@ TEST(PagedScale, OracleAt2000) {
   std::vector<std::vector<int32_t>> prompts;
   const int64_t longest = testing::kSanitized ? 600 : 2000;
   for (int64_t len : {longest, int64_t{1}, int64_t{33}, int64_t{700}, int64_t{16}, int64_t{5}, int64_t{1234}, int64_t{17}}) {
-    std::vector<int32_t> p;
-    for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(m.config.vocab)));
-    prompts.push_back(std::move(p));
+    prompts.push_back(testing::random_ids(rng, len, m.config.vocab));
   }
   const std::vector<Trace> paged = run_paged(m, prompts, 2000);
   expect_same(paged[0], run_alone(m, prompts[0], paged[0].tokens, llm::ExecutorKind::kOracle),

@@ -3,8 +3,6 @@
 // check after a reallocation, and the hit/miss counters.
 #include <gtest/gtest.h>
 
-#include <numeric>
-
 #include "llm/kv/block_pool.h"
 #include "llm/kv/block_table.h"
 #include "llm/kv/prefix_cache.h"
@@ -24,13 +22,8 @@ using llm::kv::PrefixCache;
 using llm::kv::PrefixHit;
 using llm::kv::WeightsIdentity;
 using llm::kv::weights_identity;
+using testing::consecutive_ids;
 using testing::must;
-
-std::vector<int32_t> tokens_from(int32_t first, int32_t n) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
 
 std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -52,19 +45,19 @@ const WeightsIdentity kBase = weights_identity("/m/llama.gguf|1000|17|");
 TEST(PrefixCache, HitsOnASharedPrefix) {
   BlockPool pool(16);
   PrefixCache cache(pool);
-  const std::vector<int32_t> system = tokens_from(100, 32);
-  BlockTable a = prefill(cache, concat(system, tokens_from(500, 9)), kBase);
+  const std::vector<int32_t> system = consecutive_ids(100, 32);
+  BlockTable a = prefill(cache, concat(system, consecutive_ids(500, 9)), kBase);
   ASSERT_EQ(a.blocks().size(), 3u);
   EXPECT_EQ(pool.cached_count(), 2);
 
-  BlockTable b = cache.open(concat(system, tokens_from(900, 5)), kBase);
+  BlockTable b = cache.open(concat(system, consecutive_ids(900, 5)), kBase);
   EXPECT_EQ(b.blocks(), (std::vector<int32_t>{a.blocks()[0], a.blocks()[1]}));
   EXPECT_EQ(b.num_tokens(), 32);
   EXPECT_EQ(pool.ref_count(a.blocks()[0]), 2);
   EXPECT_EQ(pool.ref_count(a.blocks()[2]), 1);
 
   // Diverging inside the second block: only the first block is shared.
-  std::vector<int32_t> c_prompt = concat(system, tokens_from(900, 5));
+  std::vector<int32_t> c_prompt = concat(system, consecutive_ids(900, 5));
   c_prompt[20] = 7;
   const PrefixHit c = cache.match(c_prompt, kBase);
   EXPECT_EQ(c.blocks, std::vector<int32_t>{a.blocks()[0]});
@@ -80,7 +73,7 @@ TEST(PrefixCache, HitsOnASharedPrefix) {
 TEST(PrefixCache, TheLastPromptTokenIsNeverServedFromCache) {
   BlockPool pool(16);
   PrefixCache cache(pool);
-  const std::vector<int32_t> p48 = tokens_from(1, 48);
+  const std::vector<int32_t> p48 = consecutive_ids(1, 48);
   BlockTable a = prefill(cache, p48, kBase);
   ASSERT_EQ(pool.cached_count(), 3);  // all three blocks are full and cached
 
@@ -102,7 +95,7 @@ TEST(PrefixCache, TheLastPromptTokenIsNeverServedFromCache) {
 TEST(PrefixCache, AnotherIdentityNeverHits) {
   BlockPool pool(16);
   PrefixCache cache(pool);
-  const std::vector<int32_t> prompt = tokens_from(3, 40);
+  const std::vector<int32_t> prompt = consecutive_ids(3, 40);
   BlockTable a = prefill(cache, prompt, kBase);
   ASSERT_EQ(pool.cached_count(), 2);
 
@@ -136,7 +129,7 @@ class ForgedCollision : public ::testing::Test {
   BlockPool pool_{8};
   PrefixCache cache_{pool_};
   int32_t block_ = kNoBlock;
-  const std::vector<int32_t> prompt_ = tokens_from(10, 20);
+  const std::vector<int32_t> prompt_ = consecutive_ids(10, 20);
   const BlockKey real_ = llm::kv::make_block_key(kRootHash, std::span(prompt_).first<kBlockTokens>(), kBase);
 };
 
@@ -157,7 +150,7 @@ TEST_F(ForgedCollision, AnotherIdentityOrParentNeverHits) {
 
   // A second-level block stored after another parent hash, under the hash our chain expects.
   const int32_t child = must(pool_.allocate(1))[0];
-  const std::vector<int32_t> prompt2 = tokens_from(10, 40);
+  const std::vector<int32_t> prompt2 = consecutive_ids(10, 40);
   BlockTable first = cache_.open(prompt2, kBase);
   ASSERT_TRUE(first.blocks().empty());
   BlockTable owner(pool_, kBase);
@@ -181,7 +174,7 @@ TEST_F(ForgedCollision, AnotherIdentityOrParentNeverHits) {
 TEST(PrefixCache, ABlockWhoseParentWasReallocatedIsNotServed) {
   BlockPool pool(3);
   PrefixCache cache(pool);
-  const std::vector<int32_t> prompt = tokens_from(1, 33);
+  const std::vector<int32_t> prompt = consecutive_ids(1, 33);
   BlockTable a = prefill(cache, prompt, kBase);
   const int32_t parent = a.blocks()[0];
   const int32_t child = a.blocks()[1];
@@ -212,7 +205,7 @@ TEST(PrefixCache, ABlockWhoseParentWasReallocatedIsNotServed) {
 TEST(PrefixCache, ABlockWrittenAfterAnotherParentBlockIsNotServed) {
   BlockPool pool(4);
   PrefixCache cache(pool);
-  const std::vector<int32_t> prompt = tokens_from(1, 33);
+  const std::vector<int32_t> prompt = consecutive_ids(1, 33);
   BlockTable a = prefill(cache, prompt, kBase);
   ASSERT_EQ(a.blocks(), (std::vector<int32_t>{0, 1, 2}));
   ASSERT_TRUE(pool.ref(1).ok());  // the child stays alive and cached
@@ -233,7 +226,7 @@ TEST(PrefixCache, ABlockWrittenAfterAnotherParentBlockIsNotServed) {
 TEST(PrefixCache, DuplicatesAreNotCachedTwice) {
   BlockPool pool(8);
   PrefixCache cache(pool);
-  const std::vector<int32_t> prompt = tokens_from(5, 40);
+  const std::vector<int32_t> prompt = consecutive_ids(5, 40);
   // Two sequences miss together (neither has committed yet), both compute the prompt.
   BlockTable a = cache.open(prompt, kBase);
   BlockTable b = cache.open(prompt, kBase);
@@ -251,24 +244,24 @@ TEST(PrefixCache, DuplicatesAreNotCachedTwice) {
 TEST(PrefixCache, CountsHitAndMissTokens) {
   BlockPool pool(16);
   PrefixCache cache(pool);
-  const std::vector<int32_t> prompt = tokens_from(1, 40);
+  const std::vector<int32_t> prompt = consecutive_ids(1, 40);
   BlockTable a = prefill(cache, prompt, kBase);  // all 40 missed
   EXPECT_EQ(cache.hit_tokens(), 0);
   EXPECT_EQ(cache.miss_tokens(), 40);
   BlockTable b = cache.open(prompt, kBase);  // 32 hit, 8 to compute
   EXPECT_EQ(cache.hit_tokens(), 32);
   EXPECT_EQ(cache.miss_tokens(), 48);
-  BlockTable c = cache.open(tokens_from(1, 20), kBase);  // 16 hit, 4 to compute
+  BlockTable c = cache.open(consecutive_ids(1, 20), kBase);  // 16 hit, 4 to compute
   EXPECT_EQ(cache.hit_tokens(), 48);
   EXPECT_EQ(cache.miss_tokens(), 52);
-  BlockTable d = cache.open(tokens_from(1, 20), weights_identity("other"));
+  BlockTable d = cache.open(consecutive_ids(1, 20), weights_identity("other"));
   EXPECT_EQ(cache.hit_tokens(), 48);
   EXPECT_EQ(cache.miss_tokens(), 72);
   EXPECT_EQ(cache.evictions(), 0);
 }
 
 TEST(PrefixHash, ChainsOverBlocksAndIdentity) {
-  const std::vector<int32_t> t = tokens_from(0, 40);
+  const std::vector<int32_t> t = consecutive_ids(0, 40);
   const std::vector<uint64_t> h = llm::kv::hash_full_blocks(t, kBase);
   ASSERT_EQ(h.size(), 2u);
   EXPECT_EQ(h[0], llm::kv::hash_block(kRootHash, std::span(t).first<kBlockTokens>(), kBase));

@@ -5,14 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <random>
 
+#include "hf_fixture.h"
 #include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/scheduler.h"
-#include "load/npy.h"
 #include "models/model.h"
 #include "testing.h"
 
@@ -20,12 +18,7 @@ namespace kvf {
 namespace {
 
 using testing::must;
-
-std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t n, int64_t vocab) {
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
-  return ids;
-}
+using testing::random_ids;
 
 int64_t blocks(int64_t tokens) { return (tokens + llm::kv::kBlockTokens - 1) / llm::kv::kBlockTokens; }
 
@@ -131,33 +124,13 @@ TEST(Streaming, SinksChangeWhatAWindowedModelSays) {
   EXPECT_NE(row(with_sinks, 47), row(window_only, 47));
 }
 
-struct HfFixture {
-  std::vector<int32_t> input_ids;
-  load::NpyArray logits;
-};
-
-HfFixture read_fixture(const std::string& family) {
-  const char* root = std::getenv("KVF_SOURCE_DIR");
-  const std::string dir = std::string(root ? root : ".") + "/tests/fixtures/" + family;
-  std::ifstream in(dir + "/fixture.json");
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  HfFixture f;
-  if (j.is_discarded()) {
-    ADD_FAILURE() << "cannot read " << dir << "/fixture.json";
-    return f;
-  }
-  f.input_ids = j.at("input_ids").get<std::vector<int32_t>>();
-  f.logits = must(load::read_npy_f32(dir + "/logits.npy"));
-  return f;
-}
-
 // Model windows against transformers: the fixture's 48 tokens (window 16) one token per
 // paged step, every position's logits compared. Mistral slides on every layer, so its
 // blocks behind the window go back as it goes; gemma2's full layers keep them all.
 class WindowFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(WindowFixture, PagedStepsMatchTransformersPastTheWindow) {
-  const HfFixture f = read_fixture(GetParam());
+  const testing::Fixture f = testing::read_fixture(GetParam());
   const models::Model m = testing::open_test_model(GetParam());
   ASSERT_GT(m.config.sliding_window, 0);
   ASSERT_GT(static_cast<int64_t>(f.input_ids.size()), 2 * m.config.sliding_window);

@@ -111,10 +111,6 @@ TEST(Gguf, EveryTruncationIsATypedError) {
 TEST(Gguf, MalformedHeadersAreTypedErrors) {
   const std::vector<uint8_t> good = small_file();
   auto parse = [](std::vector<uint8_t> b) { return load::parse_gguf_bytes(b, "bad.gguf"); };
-  auto poke64 = [](std::vector<uint8_t> b, size_t at, uint64_t v) {
-    std::memcpy(b.data() + at, &v, 8);
-    return b;
-  };
   {
     std::vector<uint8_t> b = good;
     b[0] = 'X';
@@ -130,12 +126,12 @@ TEST(Gguf, MalformedHeadersAreTypedErrors) {
     EXPECT_EQ(f.error().code(), ErrorCode::kUnsupported);
   }
   {  // tensor count far larger than the file
-    Result<GgufFile> f = parse(poke64(good, 8, uint64_t{1} << 40));
+    Result<GgufFile> f = parse(testing::poke<uint64_t>(good, 8, uint64_t{1} << 40));
     ASSERT_FALSE(f.ok());
     EXPECT_NE(f.error().message().find("cannot fit"), std::string::npos) << f.error().message();
   }
   {  // first key's length is absurd
-    Result<GgufFile> f = parse(poke64(good, 24, uint64_t{1} << 60));
+    Result<GgufFile> f = parse(testing::poke<uint64_t>(good, 24, uint64_t{1} << 60));
     ASSERT_FALSE(f.ok());
     EXPECT_NE(f.error().message().find("offset 32"), std::string::npos) << f.error().message();
   }
@@ -160,12 +156,6 @@ std::vector<uint8_t> one_tensor_file() {
   return w.serialize();
 }
 
-template <class T>
-std::vector<uint8_t> poke(std::vector<uint8_t> b, size_t at, T v) {
-  std::memcpy(b.data() + at, &v, sizeof v);
-  return b;
-}
-
 void expect_error(const std::vector<uint8_t>& b, ErrorCode code, const std::string& needle) {
   Result<GgufFile> f = load::parse_gguf_bytes(b, "t.gguf");
   ASSERT_FALSE(f.ok()) << "accepted a file that should fail with: " << needle;
@@ -178,12 +168,12 @@ TEST(Gguf, BadTensorInfosAreTypedErrors) {
   const std::vector<uint8_t> good = one_tensor_file();
   ASSERT_EQ(good.size(), 96u);
   ASSERT_TRUE(load::parse_gguf_bytes(good, "t.gguf").ok());
-  expect_error(poke<uint32_t>(good, 45, 99), ErrorCode::kUnsupported, "ggml tensor type 99");
-  expect_error(poke<uint32_t>(good, 45, 8), ErrorCode::kInvalidInput, "not a multiple of the Q8_0 block");
-  expect_error(poke<uint64_t>(good, 49, 4), ErrorCode::kInvalidInput, "is not aligned to 32");
-  expect_error(poke<uint64_t>(good, 49, uint64_t{1} << 40), ErrorCode::kInvalidInput, "past the end of the file");
-  expect_error(poke<uint32_t>(good, 33, 7), ErrorCode::kInvalidInput, "7 dims");
-  expect_error(poke<uint64_t>(good, 37, uint64_t{1} << 41), ErrorCode::kInvalidInput, "too large");
+  expect_error(testing::poke<uint32_t>(good, 45, 99), ErrorCode::kUnsupported, "ggml tensor type 99");
+  expect_error(testing::poke<uint32_t>(good, 45, 8), ErrorCode::kInvalidInput, "not a multiple of the Q8_0 block");
+  expect_error(testing::poke<uint64_t>(good, 49, 4), ErrorCode::kInvalidInput, "is not aligned to 32");
+  expect_error(testing::poke<uint64_t>(good, 49, uint64_t{1} << 40), ErrorCode::kInvalidInput, "past the end of the file");
+  expect_error(testing::poke<uint32_t>(good, 33, 7), ErrorCode::kInvalidInput, "7 dims");
+  expect_error(testing::poke<uint64_t>(good, 37, uint64_t{1} << 41), ErrorCode::kInvalidInput, "too large");
   expect_error({good.begin(), good.begin() + 80}, ErrorCode::kInvalidInput, "past the end of the file");
 }
 

@@ -16,11 +16,6 @@ namespace {
 using load::HfConfig;
 using load::HfRope;
 
-std::string fixture(const std::string& relative) {
-  const char* src = std::getenv("KVF_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/tests/fixtures/" + relative;
-}
-
 HfConfig parse(const std::string& text) { return testing::must(load::parse_hf_config(text, "config.json")); }
 
 void expect_bad(Result<HfConfig> r, const std::string& part) {
@@ -156,7 +151,7 @@ TEST(HfConfig, Llama3InvFreqMatchesTheReference) {
   EXPECT_NEAR(got2[3], 0.001 / 4, 1e-10);
   expect_close(got2, reference_llama3(reference_inv_freq(8, 10000), 4, 1, 4, 64));
   // The llama3_scaled fixture: head_dim 32, its rope_parameters.
-  const HfConfig c = testing::must(load::read_hf_config(fixture("llama3_scaled/config.json")));
+  const HfConfig c = testing::must(load::read_hf_config(testing::fixture_dir("llama3_scaled") + "/config.json"));
   expect_close(testing::must(load::scaled_inv_freq(*c.head_dim(), c.rope())),
                reference_llama3(reference_inv_freq(32, 500000), 8, 1, 4, 16));
 }
@@ -197,25 +192,25 @@ TEST(HfConfig, EveryFixtureConfigParses) {
     EXPECT_EQ(c->has_rope(), dir != "gpt2" && dir != "bloom") << path;
   }
   EXPECT_GE(seen, 9);
-  const HfConfig scaled = testing::must(load::read_hf_config(fixture("llama3_scaled/config.json")));
+  const HfConfig scaled = testing::must(load::read_hf_config(testing::fixture_dir("llama3_scaled") + "/config.json"));
   EXPECT_EQ(scaled.rope(), llama3(500000, 8, 1, 4, 16));
   EXPECT_TRUE(scaled.tie_word_embeddings());
-  const HfConfig llama = testing::must(load::read_hf_config(fixture("llama/config.json")));
+  const HfConfig llama = testing::must(load::read_hf_config(testing::fixture_dir("llama") + "/config.json"));
   EXPECT_EQ(llama.model_type(), "llama");
   EXPECT_FALSE(llama.tie_word_embeddings());
   EXPECT_EQ(llama.head_dim(), 16);
   EXPECT_EQ(llama.rope().type, "default");
   EXPECT_EQ(testing::must(llama.get_float("rms_norm_eps")), 1e-5);
-  const HfConfig gemma = testing::must(load::read_hf_config(fixture("gemma2/config.json")));
+  const HfConfig gemma = testing::must(load::read_hf_config(testing::fixture_dir("gemma2") + "/config.json"));
   EXPECT_EQ(gemma.layer_types().size(), 4u);
   EXPECT_EQ(gemma.layer_types()[1], "full_attention");
   EXPECT_EQ(testing::must(gemma.get_float("final_logit_softcapping")), 30.0);
-  const HfConfig qwen2 = testing::must(load::read_hf_config(fixture("qwen2/config.json")));
+  const HfConfig qwen2 = testing::must(load::read_hf_config(testing::fixture_dir("qwen2") + "/config.json"));
   EXPECT_FALSE(qwen2.head_dim().has_value());
   EXPECT_EQ(qwen2.rope().theta, 1e6);
   EXPECT_FALSE(qwen2.has("sliding_window"));  // null counts as absent
   EXPECT_EQ(testing::must(qwen2.get_int_or("sliding_window", -1)), -1);
-  const HfConfig ds = testing::must(load::read_hf_config(fixture("deepseek_v2/config.json")));
+  const HfConfig ds = testing::must(load::read_hf_config(testing::fixture_dir("deepseek_v2") + "/config.json"));
   EXPECT_EQ(testing::must(ds.get_int_or("q_lora_rank", 0)), 0);
   EXPECT_EQ(testing::must(ds.get_int("qk_rope_head_dim")), 8);
   EXPECT_EQ(testing::must(ds.get_strings("architectures")), (std::vector<std::string>{"DeepseekV2ForCausalLM"}));

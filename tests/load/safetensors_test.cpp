@@ -43,26 +43,6 @@ void append(std::vector<uint8_t>& data, std::initializer_list<T> values) {
   }
 }
 
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  write_bytes(path, std::vector<uint8_t>(text.begin(), text.end()));
-}
-
-std::string temp_dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "kvf_st_" + name + "_" + std::to_string(testing::test_seed() % 1000003);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::create_directories(dir, ec);
-  if (ec) std::abort();
-  return dir;
-}
-
 // The expected failure: kInvalidInput, the message starting with the file and naming `part`.
 void expect_bad(Result<SafetensorsSet> r, const std::string& file, const std::string& part,
                 ErrorCode code = ErrorCode::kInvalidInput) {
@@ -309,19 +289,19 @@ TEST(Safetensors, MalformedHeadersAreTypedErrors) {
 
 // Two shards and an index, as transformers' save_pretrained(max_shard_size=...) lays them out.
 std::string make_sharded(const std::string& name) {
-  const std::string dir = temp_dir(name);
+  const std::string dir = testing::temp_dir("st_" + name);
   std::vector<uint8_t> d1, d2;
   append<float>(d1, {1, 2});
   append<float>(d2, {3, 4, 5});
   append<uint16_t>(d2, {f32_to_bf16_bits(6.0f)});
-  write_bytes(dir + "/model-00001-of-00002.safetensors",
-              build_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", d1));
-  write_bytes(dir + "/model-00002-of-00002.safetensors",
-              build_file(R"({"c": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]},
-                             "b": {"dtype": "BF16", "shape": [1], "data_offsets": [12, 14]}})", d2));
-  write_text(dir + "/model.safetensors.index.json",
-             R"({"metadata": {"total_size": 22}, "weight_map": {"a": "model-00001-of-00002.safetensors",
-                 "b": "model-00002-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}})");
+  testing::write_file(dir + "/model-00001-of-00002.safetensors",
+                      build_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", d1));
+  testing::write_file(dir + "/model-00002-of-00002.safetensors",
+                      build_file(R"({"c": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]},
+                                     "b": {"dtype": "BF16", "shape": [1], "data_offsets": [12, 14]}})", d2));
+  testing::write_file(dir + "/model.safetensors.index.json",
+                      R"({"metadata": {"total_size": 22}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+                          "b": "model-00002-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"}})");
   return dir;
 }
 
@@ -342,7 +322,7 @@ TEST(Safetensors, BadShardedSetsAreTypedErrors) {
   const std::string index = dir + "/model.safetensors.index.json";
   const std::string idx = "model.safetensors.index.json";
   auto with_map = [&](const std::string& weight_map) {
-    write_text(index, R"({"metadata": {}, "weight_map": )" + weight_map + "}");
+    testing::write_file(index, R"({"metadata": {}, "weight_map": )" + weight_map + "}");
     return load::open_safetensors(dir);
   };
   expect_bad(with_map(R"({"a": "model-00003-of-00002.safetensors"})"), idx, "shard model-00003-of-00002.safetensors");
@@ -353,19 +333,19 @@ TEST(Safetensors, BadShardedSetsAreTypedErrors) {
   expect_bad(with_map(R"({"a": "../model-00001-of-00002.safetensors"})"), idx, "is not a plain file name");
   expect_bad(with_map("{}"), idx, "weight_map: is empty");
   expect_bad(with_map("[]"), idx, "weight_map: is array");
-  write_text(index, R"({"metadata": {}})");
+  testing::write_file(index, R"({"metadata": {}})");
   expect_bad(load::open_safetensors(dir), idx, "weight_map: missing");
-  write_text(index, R"({"weight_map": )");
+  testing::write_file(index, R"({"weight_map": )");
   expect_bad(load::open_safetensors(dir), idx, "not valid JSON");
   // The same tensor in both shards.
   std::vector<uint8_t> d;
   append<float>(d, {9, 9});
-  write_bytes(dir + "/model-00002-of-00002.safetensors",
-              build_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", d));
+  testing::write_file(dir + "/model-00002-of-00002.safetensors",
+                      build_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", d));
   expect_bad(with_map(R"({"a": "model-00001-of-00002.safetensors", "z": "model-00002-of-00002.safetensors"})"),
              "model-00002-of-00002.safetensors", "tensor a: also in");
   // A directory with neither file, and a missing path.
-  const std::string empty = temp_dir("empty");
+  const std::string empty = testing::temp_dir("st_empty");
   expect_bad(load::open_safetensors(empty), empty, "neither model.safetensors.index.json nor model.safetensors");
   expect_bad(load::open_safetensors(empty + "/missing.safetensors"), "missing.safetensors", "cannot open");
 }

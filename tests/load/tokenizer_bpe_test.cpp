@@ -35,16 +35,8 @@ std::unique_ptr<Tokenizer> gpt2_tokenizer() {
 void check_vectors(const Tokenizer& tok, const std::string& name) {
   const std::string base = *vocab_path(name);
   const testing::TokenizerVectors v = testing::read_vectors(base + ".inp", base + ".out");
-  ASSERT_EQ(v.inputs.size(), v.ids.size());
   ASSERT_GT(v.inputs.size(), 30u);
-  size_t passed = 0;
-  for (size_t i = 0; i < v.inputs.size(); ++i) {
-    const std::vector<int32_t> got = tok.encode(v.inputs[i], /*add_special=*/false);
-    EXPECT_EQ(got, v.ids[i]) << name << " vector " << i << ": \"" << v.inputs[i] << "\"";
-    passed += got == v.ids[i];
-    EXPECT_EQ(tok.decode(got), v.inputs[i]) << name << " vector " << i;
-  }
-  std::printf("[ vectors  ] %s: %zu/%zu passed\n", name.c_str(), passed, v.inputs.size());
+  testing::expect_vectors_pass(tok, v, name);
 }
 
 TEST(BpeVectors, Gpt2AllPass) {

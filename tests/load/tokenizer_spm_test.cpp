@@ -4,11 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "load/gguf.h"
+#include "load/bpe_test_util.h"
 #include "load/tokenizer.h"
 #include "load/vocab_readers.h"
 #include "testing.h"
@@ -29,38 +28,6 @@ std::unique_ptr<Tokenizer> llama2c_tokenizer(const std::string& path, int32_t vo
 std::unique_ptr<Tokenizer> gguf_tokenizer(const std::string& path) {
   load::GgufFile f = testing::must(load::read_gguf(path));
   return testing::must(Tokenizer::create(testing::must(load::vocab_from_gguf(f))));
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// llama.cpp's test-tokenizer-0 fixtures: strings separated by "\n__ggml_vocab_test__\n",
-// and one line of space-separated ids per string (no BOS).
-struct Vector {
-  std::string text;
-  Ids ids;
-};
-
-std::vector<Vector> read_vectors(const std::string& inp, const std::string& out) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<Vector> v;
-  std::string all = read_text(inp);
-  for (size_t at = all.find(sep); at != std::string::npos; at = all.find(sep)) {
-    v.push_back({all.substr(0, at), {}});
-    all.erase(0, at + sep.size());
-  }
-  std::istringstream lines(read_text(out));
-  std::string line;
-  for (Vector& x : v) {
-    if (!std::getline(lines, line)) break;
-    std::istringstream ids(line);
-    for (int32_t id; ids >> id;) x.ids.push_back(id);
-  }
-  return v;
 }
 
 // Text that exercises the byte fallback, multi-byte merges and whitespace handling.
@@ -232,17 +199,9 @@ void expect_vectors(const std::string& vocab_name, size_t expected_count) {
   std::optional<std::string> out = testing::model_file(dir + vocab_name + ".out");
   if (!gguf || !inp || !out) KVF_SKIP_MISSING(vocab_name << " or its vectors not present");
   auto tok = gguf_tokenizer(*gguf);
-  const std::vector<Vector> vectors = read_vectors(*inp, *out);
-  ASSERT_EQ(vectors.size(), expected_count);
-  size_t passed = 0;
-  for (const Vector& v : vectors) {
-    const Ids got = tok->encode(v.text, false);
-    EXPECT_EQ(got, v.ids) << "text: '" << v.text << "'";
-    passed += got == v.ids;
-    EXPECT_EQ(tok->decode(got), v.text);
-  }
-  EXPECT_EQ(passed, vectors.size());
-  std::printf("[ vectors  ] %s: %zu/%zu passed\n", vocab_name.c_str(), passed, vectors.size());
+  const testing::TokenizerVectors v = testing::read_vectors(*inp, *out);
+  ASSERT_EQ(v.inputs.size(), expected_count);
+  testing::expect_vectors_pass(*tok, v, vocab_name);
 }
 
 TEST(SpmLlamaVocab, MatchesLlamaCppVectors) { expect_vectors("ggml-vocab-llama-spm.gguf", 46); }
@@ -257,7 +216,9 @@ TEST(SpmLlamaVocab, TokenizerBinAgreesWithGguf) {
   if (!bin || !gguf || !inp || !out) KVF_SKIP_MISSING("Llama 2 vocab files not present");
   auto a = llama2c_tokenizer(*bin, 32000);
   auto b = gguf_tokenizer(*gguf);
-  for (const Vector& v : read_vectors(*inp, *out)) EXPECT_EQ(a->encode(v.text, false), v.ids) << v.text;
+  const testing::TokenizerVectors v = testing::read_vectors(*inp, *out);
+  ASSERT_EQ(v.ids.size(), v.inputs.size());
+  for (size_t i = 0; i < v.inputs.size(); ++i) EXPECT_EQ(a->encode(v.inputs[i], false), v.ids[i]) << v.inputs[i];
   for (const std::string& s : kAwkward) {
     if (s.find("\xE2\x96\x81") != std::string::npos) continue;  // '▁' is text here, a space there
     EXPECT_EQ(a->encode(s, true), b->encode(s, true)) << s;

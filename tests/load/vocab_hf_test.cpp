@@ -18,6 +18,8 @@ using load::PreTokenizer;
 using load::Tokenizer;
 using load::TokenType;
 using load::Vocab;
+using testing::temp_dir;
+using testing::write_file;
 
 constexpr const char* kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -217,22 +219,8 @@ TEST(HfTokenizer, MangledFilesNeverCrash) {
   }
 }
 
-std::string temp_dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "kvf_hf_" + name + "_" + std::to_string(testing::test_seed() % 1000000007);
-  std::string cmd = "mkdir -p '" + dir + "'";
-  if (std::system(cmd.c_str()) != 0) std::abort();
-  return dir;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) std::abort();
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
-}
-
 TEST(HfTokenizer, ReadsTokenizerConfigBesideTheFile) {
-  const std::string dir = temp_dir("config");
+  const std::string dir = temp_dir("hf_config");
   write_file(dir + "/tokenizer.json", small_json());
   Vocab plain = testing::must(load::read_hf_tokenizer(dir + "/tokenizer.json"));
   EXPECT_EQ(plain.eos, -1);
@@ -275,7 +263,7 @@ std::optional<std::string> gpt2_tokenizer_json() {
   std::optional<std::string> bpe = testing::model_file("gpt2-bpe/vocab.bpe");
   if (!enc || !bpe) return std::nullopt;
   std::string merges;
-  std::istringstream lines(testing::read_text_file(*bpe));
+  std::istringstream lines(testing::read_file(*bpe));
   for (std::string line; std::getline(lines, line);) {
     if (line.empty() || line.rfind("#version", 0) == 0) continue;
     merges += (merges.empty() ? "" : ",") + quote(line);
@@ -283,7 +271,7 @@ std::optional<std::string> gpt2_tokenizer_json() {
   return R"({"version": "1.0", "added_tokens": [{"id": 50256, "content": "<|endoftext|>", "special": true}],
     "normalizer": null, "pre_tokenizer": )" + std::string(kByteLevelPre) + R"(,
     "post_processor": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"},
-    "model": {"type": "BPE", "vocab": )" + testing::read_text_file(*enc) + R"(, "merges": [)" + merges + "]}}";
+    "model": {"type": "BPE", "vocab": )" + testing::read_file(*enc) + R"(, "merges": [)" + merges + "]}}";
 }
 
 TEST(HfTokenizer, Gpt2FilesEncodeLikeTheGgufVocab) {

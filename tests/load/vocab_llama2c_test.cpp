@@ -34,12 +34,6 @@ std::vector<uint8_t> build(int32_t max_len, const std::vector<std::pair<float, s
 const std::vector<std::pair<float, std::string>> kSmall = {
     {0, "<unk>"}, {0, "\n<s>\n"}, {0, "\n</s>\n"}, {0, "<0x0A>"}, {-1, " a"}, {-2, "bc"}};
 
-template <class T>
-std::vector<uint8_t> poke(std::vector<uint8_t> b, size_t at, T v) {
-  std::memcpy(b.data() + at, &v, sizeof v);
-  return b;
-}
-
 void expect_invalid(const std::vector<uint8_t>& bytes, int32_t vocab_size, const std::string& needle) {
   Result<Vocab> v = load::parse_llama2c_vocab(bytes, vocab_size, "bad.bin");
   ASSERT_FALSE(v.ok());
@@ -85,12 +79,12 @@ TEST(Llama2cVocab, EveryTruncationIsATypedError) {
 TEST(Llama2cVocab, BadLengthsScoresAndSizes) {
   const std::vector<uint8_t> b = build(6, kSmall);
   // Record 0 starts at 4: score at 4, length at 8.
-  expect_invalid(poke(b, 8, int32_t{0x7fffffff}), 6, "at byte offset 8: length 2147483647");
-  expect_invalid(poke(b, 8, int32_t{-1}), 6, "length -1 of token 0");
-  expect_invalid(poke(b, 8, int32_t{7}), 6, "outside 0..max_token_length 6");
-  expect_invalid(poke(b, 4, std::nanf("")), 6, "at byte offset 4: score of token 0");
-  expect_invalid(poke(b, 4, INFINITY), 6, "score of token 0");
-  expect_invalid(poke(b, 0, int32_t{0}), 6, "max_token_length 0");
+  expect_invalid(testing::poke(b, 8, int32_t{0x7fffffff}), 6, "at byte offset 8: length 2147483647");
+  expect_invalid(testing::poke(b, 8, int32_t{-1}), 6, "length -1 of token 0");
+  expect_invalid(testing::poke(b, 8, int32_t{7}), 6, "outside 0..max_token_length 6");
+  expect_invalid(testing::poke(b, 4, std::nanf("")), 6, "at byte offset 4: score of token 0");
+  expect_invalid(testing::poke(b, 4, INFINITY), 6, "score of token 0");
+  expect_invalid(testing::poke(b, 0, int32_t{0}), 6, "max_token_length 0");
   expect_invalid(b, 0, "vocab_size 0");
   expect_invalid(b, -3, "vocab_size -3");
   expect_invalid(b, 5, "bytes follow the 5 tokens");

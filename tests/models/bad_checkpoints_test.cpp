@@ -46,21 +46,19 @@ TEST(BadCheckpoints, NanInGgufWeights) {
 TEST(BadCheckpoints, NanInLlama2cWeights) {
   std::optional<std::string> src = testing::model_file("stories260K/stories260K.bin");
   if (!src) KVF_SKIP_MISSING("stories260K.bin not present");
-  std::ifstream in(*src, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes = testing::read_file(*src);
   const float inf = std::numeric_limits<float>::infinity();
   std::memcpy(bytes.data() + 28 + 4 * 100, &inf, 4);  // inside token_embd
   const fs::path p = scratch("inf.bin");
-  std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  testing::write_file(p.string(), bytes);
   expect_refused(p.string(), "token_embd.weight holds a non-finite value (inf) at element 100");
   fs::remove(p);
 }
 
 // A copy of the llama fixture directory to break.
 fs::path fixture_copy(const std::string& name) {
-  const char* root = std::getenv("KVF_SOURCE_DIR");
   const fs::path dst = scratch(name);
-  fs::copy(fs::path(root ? root : ".") / "tests/fixtures/llama", dst);
+  fs::copy(testing::fixture_dir("llama"), dst);
   return dst;
 }
 
@@ -136,10 +134,7 @@ TEST(BadCheckpoints, GgufMetadataThatDisagreesWithItsTensors) {
 // larger than the embedding are refused at open, not allocated or run.
 TEST(BadCheckpoints, ConfigSizesBeyondAnyModelOrItsTensors) {
   const fs::path dir = fixture_copy("huge_config");
-  const std::string base = [&] {
-    std::ifstream in(dir / "config.json");
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }();
+  const std::string base = testing::read_file((dir / "config.json").string());
   auto with = [&](const std::string& key, const std::string& value) {
     const size_t at = base.find("\"" + key + "\"");
     EXPECT_NE(at, std::string::npos) << key;

@@ -22,13 +22,6 @@ struct DecodeCase {
   int64_t n_kv_heads;
 };
 
-eval::SlotBindings step_slots(const std::vector<int32_t>& ids, int32_t start) {
-  std::vector<int32_t> pos;
-  for (size_t i = 0; i < ids.size(); ++i) pos.push_back(start + static_cast<int32_t>(i));
-  const auto n = static_cast<int64_t>(ids.size());
-  return {{ir::Slot::kToken, testing::must(Buffer::i32({n}, ids))}, {ir::Slot::kPos, testing::must(Buffer::i32({n}, pos))}};
-}
-
 std::vector<double> row(const Buffer& logits, int64_t r) {
   const int64_t vocab = logits.shape[1];
   return {logits.data.begin() + r * vocab, logits.data.begin() + (r + 1) * vocab};
@@ -57,7 +50,7 @@ TEST_P(CachedDecode, EqualsFullForward) {
   for (int64_t i = 0; i < total; ++i) ids.push_back(static_cast<int32_t>(rng() % cfg.vocab));
 
   const ir::Graph full = testing::must(models::trace_toy_llama(cfg, w, total, ToyMode::kFull));
-  Result<eval::Outputs> ref = testing::run_graph(full, step_slots(ids, 0), eval::Precision::kNative);
+  Result<eval::Outputs> ref = testing::run_graph(full, testing::token_slots(ids, 0), eval::Precision::kNative);
   ASSERT_TRUE(ref.ok()) << ref.error().to_string();
   const Buffer& ref_logits = ref->at("logits");
 
@@ -66,14 +59,14 @@ TEST_P(CachedDecode, EqualsFullForward) {
   eval::StateStore state;
   ASSERT_TRUE(eval::allocate_state(decode, state).ok());
   eval::Oracle oracle({.precision = eval::Precision::kNative, .threads = 1});
-  Result<eval::Outputs> pre = oracle.run(prefill, step_slots({ids.begin(), ids.begin() + prompt}, 0), state);
+  Result<eval::Outputs> pre = oracle.run(prefill, testing::token_slots({ids.begin(), ids.begin() + prompt}, 0), state);
   ASSERT_TRUE(pre.ok()) << pre.error().to_string();
   double worst = 0;
   for (int64_t r = 0; r < prompt; ++r) {
     worst = std::max(worst, testing::max_abs_diff(row(pre->at("logits"), r), row(ref_logits, r)));
   }
   for (int64_t p = prompt; p < total; ++p) {
-    Result<eval::Outputs> out = oracle.run(decode, step_slots({ids[p]}, static_cast<int32_t>(p)), state);
+    Result<eval::Outputs> out = oracle.run(decode, testing::token_slots({ids[p]}, static_cast<int32_t>(p)), state);
     ASSERT_TRUE(out.ok()) << out.error().to_string();
     worst = std::max(worst, testing::max_abs_diff(row(out->at("logits"), 0), row(ref_logits, p)));
   }
@@ -104,7 +97,7 @@ TEST(CachedDecodeCapacity, WritingPastTheCacheIsACapacityError) {
   ASSERT_TRUE(eval::allocate_state(decode, state).ok());
   eval::Oracle oracle;
   const eval::StateStore before = state;
-  Result<eval::Outputs> out = oracle.run(decode, step_slots({3}, 4), state);
+  Result<eval::Outputs> out = oracle.run(decode, testing::token_slots({3}, 4), state);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().code(), ErrorCode::kCapacity) << out.error().to_string();
   EXPECT_EQ(state.at("k_cache.0").data, before.at("k_cache.0").data);

@@ -18,8 +18,7 @@ std::vector<float> logits(const models::Model& m, const std::vector<int32_t>& id
 }
 
 TEST(Convert, HfLlamaToGgufKeepsLogits) {
-  const char* root = std::getenv("KVF_SOURCE_DIR");
-  const std::string dir = std::string(root ? root : ".") + "/tests/fixtures/llama";
+  const std::string dir = testing::fixture_dir("llama");
   const models::OpenOptions no_tok{.tokenizer_path = "", .check_finite = true, .with_tokenizer = false};
   const models::Model hf = testing::must(models::open_model(dir, no_tok));
   ASSERT_EQ(hf.config.rope_layout, ir::ops::RopeLayout::kHalf);

@@ -27,12 +27,6 @@ int64_t expanded_bytes_per_token(const models::ModelConfig& c, int64_t elem) {
   return c.n_layers * c.n_heads * (c.qk_nope_dim + c.qk_rope_dim + c.v_head_dim) * elem;
 }
 
-std::vector<int32_t> random_ids(std::mt19937_64& rng, int64_t n, int64_t vocab) {
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
-  return ids;
-}
-
 // DeepSeek-V2-Lite's attention geometry (16 heads, kv_lora_rank 512, rope 64, nope 128,
 // v 128, no q compression) behind a narrow residual stream, 2 layers, a small vocabulary
 // and seeded uniform weights: the real model's cache shapes at a size a test can run.
@@ -131,15 +125,6 @@ TEST(MlaLatent, PagedPoolsHoldTheLatentBill) {
   }
 }
 
-// Every attention eqn of a compiled graph, in order.
-std::vector<const ir::Eqn*> attentions(const ir::Graph& g) {
-  std::vector<const ir::Eqn*> out;
-  for (const ir::Eqn& e : g.eqns) {
-    if (e.op == ir::OpKind::kAttention) out.push_back(&e);
-  }
-  return out;
-}
-
 // One split-key Attention per layer, MQA over the latent head (n_rep = H), whose key and
 // value are the same written c cache and whose shared key is the written k_rot cache; the
 // graph's state is those two per layer, r and rot wide.
@@ -149,7 +134,7 @@ void expect_latent_decode(const models::Model& m, const models::StepSpec& spec) 
   const ir::Graph& g = c.graph;
   SCOPED_TRACE(g.name);
   const models::ModelConfig& cfg = m.config;
-  const std::vector<const ir::Eqn*> att = attentions(g);
+  const std::vector<const ir::Eqn*> att = testing::find_eqns(g, ir::OpKind::kAttention);
   ASSERT_EQ(static_cast<int64_t>(att.size()), cfg.n_layers);
   for (const ir::Eqn* e : att) {
     const ir::AttnParams& p = e->params.attn;
@@ -191,7 +176,7 @@ TEST(MlaLatent, LiteShapedCachedDecodeEqualsFullForward) {
   std::mt19937_64 rng(seed);
   const models::Model m = lite_shaped(seed);
   const int64_t n = 24, vocab = m.config.vocab;
-  const std::vector<int32_t> ids = random_ids(rng, n, vocab);
+  const std::vector<int32_t> ids = testing::random_ids(rng, n, vocab);
   std::vector<int32_t> pos(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   llm::StepRunner full(m, {.executor = llm::ExecutorKind::kCpu, .precision = eval::Precision::kNative, .threads = 2,

@@ -108,11 +108,7 @@ TEST_P(PagedStep, BatchedRowsEqualEachSequenceAlone) {
   const models::Model m = testing::open_test_model(name);
   const int64_t vocab = m.config.vocab, cap = 32, decodes = 4;
   std::vector<std::vector<int32_t>> prompts;
-  for (int64_t len : {5, 1, 17, 3}) {
-    std::vector<int32_t> p;
-    for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
-    prompts.push_back(p);
-  }
+  for (int64_t len : {5, 1, 17, 3}) prompts.push_back(testing::random_ids(rng, len, vocab));
   const auto rows = static_cast<int64_t>(prompts.size());
 
   // Each sequence alone: prefill, then greedy decodes; the ids drive the batch below too.

@@ -55,7 +55,7 @@ TEST(Registry, KnownFamiliesListsEachKey) {
 // Each fixture checkpoint opens as the family its model_type names, with that family's
 // tracer and position rule (the mixture-of-experts fixture is refused until experts run).
 TEST(Registry, FixturesOpenAsTheFamilyTheirConfigNames) {
-  const fs::path root = fs::path(std::getenv("KVF_SOURCE_DIR") ? std::getenv("KVF_SOURCE_DIR") : ".") / "tests/fixtures";
+  const fs::path root = testing::source_dir() + "/tests/fixtures";
   int opened = 0;
   for (const fs::directory_entry& e : fs::directory_iterator(root)) {
     std::ifstream in(e.path() / "config.json");

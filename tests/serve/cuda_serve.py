@@ -27,8 +27,7 @@ def stream(base, prompt, out, k):
 
 def main():
     kvforge, model = sys.argv[1], sys.argv[2]
-    server, base, log = serve_process.start(kvforge, "-m", model, "--device", "cuda")
-    try:
+    with serve_process.serving(kvforge, "-m", model, "--device", "cuda", stop_timeout=60) as (base, log):
         if base is None or not any("serving" in l for l in log):
             text = "".join(log)
             required = "1" in (os.environ.get("KVF_REQUIRE_GPU"), os.environ.get("KVF_REQUIRE_MODELS"))
@@ -37,8 +36,7 @@ def main():
                 sys.exit(77)
             sys.exit("FAIL: the server did not start:\n" + text)
         print("".join(log), end="")
-        body = {"prompt": PROMPT, "max_tokens": N, "temperature": 0}
-        served = json.load(serve_process.post(base, "/v1/completions", body))["choices"][0]["text"]
+        served = serve_process.greedy_completion(base, PROMPT, N)
         cpu = serve_process.generate_text(kvforge, "-m", model, "-p", PROMPT, "-n", str(N))
         print("cuda serve:", repr(served))
         print("cpu generate:", repr(cpu))
@@ -63,9 +61,6 @@ def main():
         print(f"{STREAMS} streams done; kvforge_request_finished_total {finished:.0f}")
         if finished < STREAMS + 1:
             sys.exit("FAIL: /metrics does not count the requests")
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
     print("ok")
 
 

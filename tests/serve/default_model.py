@@ -15,8 +15,7 @@ PROMPT, N = "And it came to pass", 24
 
 def main():
     kvforge = sys.argv[1]
-    server, base, _ = serve_process.start(kvforge, "--no-warm-up")
-    try:
+    with serve_process.serving(kvforge, "--no-warm-up") as (base, _):
         if base is None:
             sys.exit("FAIL: the server did not start")
         models = json.load(urllib.request.urlopen(base + "/v1/models"))
@@ -24,8 +23,7 @@ def main():
         print("models:", ids)
         if ids != ["kjv-7m.gguf"]:
             sys.exit(f"FAIL: /v1/models lists {ids}, not the built-in model")
-        body = {"prompt": PROMPT, "max_tokens": N, "temperature": 0}
-        served = json.load(serve_process.post(base, "/v1/completions", body))["choices"][0]["text"]
+        served = serve_process.greedy_completion(base, PROMPT, N)
         local = serve_process.generate_text(kvforge, "-p", PROMPT, "-n", str(N))
         print("served:", repr(served))
         print("generate:", repr(local))
@@ -35,9 +33,6 @@ def main():
         words = re.findall(r"[A-Za-z]+", served)
         if len(words) < N // 3 or not {"the", "and", "of", "unto"} & set(words):
             sys.exit("FAIL: the completion does not read as English")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     print("ok")
 
 
