@@ -223,7 +223,7 @@ Command add_bench_command(CLI::App& parent) {
     *run_fn = [=]() -> Status {
       if (mem->first.sinks > 0 && mem->first.window == 0) return invalid_input("--sinks needs --window");
       mem->first.kv_dtype = *mem_kv == "f16" ? DType::kF16 : DType::kF32;
-      Result<bench::Table> t = bench::memory_scenario(mem->first);
+      Result<bench::Table> t = with_progress("requests", mem->first, bench::memory_scenario);
       if (!t) return t.take_error();
       Status s = emit(*t, mem->second);
       if (!s || mem->second.png.empty()) return s;

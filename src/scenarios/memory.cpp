@@ -58,11 +58,13 @@ Result<Table> memory_scenario(const MemoryBenchOptions& o) {
                     d.pool_blocks, " blocks, KV ",
                     dtype_name(o.kv_dtype), ", ", bill, "; MiB");
   t.columns = {"step", "sequences", "live_tokens", "bill", "blocks_in_use", "blocks_MiB", "pool_MiB", "contiguous_MiB"};
-  int64_t step = 0, peak_blocks = 0;
+  int64_t step = 0, peak_blocks = 0, finished = 0;
   while (!sched.idle()) {
     Result<std::vector<llm::Completion>> done = sched.step();
     if (!done) return done.take_error();
     ++step;
+    finished += static_cast<int64_t>(done->size());
+    if (o.progress) o.progress(finished, o.requests);
     int64_t live = 0;
     const std::vector<llm::SeqId> seqs = driver.sequences();
     for (llm::SeqId s : seqs) live += driver.computed_tokens(s);

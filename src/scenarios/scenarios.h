@@ -82,6 +82,7 @@ struct MemoryBenchOptions {
   DType kv_dtype = DType::kF32;
   uint64_t seed = 1;
   int64_t window = 0, sinks = 0;  // the StreamingLLM policy (blocks behind it go back)
+  ProgressFn progress = {};        // requests finished
 };
 Result<Table> memory_scenario(const MemoryBenchOptions& o);
 
