@@ -20,7 +20,7 @@ export PATH=$PATH:/usr/local/cuda/bin
   cmake --version | head -1
   command -v ninja && ninja --version
   g++ --version | head -1
-} 2>&1 | tee "$OUT/build.log"  # the environment heads the build log (the device tool returns at most 8 files)
+} 2>&1 | tee "$OUT/build.log"  # the environment heads the build log (one file fewer to fetch)
 
 GEN=(-G Ninja)
 command -v ninja >/dev/null || GEN=(-G "Unix Makefiles")
@@ -144,7 +144,7 @@ done
 
 echo
 echo "== decode, Hq/Hkv 32/8, D 128, bf16 K/V, one query row; TB/s of unique K/V bytes; median of $REPS =="
-# Only the logs that exist: the device tool returns a limited number of files.
+# Only the logs that exist.
 logs=()
 for f in bench variants prefill prefill_variants torch; do [ -f "$OUT/$f.log" ] && logs+=("$OUT/$f.log"); done
 python3 "$ROOT/bench/cuda/table.py" "${logs[@]}" | tee "$OUT/table.txt"

@@ -50,7 +50,6 @@ std::string Progress::line(const std::string& what, const std::string& unit, dou
 }
 
 void Progress::update(int64_t done, int64_t total) {
-  done_ = done;
   if (!enabled_) return;
   const Clock::time_point now = Clock::now();
   if (done < total && now - last_draw_ < std::chrono::milliseconds(100)) return;

@@ -23,22 +23,21 @@ class Progress {
   void update(int64_t done, int64_t total);
   // Clears the line (before the command prints its results); the destructor does it too.
   void finish();
-  void add(int64_t n, int64_t total) { update(done_ + n, total); }
   // A callback for lower layers that report (done, total).
   std::function<void(int64_t, int64_t)> callback();
 
-  // The line itself, for tests: "what  40% 4.0/10.0 unit  2.0 unit/s  0:03 left".
-  static std::string line(const std::string& what, const std::string& unit, double done, double total,
-                          double seconds);
   static bool stderr_is_terminal();
 
  private:
+  // "what 40% 4/10 unit  2.0 unit/s  0:03 left"
+  static std::string line(const std::string& what, const std::string& unit, double done, double total,
+                          double seconds);
+
   using Clock = std::chrono::steady_clock;
   std::string what_, unit_;
   double scale_;
   bool enabled_;
   bool drawn_ = false;
-  int64_t done_ = 0;
   Clock::time_point start_ = Clock::now(), last_draw_{};
 };
 
