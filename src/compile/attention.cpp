@@ -105,6 +105,8 @@ class Matcher {
   bool bounds(ValueId at_least, ValueId at_most, ValueId len, double lo, double hi) const;
   bool check_types(const Eqn& qk);
   bool exclusive();
+  void drop_implied_mask();
+  bool implied_by_len(ValueId mask) const;
   void split_key();
   void read_stored_kv();
   void paged_key();
@@ -142,6 +144,7 @@ bool Matcher::attend(size_t root) {
   split_key();
   read_stored_kv();
   paged_key();
+  drop_implied_mask();
   return typed(pv);
 }
 
@@ -498,6 +501,41 @@ Matcher::PoolView Matcher::pool_view(ValueId x) const {
   const Eqn* ga = tr ? def(tr->in[0], OpKind::kGather) : nullptr;
   if (!ga) return {};
   return {ga->in[0], ga->in[1], tr->params.axes == std::vector<int64_t>{0, 2, 1, 3}};
+}
+
+// A one-query causal mask that the live length already implies: select(compare(iota, p, le),
+// 0, -inf) over the keys, with len = clamp(p + 1) under its witness (so len = p + 1). Every
+// key t < len has t <= p, where the mask adds 0, and the live length drops the rest: adding
+// 0 is exact, so the op without the mask has the same results, reads one value less per key,
+// and is the length-only form that decode kernels take (exec/cuda). The mask's eqns stay for
+// any other reader; dce drops them when none is left.
+void Matcher::drop_implied_mask() {
+  if (!p_.has_mask || !p_.has_len || !implied_by_len(mask_)) return;
+  p_.has_mask = false;
+  mask_ = -1;
+}
+
+bool Matcher::implied_by_len(ValueId mask) const {
+  if (shape(mask) != Shape{1, 1, 1, shape(mask).back()}) return false;
+  const int64_t lk = shape(mask).back();
+  const Eqn* r = def(mask, OpKind::kReshape);
+  const Eqn* sel = r ? def(r->in[0], OpKind::kSelect) : nullptr;
+  if (!sel || literal(sel->in[1]) != 0.0 || literal(sel->in[2]) != -kInf) return false;
+  const Eqn* cmp = def(sel->in[0], OpKind::kCompare);
+  if (!cmp || cmp->params.cmp != ir::CmpDir::kLe) return false;
+  const Eqn* iota = def(cmp->in[0], OpKind::kIota);
+  if (!iota || iota->params.axis != 1 || g_.type(cmp->in[0]) != TensorType{DType::kI32, {1, lk}}) return false;
+  const Eqn* pr = def(cmp->in[1], OpKind::kReshape);
+  if (!pr || shape(pr->out) != Shape{1, 1}) return false;
+  const ValueId pos = pr->in[0];
+  // len_ = max(min(pos + 1, hi), lo), whose guard live() proved witnessed.
+  const Eqn* mx = def(len_, OpKind::kMax);
+  const LiteralSide lo = mx ? with_literal(*mx) : LiteralSide{};
+  const Eqn* mn = lo.value ? def(lo.other, OpKind::kMin) : nullptr;
+  const LiteralSide hi = mn ? with_literal(*mn) : LiteralSide{};
+  const Eqn* next = hi.value ? def(hi.other, OpKind::kAdd) : nullptr;
+  const LiteralSide one = next ? with_literal(*next) : LiteralSide{};
+  return one.value == 1.0 && one.other == pos;
 }
 
 // The operands in AttnParams' order, f32 (k, v, k_shared: f32 or all f16), none computed inside the chain, and the typing

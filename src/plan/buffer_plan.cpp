@@ -102,6 +102,16 @@ Result<BufferPlan> plan_buffers(const ir::Graph& g, const std::vector<int64_t>& 
   }
   for (const ir::Output& o : g.outputs) use(o.value, forever);
   for (const ir::Validation& c : g.validations) use(c.witness, forever);
+  // A linear and the add right after it may run as one launch (exec/cuda's residual
+  // epilogue), which reads the linear's input whole while it writes the sum: the input
+  // lives through the add, so the sum never takes its bytes.
+  for (size_t e = 1; e < ne; ++e) {
+    const ir::Eqn& add = g.eqns[e];
+    const ir::Eqn& lin = g.eqns[e - 1];
+    if (add.op == ir::OpKind::kAdd && lin.op == ir::OpKind::kLinear && (add.in[0] == lin.out || add.in[1] == lin.out)) {
+      use(lin.in[0], static_cast<int>(e));
+    }
+  }
   // Owners die after their last use; scratch dies with its eqn.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> dying(ne + 1);
   Arena arena;

@@ -659,6 +659,54 @@ TEST_F(NearMiss, LiveGuardBoundsOutsideTheKeys) {
   expect_unchanged(g, attention_only(g), {{ir::Slot::kSeqLen, testing::must(Buffer::i32({kB}, {1, 4}))}});
 }
 
+// ---- a decode step's causal mask, implied by its live length
+
+// One query at position pos over Lk keys: the mask k <= mask_pos, the live length len_pos + 1.
+ir::Graph decode_step(std::mt19937_64& rng, bool mask_from_len_pos) {
+  Builder b("decode_mask");
+  const V q = testing::input(b, "q", testing::random_buffer(rng, {1, kHq, 1, kD}));
+  const V k = testing::input(b, "k", testing::random_buffer(rng, {1, kHkv, kLk, kD}));
+  const V v = testing::input(b, "v", testing::random_buffer(rng, {1, kHkv, kLk, kD}));
+  const V pos = b.slot(ir::Slot::kPos, DType::kI32, {1});
+  const V other = b.slot(ir::Slot::kSeqLen, DType::kI32, {1});
+  const V mask = ops::causal_mask(mask_from_len_pos ? pos : other, kLk);
+  b.output("out", ops::attention_live(q, k, v, pos + 1.0, mask, {.scale = 0.3}));
+  return testing::must(b.finish());
+}
+
+eval::SlotBindings decode_slots(int32_t pos, int32_t other) {
+  return {{ir::Slot::kPos, testing::must(Buffer::i32({1}, {pos}))},
+          {ir::Slot::kSeqLen, testing::must(Buffer::i32({1}, {other}))}};
+}
+
+TEST(ImpliedMask, ACausalMaskOverTheLivePositionIsDropped) {
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  const ir::Graph g = decode_step(rng, true);
+  const ir::Graph fused = attention_only(g);
+  const std::vector<const ir::Eqn*> att = testing::find_eqns(fused, OpKind::kAttention);
+  ASSERT_EQ(att.size(), 1u) << ir::print(fused);
+  EXPECT_FALSE(att[0]->params.attn.has_mask);
+  EXPECT_TRUE(att[0]->params.attn.has_len);
+  EXPECT_EQ(att[0]->in.size(), 4u);  // q, k, v, len
+  for (int32_t pos = 0; pos < kLk; ++pos) expect_same_results(g, fused, decode_slots(pos, 0));
+  EXPECT_EQ(testing::count_op(all_passes(g), OpKind::kSelect), 0);  // the mask's select went with its last reader
+}
+
+// A mask over another position than the live length's says something the length does not.
+TEST(ImpliedMask, AMaskOverAnotherPositionIsKept) {
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  const ir::Graph g = decode_step(rng, false);
+  const ir::Graph fused = attention_only(g);
+  const std::vector<const ir::Eqn*> att = testing::find_eqns(fused, OpKind::kAttention);
+  ASSERT_EQ(att.size(), 1u) << ir::print(fused);
+  EXPECT_TRUE(att[0]->params.attn.has_mask);
+  expect_same_results(g, fused, decode_slots(4, 1));  // keys 0..1 of the 5 live ones
+}
+
 // ---- real model graphs: one Attention per layer, same logits and caches
 
 struct Steps {
@@ -678,18 +726,26 @@ struct Expect {
   bool head_mask = false;          // ALiBi: the mask has a head axis
 };
 
-void expect_layers(const models::Model& m, const ir::Graph& g, bool cached, const Expect& want) {
+void expect_layers(const models::Model& m, const ir::Graph& g, bool cached, bool canonical, const Expect& want) {
   SCOPED_TRACE(g.name);
   const std::vector<const ir::Eqn*> att = testing::find_eqns(g, OpKind::kAttention);
   ASSERT_EQ(static_cast<int64_t>(att.size()), m.config.n_layers);
   EXPECT_EQ(testing::count_op(g, OpKind::kReduceMax), 0);  // no softmax chain left: only softmax takes a max
-  for (const ir::Eqn* e : att) {
+  for (size_t layer = 0; layer < att.size(); ++layer) {
+    SCOPED_TRACE(str_cat("layer ", layer));
+    const ir::Eqn* e = att[layer];
     const ir::AttnParams& p = e->params.attn;
     EXPECT_EQ(p.n_rep, want.mla && cached ? m.config.n_heads : m.config.n_heads / m.config.n_kv_heads);
     EXPECT_EQ(p.softcap, want.softcap);
-    EXPECT_TRUE(p.has_mask);
     EXPECT_EQ(p.has_len, cached);
     EXPECT_EQ(p.has_shared, want.mla);
+    // A decode step's plain causal mask is implied by the live length and dropped; a window
+    // or an ALiBi bias keeps it. The pass sees the length as pos + 1 once canonicalize has
+    // folded the trace's one-element slice and broadcast 1.
+    const bool decode = canonical && cached && g.type(e->out).shape[2] == 1;
+    const bool plain_causal = !want.head_mask && !m.config.sliding(static_cast<int64_t>(layer));
+    EXPECT_EQ(p.has_mask, !(decode && plain_causal));
+    if (!p.has_mask) continue;
     const Shape& mask = g.type(e->in[3 + p.has_shared]).shape;
     EXPECT_EQ(mask[1], want.head_mask ? m.config.n_heads : 1);
   }
@@ -703,9 +759,9 @@ void expect_model_fused(const models::Model& m, const Expect& want, bool every_p
   const Steps before = trace_steps(m, n_full, n_prompt, capacity);
   auto fuse = [&](const ir::Graph& g) { return every_pass ? all_passes(g) : attention_only(g); };
   const Steps after{fuse(before.full), fuse(before.prefill), fuse(before.decode)};
-  expect_layers(m, after.full, false, want);
-  expect_layers(m, after.prefill, true, want);
-  expect_layers(m, after.decode, true, want);
+  expect_layers(m, after.full, false, every_pass, want);
+  expect_layers(m, after.prefill, true, every_pass, want);
+  expect_layers(m, after.decode, true, every_pass, want);
 
   expect_same_results(before.full, after.full, testing::token_slots(testing::random_ids(rng, n_full, m.config.vocab), 0));
   const std::vector<int32_t> prompt = testing::random_ids(rng, n_prompt, m.config.vocab);

@@ -35,6 +35,7 @@ struct Case {
   int capacity = 0;      // dense: keys per row (0: max len + 5)
   int page = 0;          // 0: dense; else paged with this page size
   int splits = 0;        // 0: planner's choice
+  bool chunks_from_lens = false;  // planned for the capacity (max_len = keys), chunked by each row's length
   float softcap = 0.0f;
   bool alibi = false;
   int window = 0;
@@ -49,6 +50,7 @@ struct Case {
     for (int l : lens) s += " " + std::to_string(l);
     s += page ? " paged" + std::to_string(page) : " dense";
     s += " splits" + std::to_string(splits);
+    if (chunks_from_lens) s += " chunks-from-lens";
     if (softcap > 0) s += " softcap";
     if (alibi) s += " alibi";
     if (window) s += " window" + std::to_string(window);
@@ -175,7 +177,8 @@ void run_case_on(const Case& c, uint64_t sd) {
   a.read_map = dmap.p;
   a.map_stride = c.page ? keys : 0;
   a.lens = dlens.p;
-  a.max_len = max_len;
+  a.max_len = c.chunks_from_lens ? keys : max_len;
+  a.chunks_from_lens = c.chunks_from_lens;
   a.scale = scale;
   a.softcap = c.softcap;
   a.alibi = c.alibi ? dslopes.p : nullptr;
@@ -322,6 +325,26 @@ TEST(CudaDecode, SplitCounts) {
       c.batch = 4;
       c.capacity = 5000;
       c.tolerance = 1e-5;  // the fp32 partials (o, m, l) and their combine
+      run_case(c, sd + splits + page);
+    }
+}
+
+// A plan made for the capacity (as a captured step's is) with each row's keys spread over
+// the splits by its own length: short, empty and full rows in one launch.
+TEST(CudaDecode, ChunksFromEachRowsLength) {
+  KVF_NEED_GPU();
+  Worst worst;
+  const uint64_t sd = test_seed();
+  for (int splits : {0, 3, 17})
+    for (int page : {0, 16}) {
+      Case c;
+      c.splits = splits;
+      c.page = page;
+      c.chunks_from_lens = true;
+      c.lens = {4097, 1, 129, 0, 300, 5000};
+      c.batch = 6;
+      c.capacity = 5000;
+      c.tolerance = 1e-5;
       run_case(c, sd + splits + page);
     }
 }

@@ -134,6 +134,11 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   p.map_stride = a.map_stride;
   p.splits = plan.splits;
   p.chunk = plan.chunk;
+  p.chunks_from_lens = a.chunks_from_lens ? 1 : 0;
+  if (a.chunks_from_lens) {
+    p.chunk_align = detail::decode_traits(a.dk, a.dv, plan.tensor_cores).keys_per_iter;
+    p.chunk = std::min(plan.chunk, round_up(128, p.chunk_align));
+  }
   p.rows = plan.rows;
   p.row_blocks = plan.row_blocks;
   p.scale = a.scale;

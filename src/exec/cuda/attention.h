@@ -47,6 +47,11 @@ struct DecodeAttentionArgs {
   int window = 0;                  // 0: none
   float* out = nullptr;            // device f32 [B, Hq, Lq, dv]
   int num_splits = 0;              // 0: chosen from max_len and the SM count
+  // false: split s takes keys [s * chunk, (s + 1) * chunk) of every row, chunk sized from
+  // max_len. true: each row's own length is divided among the splits (chunks of at least
+  // 128 keys), so that a plan made once for the longest row (a captured CUDA graph, where
+  // max_len is the capacity) still spreads a short row's keys over the SMs.
+  bool chunks_from_lens = false;
   DecodeKernel kernel = DecodeKernel::kAuto;
 };
 

@@ -20,6 +20,8 @@ struct DecodeParams {
   unsigned* counters;      // [B, Hkv, row_blocks] split arrivals, 0 between decodes (splits > 1)
   int batch, hq, hkv, lq, n_rep, cap, map_stride;
   int splits, chunk, rows, row_blocks;
+  int chunks_from_lens;    // 1: each row's chunk from its length (row_chunk); chunk is then the least
+  int chunk_align;         // keys per pass of the kernel: what a row's chunk is rounded up to
   float scale, softcap;
   int window;
   int kv_f16;              // 0: bf16, 1: f16

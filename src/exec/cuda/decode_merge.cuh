@@ -21,10 +21,18 @@
 
 namespace kvf::exec::cuda::detail {
 
+// Keys per split of a row of `len` keys: fixed by the plan, or (chunks_from_lens) the row's
+// length shared evenly by the splits, rounded up to the kernel's pass, never under p.chunk.
+__device__ inline int row_chunk(const DecodeParams& p, int len) {
+  if (!p.chunks_from_lens) return p.chunk;
+  const int even = (len + p.splits - 1) / p.splits;
+  return max(p.chunk, (even + p.chunk_align - 1) / p.chunk_align * p.chunk_align);
+}
+
 // One block of the split grid: x = split * row_blocks + row block, y = KV head, z = batch
 // row. Keys [t0, t1) of row b; the last split runs to len whatever the chunk says.
 struct SplitBlock {
-  int rb, split, hkv, b, len, t0, t1;
+  int rb, split, hkv, b, len, chunk, t0, t1;
   int live;        // splits of row b that have keys (at least 1): the blocks its merge waits for
   bool skip;       // a split past the row's length; split 0 always runs, so a row with no keys gets zeros
   bool extras;     // softcap or ALiBi: scores leave the log2 domain until transformed
@@ -36,9 +44,10 @@ struct SplitBlock {
         hkv(static_cast<int>(blockIdx.y)),
         b(static_cast<int>(blockIdx.z)),
         len(KVF_DECODE_PROBE == 3 ? p.cap : p.lens[b]),
-        t0(split * p.chunk),
-        t1(split == p.splits - 1 ? len : min(t0 + p.chunk, len)),
-        live(len <= 0 ? 1 : min(p.splits, (len + p.chunk - 1) / p.chunk)),
+        chunk(row_chunk(p, len)),
+        t0(split * chunk),
+        t1(split == p.splits - 1 ? len : min(t0 + chunk, len)),
+        live(len <= 0 ? 1 : min(p.splits, (len + chunk - 1) / chunk)),
         skip(split > 0 && t0 >= len),
         extras(p.softcap > 0.0f || p.alibi != nullptr),
         qscale(extras ? p.scale : p.scale * kLog2e) {}

@@ -1,6 +1,6 @@
 // Hopper's tensor memory accelerator and shared-memory barriers (sm_90): mbarrier init,
-// arrive, expected-transaction bytes and phase waits, and the 3-D TMA tile load that
-// completes on an mbarrier. Thin wrappers over inline PTX.
+// arrive, expected-transaction bytes and phase waits, the 3-D TMA tile load and the 1-D bulk
+// copy that complete on an mbarrier. Thin wrappers over inline PTX.
 #pragma once
 
 #include <cuda.h>
@@ -43,6 +43,14 @@ __device__ __forceinline__ void load_3d(uint32_t dst, const CUtensorMap* map, in
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
+}
+
+// Bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory
+// into shared memory at dst; the bytes count against `bar`'s expected transactions.
+__device__ __forceinline__ void load_bulk(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
+               : "memory");
 }
 
 }  // namespace kvf::exec::cuda::detail::tma

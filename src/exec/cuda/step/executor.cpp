@@ -338,7 +338,62 @@ Status CudaExecutor::bind_ops() {
   group_linears();
   fuse_norms();
   fuse_rounding_casts();
+  Status s = bind_decode_attention();
+  if (!s) return s;
   return bind_tensor_cores();
+}
+
+// A decode over a dense or paged f16 cache with only a live length (the compiler drops the
+// causal mask that length implies): the split-KV decode kernel runs it, planned once for
+// the capacity and chunked by each row's length at run time, so one captured graph serves
+// every length. Anything else (a mask, f32 K/V, several query rows, a split key, a head
+// width the kernel lacks) stays on attention_rows.
+bool CudaExecutor::decode_args(const Op& op, DecodeAttentionArgs& a) const {
+  const ir::AttnParams& p = plan_.graph.eqns[static_cast<size_t>(op.eqn)].params.attn;
+  const AttentionRows r = attention_rows_of(op);
+  if (p.has_mask || !p.has_len || p.has_shared || r.lq != 1 || !r.kv_f16) return false;
+  if (r.lk > INT32_MAX || r.batch > INT32_MAX || r.hq > INT32_MAX) return false;
+  a.kv_type = KvType::kF16;
+  a.batch = static_cast<int>(r.batch);
+  a.q_heads = static_cast<int>(r.hq);
+  a.kv_heads = static_cast<int>(r.hkv);
+  a.lq = 1;
+  a.dk = static_cast<int>(r.dk);
+  a.dv = static_cast<int>(r.dv);
+  a.q = r.q;
+  a.k = r.k;
+  a.v = r.v;
+  a.read_map = r.read;
+  a.capacity = r.read == nullptr ? static_cast<int>(r.lk) : 0;
+  a.map_stride = r.read == nullptr ? 0 : static_cast<int>(r.lk);
+  a.lens = r.len;
+  a.max_len = static_cast<int>(r.lk);
+  a.chunks_from_lens = true;
+  a.scale = r.scale;
+  a.softcap = r.softcap;
+  a.out = r.out;
+  return true;
+}
+
+Status CudaExecutor::bind_decode_attention() {
+  size_t bytes = 0, counters = 0;
+  for (Op& op : body_) {
+    if (plan_.graph.eqns[static_cast<size_t>(op.eqn)].op != OpKind::kAttention) continue;
+    DecodeAttentionArgs a;
+    if (!decode_args(op, a)) continue;
+    Result<DecodePlan> plan = plan_decode_attention(a);
+    if (!plan) continue;  // a shape the kernel refuses: attention_rows runs it
+    op.decode_kernel = true;
+    op.decode = a;
+    op.decode_plan = *plan;
+    bytes = std::max(bytes, plan->workspace_bytes);
+    counters = std::max(counters, plan->counter_bytes);
+  }
+  if (bytes == 0) return {};
+  Result<void*> p = device_.allocate_zeroed(static_cast<int64_t>(bytes));  // counters start at zero
+  if (!p) return p.take_error().context("decode attention workspace");
+  decode_workspace_ = Buffer(&device_, *p, static_cast<int64_t>(bytes));
+  return {};
 }
 
 // One scratch for every tensor-core linear of the step (they run one after another): sized
@@ -669,6 +724,7 @@ Status CudaExecutor::launch(const Op& op) {
           static_cast<float*>(out.data), out.numel, l);
       return {};
     case OpKind::kAttention:
+      if (op.decode_kernel) return decode_attention(op.decode, op.decode_plan, decode_workspace_.data(), device_.stream());
       attention_rows(attention_rows_of(op), plan_.requests[static_cast<size_t>(op.eqn)].attention.splits, op.scratch, l);
       return {};
     default: break;
@@ -771,7 +827,10 @@ Status CudaExecutor::run_body() {
       const plan::KernelRequest& r = plan_.requests[static_cast<size_t>(op.eqn)];
       Status s = device_.time_begin();
       if (s) s = launch(op);
-      if (s) s = device_.time_end(op.grouped > 0 ? str_cat(r.kernel, " group of ", op.grouped) : r.kernel);
+      const std::string kernel = op.grouped > 0 ? str_cat(r.kernel, " group of ", op.grouped)
+                                 : op.decode_kernel ? std::string("attention.decode_kernel")
+                                                    : r.kernel;
+      if (s) s = device_.time_end(kernel);
       if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
     }
     return {};

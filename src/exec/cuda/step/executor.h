@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/cuda/attention.h"
 #include "exec/cuda/step/device.h"
 #include "exec/executor.h"
 #include "exec/state.h"
@@ -42,6 +43,11 @@ class CudaExecutor final : public Executor {
     int grouped = 0;       // > 0: linears (and a glu or residual add) run as one launch
     LinearGroup group;
     bool round_update = false;  // dynamic_update_slice of an f32 update into a half cache (the cast fused)
+    // Attention through the split-KV decode kernel (exec/cuda/attention.h) instead of
+    // attention_rows: set by bind_decode_attention when the op is one it runs.
+    bool decode_kernel = false;
+    DecodeAttentionArgs decode;
+    DecodePlan decode_plan;
   };
 
   CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
@@ -54,6 +60,8 @@ class CudaExecutor final : public Executor {
   void fuse_rounding_casts();
   void fuse_norms();
   Status bind_tensor_cores();
+  Status bind_decode_attention();
+  bool decode_args(const Op& op, DecodeAttentionArgs& a) const;
   AttentionRows attention_rows_of(const Op& op) const;
   Status check_validations();
   Status read_faults();
@@ -65,6 +73,7 @@ class CudaExecutor final : public Executor {
   Buffer arena_;
   TensorCores tc_;       // the device's cuBLASLt and this executor's scratch for it
   Buffer tc_scratch_;
+  Buffer decode_workspace_;  // one for every decode-kernel attention of the step (they run in turn)
   std::vector<Buffer> owned_;    // slots, literals, folded values, prelude values
   std::vector<Ref> refs_;        // per value
   std::vector<bool> folded_;     // per value: computed once at bind time

@@ -140,6 +140,9 @@ struct LinearGroup {
   float* residual_out = nullptr;
 };
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+// The decode form of linear_group over f16/bf16 weights (gemv16.cu): false, launching
+// nothing, for other weights, more than 8 rows, k % 8 != 0 or rows too wide for a block.
+bool gemv16(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 
 inline constexpr int64_t kTensorCoreRows = 64;
 bool tensor_core_fits(int64_t m, int64_t k, DType w_dt);

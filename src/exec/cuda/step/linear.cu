@@ -1,10 +1,12 @@
 // Matrix products with f32 accumulation, weights read in their stored type and widened in
 // registers (quantized weights are never dequantized in memory):
-//   - m <= 8 rows (decode): one warp per output column streams the weight row once for all
-//     rows: the step is bound by the weight bytes, as decode is.
+//   - m <= 8 rows (decode): 16-bit weights in gemv16.cu; f32 and quantized ones here, one
+//     warp per output column streaming the weight row once for all rows: the step is bound
+//     by the weight bytes, as decode is.
 //   - more rows: 64x64 output tiles through shared memory, weights widened as they land;
 //     from kTensorCoreRows rows with 16-bit or quantized weights, the tensor cores instead
 //     (tensor_cores.cu).
+#include "exec/cuda/step/gemv16.cuh"
 #include "exec/cuda/step/launch.cuh"
 
 namespace kvf::exec::cuda::step {
@@ -34,28 +36,8 @@ __device__ void load8(const uint8_t* row, int64_t g, float (&w)[8]) {
       w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w; w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
       return;
     }
-    case DType::kF16: {
-      const uint4 u = reinterpret_cast<const uint4*>(row)[g];
-      const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __half22float2(h[i]);
-        w[2 * i] = f.x;
-        w[2 * i + 1] = f.y;
-      }
-      return;
-    }
-    case DType::kBF16: {
-      const uint4 u = reinterpret_cast<const uint4*>(row)[g];
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(h[i]);
-        w[2 * i] = f.x;
-        w[2 * i + 1] = f.y;
-      }
-      return;
-    }
+    case DType::kF16: return gemv16_detail::widen<DType::kF16>(reinterpret_cast<const uint4*>(row)[g], w);
+    case DType::kBF16: return gemv16_detail::widen<DType::kBF16>(reinterpret_cast<const uint4*>(row)[g], w);
     case DType::kQ8_0: {
       const uint8_t* blk = row + (g / 4) * 34;
       const float d = __half2float(*reinterpret_cast<const __half*>(blk));
@@ -101,36 +83,13 @@ __device__ void scale8(const float* nw, bool unit_offset, int64_t k0, float (&w)
   for (int i = 0; i < 8; ++i) w[i] *= unit_offset ? 1.0f + s[i] : s[i];
 }
 
-// 1 / rms of each of the MR rows of x, computed by the whole block into inv[].
-template <int MR>
-__device__ void row_inv_rms(const float* x, int64_t k, double eps, float* inv) {
-  __shared__ float part[kGemvWarps][MR];
-  float ss[MR] = {};
-  for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
-#pragma unroll
-    for (int r = 0; r < MR; ++r) ss[r] += x[r * k + c] * x[r * k + c];
-  }
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    const float v = warp_sum(ss[r]);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32][r] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x < MR) {
-    float t = 0;
-    for (int w = 0; w < kGemvWarps; ++w) t += part[w][threadIdx.x];
-    inv[threadIdx.x] = static_cast<float>(1.0 / sqrt(static_cast<double>(t) / static_cast<double>(k) + eps));
-  }
-  __syncthreads();
-}
-
 // The group's columns laid end to end; warp c takes global column c. With glu the columns
 // are the gate's and each warp reads the gate row and the up row.
 template <int MR, DType dt>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_group_kernel(const float* x, int64_t k, int64_t row_bytes,
                                                                      LinearGroup g) {
   __shared__ float inv[MR];
-  if (g.norm_w != nullptr) row_inv_rms<MR>(x, k, g.norm_eps, inv);
+  if (g.norm_w != nullptr) gemv16_detail::block_inv_rms<MR, kGemvWarps>(x, k, g.norm_eps, inv);
   const int lane = threadIdx.x % 32;
   int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
   int p = 0;
@@ -290,6 +249,7 @@ void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const Linear
   const int64_t rb = stored_row_bytes(w_dt, k);
   cudaStream_t s = stream_of(l);
   if (gemv_fits(m, k, w_dt)) {
+    if (gemv16(x, m, k, w_dt, g, l)) return;
     switch (m) {
       case 1: launch_gemv_group<1>(x, k, w_dt, rb, g, s); return;
       case 2: launch_gemv_group<2>(x, k, w_dt, rb, g, s); return;

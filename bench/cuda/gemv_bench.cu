@@ -1,0 +1,157 @@
+// The decode linears over f16 weights (exec/cuda/step/gemv16.cuh) on a TinyLlama-1.1B layer's
+// shapes, as a decode step runs them: per layer QKV (RMSNorm fused, three parts), O (residual
+// add), gate/up (RMSNorm and SiLU gate fused) and down (residual add), each layer with its
+// own weights (22 layers, 1.9 GB: nothing is served from L2), captured as one CUDA graph and
+// replayed. Prints, for each kernel shape (columns per warp C, 16-byte groups in flight G,
+// warps per block W, programmatic dependent launch), the time per layer and the weight
+// bandwidth it reaches, and the same for each linear alone (22 launches of it in a graph);
+// then the same for the shared-memory bulk-copy kernel (gemv_bulk.cuh).
+//
+//   bench_cuda_gemv [rows=1]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "event_timer.h"
+#include "exec/cuda/step/gemv_bulk.cuh"
+
+namespace {
+
+using kvf::DType;
+using kvf::exec::cuda::step::LinearGroup;
+using kvf::exec::cuda::step::LinearPart;
+
+constexpr int kLayers = 22, kHidden = 2048, kKv = 256, kFfn = 5632;
+
+void* device_bytes(size_t bytes, int fill) {
+  void* p = nullptr;
+  KVF_BENCH_CHECK(cudaMalloc(&p, bytes));
+  KVF_BENCH_CHECK(cudaMemset(p, fill, bytes));
+  return p;
+}
+
+struct Layer {
+  LinearGroup qkv, o, gate_up, down;
+};
+
+// One step's buffers: x rows [m, width] for every activation, and per layer its weights.
+struct Model {
+  int m;
+  float *h, *q, *k, *v, *attn, *h2, *gated, *norm_w;
+  std::vector<Layer> layers;
+
+  explicit Model(int rows) : m(rows) {
+    auto act = [&](int width) { return static_cast<float*>(device_bytes(sizeof(float) * m * width, 0)); };
+    h = act(kHidden), q = act(kHidden), k = act(kKv), v = act(kKv), attn = act(kHidden), h2 = act(kHidden);
+    gated = act(kFfn);
+    norm_w = act(kHidden);
+    auto weights = [](int n, int k) { return device_bytes(sizeof(uint16_t) * n * k, 0x1c); };  // f16 ~0.004
+    for (int l = 0; l < kLayers; ++l) {
+      Layer L;
+      L.qkv.parts = 3;
+      L.qkv.part[0] = LinearPart{weights(kHidden, kHidden), nullptr, kHidden, q};
+      L.qkv.part[1] = LinearPart{weights(kKv, kHidden), nullptr, kKv, k};
+      L.qkv.part[2] = LinearPart{weights(kKv, kHidden), nullptr, kKv, v};
+      L.qkv.norm_w = norm_w;
+      L.qkv.norm_eps = 1e-5;
+      L.o.part[0] = LinearPart{weights(kHidden, kHidden), nullptr, kHidden, nullptr};
+      L.o.residual = h;
+      L.o.residual_out = h2;
+      L.gate_up.parts = 2;
+      L.gate_up.part[0] = LinearPart{weights(kFfn, kHidden), nullptr, kFfn, nullptr};
+      L.gate_up.part[1] = LinearPart{weights(kFfn, kHidden), nullptr, kFfn, nullptr};
+      L.gate_up.glu = true;
+      L.gate_up.glu_out = gated;
+      L.gate_up.norm_w = norm_w;
+      L.gate_up.norm_eps = 1e-5;
+      L.down.part[0] = LinearPart{weights(kHidden, kFfn), nullptr, kHidden, nullptr};
+      L.down.residual = h2;
+      L.down.residual_out = h;
+      layers.push_back(L);
+    }
+  }
+};
+
+// A kernel shape: how one linear group launches.
+using Launcher = std::function<void(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s)>;
+
+template <int MR, int C, int G, int W, bool PDL>
+Launcher shape() {
+  return [](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    using namespace kvf::exec::cuda::step::gemv16_detail;
+    if (g.glu) launch<MR, DType::kF16, (C > 1 ? C / 2 : 1), G, W, true>(x, k, g, s, PDL);
+    else launch<MR, DType::kF16, C, G, W, false>(x, k, g, s, PDL);
+  };
+}
+
+template <int MR, bool PDL>
+Launcher bulk() {
+  return [](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    kvf::exec::cuda::step::gemv_bulk_detail::launch_any_rows<MR, DType::kF16>(x, k, g, s, PDL);
+  };
+}
+
+// Median microseconds per replay of what `enqueue` puts on the stream, captured as one graph.
+double time_graph(const std::function<void(cudaStream_t)>& enqueue) {
+  return 1e3 * kvf::bench_cuda::median_graph_ms(3, 15, 1, [&](int, cudaStream_t st) { enqueue(st); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rows = argc > 1 ? std::atoi(argv[1]) : 1;
+  if (rows != 1 && rows != 8) {
+    std::fprintf(stderr, "rows: 1 or 8\n");
+    return 2;
+  }
+  Model md(rows);
+  const double mb_qkv = 2.0 * (kHidden + 2 * kKv) * kHidden / 1e6, mb_o = 2.0 * kHidden * kHidden / 1e6;
+  const double mb_gu = 2.0 * 2 * kFfn * kHidden / 1e6, mb_down = 2.0 * kHidden * kFfn / 1e6;
+  const double mb_layer = mb_qkv + mb_o + mb_gu + mb_down;
+  struct Named {
+    const char* name;
+    Launcher go;
+  };
+  std::vector<Named> shapes;
+  if (rows == 1) {
+    shapes = {{"C4 G4 W4 -", shape<1, 4, 4, 4, false>()}, {"C4 G4 W4 pdl", shape<1, 4, 4, 4, true>()},
+              {"C2 G4 W4 pdl", shape<1, 2, 4, 4, true>()}, {"C2 G8 W4 pdl", shape<1, 2, 8, 4, true>()},
+              {"C1 G8 W4 pdl", shape<1, 1, 8, 4, true>()}, {"C4 G2 W4 pdl", shape<1, 4, 2, 4, true>()},
+              {"C8 G2 W4 pdl", shape<1, 8, 2, 4, true>()}, {"C4 G4 W8 pdl", shape<1, 4, 4, 8, true>()},
+              {"C2 G8 W8 pdl", shape<1, 2, 8, 8, true>()}, {"bulk -", bulk<1, false>()},
+              {"bulk pdl", bulk<1, true>()}};
+  } else {
+    shapes = {{"C2 G4 W4 -", shape<8, 2, 4, 4, false>()}, {"C2 G4 W4 pdl", shape<8, 2, 4, 4, true>()},
+              {"C1 G4 W4 pdl", shape<8, 1, 4, 4, true>()}, {"C2 G2 W4 pdl", shape<8, 2, 2, 4, true>()},
+              {"C4 G2 W4 pdl", shape<8, 4, 2, 4, true>()}, {"bulk pdl", bulk<8, true>()}};
+  }
+  std::printf("TinyLlama-1.1B layer linears, f16 weights, %d row(s) of x, %d layers per graph\n", rows, kLayers);
+  std::printf("%-14s %9s %8s | %8s %8s %8s %8s  (TB/s alone)\n", "shape", "us/layer", "TB/s", "qkv", "o", "gate_up", "down");
+  for (const Named& sh : shapes) {
+    auto each = [&](auto pick, float* x, int64_t k) {
+      return time_graph([&](cudaStream_t s) {
+        for (const Layer& L : md.layers) sh.go(x, k, pick(L), s);
+      });
+    };
+    const double layer = time_graph([&](cudaStream_t s) {
+                           for (const Layer& L : md.layers) {
+                             sh.go(md.h, kHidden, L.qkv, s);
+                             sh.go(md.attn, kHidden, L.o, s);
+                             sh.go(md.h2, kHidden, L.gate_up, s);
+                             sh.go(md.gated, kFfn, L.down, s);
+                           }
+                         }) / kLayers;
+    const double qkv = each([](const Layer& L) { return L.qkv; }, md.h, kHidden) / kLayers;
+    const double o = each([](const Layer& L) { return L.o; }, md.attn, kHidden) / kLayers;
+    const double gu = each([](const Layer& L) { return L.gate_up; }, md.h2, kHidden) / kLayers;
+    const double down = each([](const Layer& L) { return L.down; }, md.gated, kFfn) / kLayers;
+    std::printf("%-14s %9.2f %8.2f | %8.2f %8.2f %8.2f %8.2f\n", sh.name, layer, mb_layer / layer,
+                mb_qkv / qkv, mb_o / o, mb_gu / gu, mb_down / down);
+  }
+  return 0;
+}

@@ -1,0 +1,50 @@
+// The decode linears over f16/bf16 weights: which of the two kernels runs each group, at the
+// shapes measured best on the H200 (bench_cuda_gemv, TinyLlama-1.1B layers; docs/cuda.md):
+//   - one or two rows with a fused RMSNorm: the register kernel (gemv16.cuh), 2 columns a
+//     warp, 8 groups in flight, 8 warps: its blocks are fewer, so fewer of them recompute
+//     1/rms over x (QKV 1.54 TB/s against 1.27, gate/up 2.56 against 2.00);
+//   - everything else: the bulk-copy kernel (gemv_bulk.cuh): O 2.27 TB/s against 1.80, down
+//     2.48 against 2.17, and with 8 rows of x 81 us a layer against 105.
+// Both launch as programmatic dependents.
+#include "exec/cuda/step/gemv16.cuh"
+#include "exec/cuda/step/gemv_bulk.cuh"
+
+namespace kvf::exec::cuda::step {
+namespace {
+
+template <int MR, DType dt>
+bool launch_rows(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+  if constexpr (MR <= 2) {
+    if (g.norm_w != nullptr) {
+      if (g.glu) gemv16_detail::launch<MR, dt, 1, 8, 8, true>(x, k, g, s, true);
+      else gemv16_detail::launch<MR, dt, 2, 8, 8, false>(x, k, g, s, true);
+      return true;
+    }
+  }
+  return gemv_bulk_detail::launch_any_rows<MR, dt>(x, k, g, s, true);
+}
+
+template <DType dt>
+bool launch_any(const float* x, int64_t m, int64_t k, const LinearGroup& g, cudaStream_t s) {
+  switch (m) {
+    case 1: return launch_rows<1, dt>(x, k, g, s);
+    case 2: return launch_rows<2, dt>(x, k, g, s);
+    case 3: return launch_rows<3, dt>(x, k, g, s);
+    case 4: return launch_rows<4, dt>(x, k, g, s);
+    case 5: return launch_rows<5, dt>(x, k, g, s);
+    case 6: return launch_rows<6, dt>(x, k, g, s);
+    case 7: return launch_rows<7, dt>(x, k, g, s);
+    default: return launch_rows<8, dt>(x, k, g, s);
+  }
+}
+
+}  // namespace
+
+bool gemv16(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if ((w_dt != DType::kF16 && w_dt != DType::kBF16) || m < 1 || m > 8 || k % 8 != 0) return false;
+  if (g.glu && g.parts != 2) return false;
+  if (w_dt == DType::kF16) return launch_any<DType::kF16>(x, m, k, g, stream_of(l));
+  return launch_any<DType::kBF16>(x, m, k, g, stream_of(l));
+}
+
+}  // namespace kvf::exec::cuda::step

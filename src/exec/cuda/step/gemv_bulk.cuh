@@ -1,0 +1,132 @@
+// Decode products over 16-bit weights for 1 to 4 rows of x, with the weight rows brought into
+// shared memory by bulk copies (the TMA's 1-D form) instead of through registers. A register
+// kernel (gemv16.cuh) keeps at most what its registers hold in flight, and on the H200 that
+// stops near 2.5 TB/s; a bulk copy holds no register, so every resident block has its whole
+// share of the weights on the way at once (R rows, up to 48 KB a block, several blocks an SM).
+//   - Block: R weight rows (R columns, or with a glu R/2 columns' gate and up rows). Thread 0
+//     issues one copy per row, then every thread waits for the kernel in front (PDL), computes
+//     the fused RMSNorm's 1/rms and waits for the copies.
+//   - The block's threads split k: each reads its x groups once (norm-scaled) and applies them
+//     to all R rows from shared memory, so x is read once per R rows; the partial sums meet
+//     in shared memory and the epilogue (bias, glu, residual) is the register kernel's.
+#pragma once
+
+#include "exec/cuda/step/gemv16.cuh"
+#include "exec/cuda/tma_ptx.cuh"
+
+namespace kvf::exec::cuda::step::gemv_bulk_detail {
+
+using gemv16_detail::block_inv_rms;
+using gemv16_detail::Column;
+using gemv16_detail::column_of;
+using gemv16_detail::load_x;
+using gemv16_detail::store_column;
+using gemv16_detail::widen;
+namespace tma = detail::tma;
+
+constexpr int kWarps = 4;
+constexpr int64_t kMaxBlockBytes = 48 * 1024;  // the dynamic shared memory a launch may take unasked
+
+__device__ inline uint32_t shared_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+template <int MR, DType dt, int R, bool GLU>
+__global__ void __launch_bounds__(kWarps * 32) gemv_bulk_kernel(const float* x, int64_t k, int64_t cols, LinearGroup g) {
+  constexpr int C = GLU ? R / 2 : R;  // output columns of the block
+  extern __shared__ __align__(128) uint8_t rows[];  // [R][k] weights as stored
+  __shared__ __align__(8) uint64_t bar;
+  __shared__ float inv[MR];
+  __shared__ float part[kWarps][R][MR];
+  const int64_t row_bytes = k * 2, col0 = static_cast<int64_t>(blockIdx.x) * C;
+  const int n = static_cast<int>(cols - col0 < C ? cols - col0 : C);
+  const uint32_t b = shared_address(&bar), dst = shared_address(rows);
+  if (threadIdx.x == 0) {
+    tma::mbar_init(b, 1);
+    tma::mbar_fence_init();
+    tma::mbar_arrive_expect_tx(b, static_cast<uint32_t>((GLU ? 2 : 1) * n * row_bytes));
+    for (int c = 0; c < n; ++c) {
+      const Column at = column_of(g, col0 + c);
+      const auto* w = static_cast<const uint8_t*>(g.part[at.part].w) + at.local * row_bytes;
+      tma::load_bulk(dst + static_cast<uint32_t>(c * row_bytes), w, static_cast<uint32_t>(row_bytes), b);
+      if constexpr (GLU) {
+        const auto* up = static_cast<const uint8_t*>(g.part[1].w) + at.local * row_bytes;
+        tma::load_bulk(dst + static_cast<uint32_t>((C + c) * row_bytes), up, static_cast<uint32_t>(row_bytes), b);
+      }
+    }
+  }
+  // The weights never depend on the kernel in front; x, the residual and the outputs' old
+  // readers do, and are touched only after it has finished.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+  if (g.norm_w != nullptr) block_inv_rms<MR, kWarps>(x, k, g.norm_eps, inv);
+  __syncthreads();  // the barrier's init is visible to every waiter
+  tma::mbar_wait(b, 0);
+
+  float acc[R][MR] = {};
+  for (int64_t i = threadIdx.x; i < k / 8; i += kWarps * 32) {
+    float xv[MR][8];
+    load_x<MR>(x, k, i, g, xv);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {  // rows past n hold stale bytes: summed, never stored
+      float w[8];
+      widen<dt>(reinterpret_cast<const uint4*>(rows + r * row_bytes)[i], w);
+#pragma unroll
+      for (int m = 0; m < MR; ++m) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][m] += w[e] * xv[m][e];
+      }
+    }
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+      const float v = warp_sum(acc[r][m]);
+      if (lane == 0) part[warp][r][m] = v;
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < n * MR; idx += kWarps * 32) {
+    const int c = idx / MR, m = idx % MR;
+    const float scale = g.norm_w != nullptr ? inv[m] : 1.0f;
+    float y = 0.0f, up = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      y += part[w][c][m];
+      if constexpr (GLU) up += part[w][C + c][m];
+    }
+    const Column at = column_of(g, col0 + c);
+    store_column<GLU>(g, g.part[at.part], at.local, m, y * scale, up * scale);
+  }
+}
+
+// The most rows (1, 2, 4 or 8; even with a glu) whose bytes fit one block, or 0.
+inline int rows_per_block(int64_t k, bool glu) {
+  const int64_t row_bytes = k * 2;
+  for (int r = 8; r >= (glu ? 2 : 1); r /= 2) {
+    if (r * row_bytes <= kMaxBlockBytes) return r;
+  }
+  return 0;
+}
+
+template <int MR, DType dt, int R, bool GLU>
+void launch(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s, bool pdl) {
+  const int64_t cols = gemv16_detail::group_columns(g);
+  constexpr int C = GLU ? R / 2 : R;
+  const auto grid = static_cast<unsigned>((cols + C - 1) / C);
+  launch_kernel(gemv_bulk_kernel<MR, dt, R, GLU>, dim3(grid), dim3(kWarps * 32), static_cast<size_t>(R * k * 2), s, pdl,
+                x, k, cols, g);
+}
+
+// Launches with rows_per_block(k, glu) rows a block; false when none fits.
+template <int MR, DType dt>
+bool launch_any_rows(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s, bool pdl) {
+  switch (rows_per_block(k, g.glu)) {
+    case 8: g.glu ? launch<MR, dt, 8, true>(x, k, g, s, pdl) : launch<MR, dt, 8, false>(x, k, g, s, pdl); return true;
+    case 4: g.glu ? launch<MR, dt, 4, true>(x, k, g, s, pdl) : launch<MR, dt, 4, false>(x, k, g, s, pdl); return true;
+    case 2: g.glu ? launch<MR, dt, 2, true>(x, k, g, s, pdl) : launch<MR, dt, 2, false>(x, k, g, s, pdl); return true;
+    case 1: if (!g.glu) launch<MR, dt, 1, false>(x, k, g, s, pdl); return !g.glu;
+    default: return false;
+  }
+}
+
+}  // namespace kvf::exec::cuda::step::gemv_bulk_detail

@@ -1,0 +1,140 @@
+// The decode linears (m <= 8 rows: exec/cuda/step's gemv kernels) against a double reference
+// on random inputs, for every stored weight type and every epilogue a linear group has: one
+// part with a bias, three parts laid end to end (q, k, v) under a fused RMSNorm, a gated unit
+// over two parts, and a residual add. Column counts are not multiples of what a warp or a
+// block takes, and k runs past one pass of the loads, so the edges are exercised.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "exec/cuda/step/kernels.h"
+#include "gpu/linear_testing.h"
+
+namespace kvf {
+namespace {
+
+using exec::cuda::step::Device;
+using exec::cuda::step::LinearGroup;
+using testing::Dev;
+
+enum class Epilogue { kBias, kQkvNorm, kGluNorm, kResidual };
+
+const char* name(Epilogue e) {
+  switch (e) {
+    case Epilogue::kBias: return "bias";
+    case Epilogue::kQkvNorm: return "qkv_norm";
+    case Epilogue::kGluNorm: return "glu_norm";
+    default: return "residual";
+  }
+}
+
+double silu(double v) { return v / (1.0 + std::exp(-v)); }
+
+class Gemv : public ::testing::TestWithParam<std::tuple<DType, int64_t, Epilogue>> {};
+
+TEST_P(Gemv, MatchesTheDoubleReference) {
+  KVF_NEED_GPU();
+  const auto [dt, m, epilogue] = GetParam();
+  const int64_t k = 1056;  // 132 16-byte groups of 16-bit weights: more than one pass of 32 lanes x 4
+  const bool glu = epilogue == Epilogue::kGluNorm, norm = glu || epilogue == Epilogue::kQkvNorm;
+  const std::vector<int64_t> ns = epilogue == Epilogue::kQkvNorm ? std::vector<int64_t>{37, 18, 18}
+                                  : glu                          ? std::vector<int64_t>{45, 45}
+                                                                 : std::vector<int64_t>{61};
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::unique_ptr<Device> device = testing::must(Device::open());
+  std::vector<float> x(static_cast<size_t>(m * k)), norm_w(static_cast<size_t>(k)), bias(61), residual(static_cast<size_t>(m * 61));
+  for (float& v : x) v = normal(rng);
+  for (float& v : norm_w) v = 1.0f + 0.1f * normal(rng);
+  for (float& v : bias) v = normal(rng);
+  for (float& v : residual) v = normal(rng);
+  const double eps = 1e-5;
+
+  Dev xd(*device, x.data(), m * k * 4), nd(*device, norm_w.data(), k * 4), bd(*device, bias.data(), 61 * 4);
+  Dev rd(*device, residual.data(), m * 61 * 4), sum(*device, nullptr, m * 61 * 4), gated(*device, nullptr, m * 45 * 4);
+  std::vector<testing::Weights> w;
+  std::vector<std::unique_ptr<Dev>> wd, outs;
+  LinearGroup g;
+  g.parts = static_cast<int>(ns.size());
+  for (size_t p = 0; p < ns.size(); ++p) {
+    w.push_back(testing::random_weights(dt, ns[p], k, rng));
+    wd.push_back(std::make_unique<Dev>(*device, w[p].bytes.data(), static_cast<int64_t>(w[p].bytes.size())));
+    outs.push_back(std::make_unique<Dev>(*device, nullptr, m * ns[p] * 4));
+    g.part[p] = exec::cuda::step::LinearPart{wd[p]->p, nullptr, ns[p], static_cast<float*>(outs[p]->p)};
+  }
+  if (epilogue == Epilogue::kBias) g.part[0].bias = static_cast<const float*>(bd.p);
+  if (norm) {
+    g.norm_w = static_cast<const float*>(nd.p);
+    g.norm_eps = eps;
+  }
+  if (glu) {
+    g.glu = true;
+    g.glu_out = static_cast<float*>(gated.p);
+  }
+  if (epilogue == Epilogue::kResidual) {
+    g.residual = static_cast<const float*>(rd.p);
+    g.residual_out = static_cast<float*>(sum.p);
+  }
+  const exec::cuda::step::Launch l{device->stream(), device->fault(), 0, device->tensor_cores()};
+  exec::cuda::step::linear_group(static_cast<const float*>(xd.p), m, k, dt, g, l);
+  ASSERT_TRUE(device->synchronize("gemv").ok());
+
+  // The reference: x (normalized in double when a norm is fused) times the exact weights.
+  std::vector<double> xr(x.begin(), x.end());
+  if (norm) {
+    for (int64_t r = 0; r < m; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < k; ++c) ss += xr[static_cast<size_t>(r * k + c)] * xr[static_cast<size_t>(r * k + c)];
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(k) + eps);
+      for (int64_t c = 0; c < k; ++c) xr[static_cast<size_t>(r * k + c)] *= inv * norm_w[static_cast<size_t>(c)];
+    }
+  }
+  auto dot = [&](size_t p, int64_t r, int64_t j) {
+    double acc = 0;
+    for (int64_t c = 0; c < k; ++c) acc += xr[static_cast<size_t>(r * k + c)] * w[p].exact[static_cast<size_t>(j * k + c)];
+    return acc;
+  };
+  auto fetch = [&](void* p, int64_t n) {
+    std::vector<float> h(static_cast<size_t>(n));
+    EXPECT_TRUE(device->copy_to_host(h.data(), p, n * 4).ok());
+    return std::vector<double>(h.begin(), h.end());
+  };
+  std::vector<double> got, ref;
+  if (glu) {
+    got = fetch(gated.p, m * 45);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < 45; ++j) ref.push_back(silu(dot(0, r, j)) * dot(1, r, j));
+    }
+  } else if (epilogue == Epilogue::kResidual) {
+    got = fetch(sum.p, m * 61);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < 61; ++j) ref.push_back(dot(0, r, j) + residual[static_cast<size_t>(r * 61 + j)]);
+    }
+  } else {
+    for (size_t p = 0; p < ns.size(); ++p) {
+      const std::vector<double> part = fetch(outs[p]->p, m * ns[p]);
+      got.insert(got.end(), part.begin(), part.end());
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t j = 0; j < ns[p]; ++j) ref.push_back(dot(p, r, j) + (g.part[p].bias ? bias[static_cast<size_t>(j)] : 0.0));
+      }
+    }
+  }
+  ASSERT_EQ(got.size(), ref.size());
+  EXPECT_LE(testing::rel_error(got, ref), 1e-5) << dtype_name(dt) << " m " << m << " " << name(epilogue);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, Gemv,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
+                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}),
+                       ::testing::Values(Epilogue::kBias, Epilogue::kQkvNorm, Epilogue::kGluNorm, Epilogue::kResidual)),
+    [](const auto& info) {
+      return str_cat(dtype_name(std::get<0>(info.param)), "_m", std::get<1>(info.param), "_", name(std::get<2>(info.param)));
+    });
+
+}  // namespace
+}  // namespace kvf
