@@ -338,6 +338,7 @@ Status CudaExecutor::bind_ops() {
   group_linears();
   fuse_norms();
   fuse_rounding_casts();
+  pack_small_ops();
   Status s = bind_decode_attention();
   if (!s) return s;
   return bind_tensor_cores();
@@ -504,6 +505,138 @@ void CudaExecutor::fuse_rounding_casts() {
   body_ = std::move(out);
 }
 
+// The pack task that runs `op` (a rope, an in-place cache write, or a rope already merged
+// with its cache write), or false.
+bool CudaExecutor::pack_task(const Op& op, PackTask& t) const {
+  const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
+  if (op.packed == 1) {
+    t = op.pack.task[0];
+    return true;
+  }
+  if (op.packed > 0 || op.grouped > 0 || op.decode_kernel) return false;
+  if (e.op == OpKind::kRope) {
+    const Shape& s = op.in[0].type.shape;
+    t.kind = PackKind::kRope;
+    t.rope = RopeTask{static_cast<const float*>(op.in[0].data), static_cast<const float*>(op.in[1].data),
+                      static_cast<const float*>(op.in[2].data), static_cast<float*>(op.out.data),
+                      op.in[0].numel / s.back(), s.back(), s[s.size() - 2], e.params.rope.rotary_dim,
+                      e.params.rope.layout == ir::RopeLayout::kInterleaved};
+    return true;
+  }
+  if (e.op != OpKind::kDynamicUpdateSlice || op.out.data != op.in[0].data) return false;  // in place only
+  const DType to = op.out.type.dtype;
+  if (to != DType::kF32 && !half(to)) return false;
+  if (!op.round_update && op.in[1].type.dtype != to) return false;
+  const auto axis = static_cast<size_t>(e.params.axis);
+  SliceTask s;
+  s.to = to;
+  s.rounded = op.round_update;
+  s.upd = op.in[1].data;
+  s.out = op.out.data;
+  for (size_t k = 0; k < axis; ++k) s.outer *= op.out.type.shape[k];
+  for (size_t k = axis + 1; k < op.out.type.shape.size(); ++k) s.inner *= op.out.type.shape[k];
+  s.extent = op.out.type.shape[axis];
+  s.n = op.in[1].type.shape[axis];
+  s.start = static_cast<const int32_t*>(op.in[2].data);
+  s.eqn = op.eqn;
+  t.kind = PackKind::kSlice;
+  t.slice = s;
+  return true;
+}
+
+namespace {
+
+bool refs_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  const auto* pa = static_cast<const char*>(a);
+  const auto* pb = static_cast<const char*>(b);
+  return pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+}  // namespace
+
+// Whether a and b may run at once: neither reads what the other writes, nor do their writes meet.
+bool CudaExecutor::independent(const Op& a, const Op& b) const {
+  auto bytes = [](const Ref& r) { return r.numel * std::max<int64_t>(1, elem_bytes(r.type.dtype)); };
+  for (const Ref& in : a.in) {
+    if (refs_overlap(in.data, bytes(in), b.out.data, bytes(b.out))) return false;
+  }
+  for (const Ref& in : b.in) {
+    if (refs_overlap(in.data, bytes(in), a.out.data, bytes(a.out))) return false;
+  }
+  return !refs_overlap(a.out.data, bytes(a.out), b.out.data, bytes(b.out));
+}
+
+// A rope whose rows only a cache write reads (through the rounding cast fused into it), with
+// nothing between them touching either: one op, the rope writing its rows into the cache.
+// Its reads are the rope's and the write position, its write the cache.
+void CudaExecutor::merge_rope_writes() {
+  const ir::Graph& g = plan_.graph;
+  const std::vector<int> readers = readers_of(g);
+  for (size_t i = 0; i < body_.size(); ++i) {
+    PackTask rope;
+    if (body_[i].packed != 0 || g.eqns[static_cast<size_t>(body_[i].eqn)].op != OpKind::kRope || !pack_task(body_[i], rope)) {
+      continue;
+    }
+    const ir::ValueId out = g.eqns[static_cast<size_t>(body_[i].eqn)].out;
+    if (readers[static_cast<size_t>(out)] != 1) continue;
+    for (size_t j = i + 1; j < body_.size() && j <= i + 3; ++j) {
+      PackTask write;
+      const Op& w = body_[j];
+      const bool fits = pack_task(w, write) && write.kind == PackKind::kSlice && write.slice.upd == rope.rope.out &&
+                        (write.slice.rounded || write.slice.to == DType::kF32);
+      if (!fits) {
+        if (!independent(body_[i], w)) break;
+        continue;
+      }
+      bool clear = true;  // the write moves up to the rope: nothing between may touch the cache
+      for (size_t k = i + 1; k < j; ++k) clear = clear && independent(body_[k], w);
+      if (!clear) break;
+      Op merged = body_[i];
+      merged.pack = Pack{};
+      merged.pack.tasks = 1;
+      merged.pack.task[0].kind = PackKind::kRopeIntoSlice;
+      merged.pack.task[0].rope = rope.rope;
+      merged.pack.task[0].slice = write.slice;
+      merged.packed = 1;
+      merged.in = {body_[i].in[0], body_[i].in[1], body_[i].in[2], w.in[2]};
+      merged.out = w.out;
+      body_[i] = std::move(merged);
+      body_.erase(body_.begin() + static_cast<std::ptrdiff_t>(j));
+      break;
+    }
+  }
+}
+
+// Runs of consecutive ropes and in-place cache writes (a decode step's q rope, k rope into
+// the K cache and V write) become one launch when they are independent of each other.
+void CudaExecutor::pack_small_ops() {
+  merge_rope_writes();
+  std::vector<Op> out;
+  for (size_t i = 0; i < body_.size();) {
+    Op packed = body_[i];
+    packed.pack = Pack{};
+    int eqns = 0;
+    size_t j = i;
+    for (; j < body_.size() && packed.pack.tasks < kPackTasks; ++j) {
+      PackTask t;
+      if (!pack_task(body_[j], t)) break;
+      bool clear = true;
+      for (size_t k = i; k < j; ++k) clear = clear && independent(body_[k], body_[j]);
+      if (!clear) break;
+      packed.pack.task[packed.pack.tasks++] = t;
+      eqns += body_[j].packed == 1 ? 2 : 1;
+    }
+    if (j - i < 2) {
+      out.push_back(std::move(body_[i++]));
+      continue;
+    }
+    packed.packed = eqns;
+    out.push_back(std::move(packed));
+    i = j;
+  }
+  body_ = std::move(out);
+}
+
 // Consecutive linears over one input (plan::colocate_linears put them together) become one
 // launch, with the glu over the first two, or the residual add after a single one, as its
 // epilogue when nothing else reads the values it then never writes.
@@ -563,6 +696,10 @@ void CudaExecutor::group_linears() {
 Status CudaExecutor::launch(const Op& op) {
   const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
   const Launch l{device_.stream(), device_.fault(), op.eqn, tc_};
+  if (op.packed > 0) {
+    run_pack(op.pack, l);
+    return {};
+  }
   if (op.grouped > 0) {
     const Ref& x = op.in[0];
     const int64_t k = op.in[1].type.shape[1];
@@ -829,6 +966,7 @@ Status CudaExecutor::run_body() {
       if (s) s = launch(op);
       const std::string kernel = op.grouped > 0 ? str_cat(r.kernel, " group of ", op.grouped)
                                  : op.decode_kernel ? std::string("attention.decode_kernel")
+                                 : op.packed > 0    ? str_cat("rope/cache-write pack of ", op.packed)
                                                     : r.kernel;
       if (s) s = device_.time_end(kernel);
       if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);

@@ -48,6 +48,8 @@ class CudaExecutor final : public Executor {
     bool decode_kernel = false;
     DecodeAttentionArgs decode;
     DecodePlan decode_plan;
+    int packed = 0;  // > 0: this many ropes and cache writes (eqns) run as one launch (pack)
+    Pack pack;
   };
 
   CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
@@ -59,6 +61,10 @@ class CudaExecutor final : public Executor {
   void group_linears();
   void fuse_rounding_casts();
   void fuse_norms();
+  void pack_small_ops();
+  void merge_rope_writes();
+  bool pack_task(const Op& op, PackTask& t) const;
+  bool independent(const Op& a, const Op& b) const;
   Status bind_tensor_cores();
   Status bind_decode_attention();
   bool decode_args(const Op& op, DecodeAttentionArgs& a) const;

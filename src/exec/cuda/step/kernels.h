@@ -95,6 +95,41 @@ void update_slice_rounded(DType to, const float* upd, void* out, int64_t outer, 
 void scatter(int elem_bytes, const int32_t* idx, int64_t m, const void* upd, void* out, int64_t rows, int64_t row,
              const Launch& l);
 
+// ---- small ops in one launch (pack.cu) ----
+// A decode step's ropes and cache writes are a few hundred elements each: a launch costs
+// more than their work. A pack runs up to kPackTasks of them, mutually independent, in one
+// launch, each task over its own blocks. A rope whose only reader is a cache write can
+// write its rows straight into the cache (kRopeIntoSlice).
+inline constexpr int kPackTasks = 4;
+enum class PackKind : int32_t { kRope, kSlice, kRopeIntoSlice };
+struct RopeTask {  // rope()'s arguments
+  const float* x = nullptr;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  float* out = nullptr;
+  int64_t rows = 0, d = 0, t_len = 1, rotary = 0;
+  bool interleaved = false;
+};
+struct SliceTask {  // update_slice()'s (elem_bytes 4 or 2) or update_slice_rounded()'s (f32 upd, `to` f16/bf16)
+  DType to = DType::kF32;  // the cache's type
+  bool rounded = false;    // an f32 update into a half cache
+  const void* upd = nullptr;
+  void* out = nullptr;
+  int64_t outer = 1, extent = 1, n = 1, inner = 1;
+  const int32_t* start = nullptr;
+  int eqn = -1;            // recorded with a fault
+};
+struct PackTask {
+  PackKind kind = PackKind::kRope;
+  RopeTask rope;    // kRope, kRopeIntoSlice
+  SliceTask slice;  // kSlice, kRopeIntoSlice (its upd is the rope's output, never written)
+};
+struct Pack {
+  int tasks = 0;
+  PackTask task[kPackTasks];
+};
+void run_pack(const Pack& p, const Launch& l);
+
 // ---- reductions and rows (rows.cu) ----
 // x viewed as [outer, red, inner] after the executor has moved the reduced axes together;
 // general axes go through a transposing copy first.

@@ -1,0 +1,111 @@
+// Small independent ops in one launch (kernels.h, "small ops in one launch"): each task
+// takes a contiguous range of the grid's blocks and walks its elements with a stride of its
+// own block count, as its single kernel (rope_kernel, update_slice_kernel) would.
+#include <algorithm>
+
+#include "exec/cuda/step/launch.cuh"
+
+namespace kvf::exec::cuda::step {
+namespace {
+
+struct PackLaunch {
+  Pack p;
+  int64_t first[kPackTasks + 1];  // task t runs on blocks [first[t], first[t + 1])
+};
+
+__device__ void store(DType to, void* out, int64_t i, float v) {
+  switch (to) {
+    case DType::kF16: static_cast<__half*>(out)[i] = __float2half_rn(v); return;
+    case DType::kBF16: static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v); return;
+    default: static_cast<float*>(out)[i] = v; return;
+  }
+}
+
+// Where element u of the update lands in the cache.
+__device__ int64_t slice_index(const SliceTask& s, int32_t start, int64_t u) {
+  const int64_t o = u / (s.n * s.inner), rest = u % (s.n * s.inner);
+  return (o * s.extent + start) * s.inner + rest;
+}
+
+// The cache write's checks (update_slice_kernel's): false when it must write nothing.
+__device__ bool slice_allowed(const SliceTask& s, int32_t start, int64_t block, FaultRecord* f) {
+  if (start < 0 || start + s.n > s.extent) {
+    if (block == 0 && threadIdx.x == 0) raise_fault(f, DeviceFault::kUpdateOverflow, s.eqn, start);
+    return false;
+  }
+  return !faulted(f);
+}
+
+// The rope's output elements [begin, ...) by `step`, each handed to put(u, value) with u its
+// flat index in the rope's output.
+template <class Put>
+__device__ void rope_elements(const RopeTask& r, int64_t begin, int64_t step, Put put) {
+  const int64_t half = r.rotary / 2, per_row = half + (r.d - r.rotary);
+  for (int64_t i = begin; i < r.rows * per_row; i += step) {
+    const int64_t row = i / per_row, j = i % per_row;
+    const float* xr = r.x + row * r.d;
+    if (j >= half) {  // the pass-through tail
+      const int64_t c = r.rotary + (j - half);
+      put(row * r.d + c, xr[c]);
+      continue;
+    }
+    const float c = r.cos[(row % r.t_len) * half + j], s = r.sin[(row % r.t_len) * half + j];
+    const int64_t i0 = r.interleaved ? 2 * j : j, i1 = r.interleaved ? 2 * j + 1 : j + half;
+    const float a = xr[i0], b = xr[i1];
+    put(row * r.d + i0, a * c - b * s);
+    put(row * r.d + i1, b * c + a * s);
+  }
+}
+
+__global__ void pack_kernel(PackLaunch pl, FaultRecord* fault) {
+  int t = 0;
+  while (t + 1 < pl.p.tasks && static_cast<int64_t>(blockIdx.x) >= pl.first[t + 1]) ++t;
+  const PackTask& task = pl.p.task[t];
+  const int64_t block = blockIdx.x - pl.first[t], blocks = pl.first[t + 1] - pl.first[t];
+  const int64_t begin = block * blockDim.x + threadIdx.x, step = blocks * blockDim.x;
+  switch (task.kind) {
+    case PackKind::kRope: {
+      float* out = task.rope.out;
+      rope_elements(task.rope, begin, step, [&](int64_t u, float v) { out[u] = v; });
+      return;
+    }
+    case PackKind::kRopeIntoSlice: {
+      const SliceTask& s = task.slice;
+      const int32_t start = *s.start;
+      if (!slice_allowed(s, start, block, fault)) return;
+      rope_elements(task.rope, begin, step, [&](int64_t u, float v) { store(s.to, s.out, slice_index(s, start, u), v); });
+      return;
+    }
+    case PackKind::kSlice: {
+      const SliceTask& s = task.slice;
+      const int32_t start = *s.start;
+      if (!slice_allowed(s, start, block, fault)) return;
+      for (int64_t u = begin; u < s.outer * s.n * s.inner; u += step) {
+        const int64_t at = slice_index(s, start, u);
+        if (s.rounded) store(s.to, s.out, at, static_cast<const float*>(s.upd)[u]);
+        else if (s.to == DType::kF32) static_cast<uint32_t*>(s.out)[at] = static_cast<const uint32_t*>(s.upd)[u];
+        else static_cast<uint16_t*>(s.out)[at] = static_cast<const uint16_t*>(s.upd)[u];
+      }
+      return;
+    }
+  }
+}
+
+int64_t elements(const PackTask& t) {
+  if (t.kind == PackKind::kSlice) return t.slice.outer * t.slice.n * t.slice.inner;
+  return t.rope.rows * (t.rope.rotary / 2 + t.rope.d - t.rope.rotary);
+}
+
+}  // namespace
+
+void run_pack(const Pack& p, const Launch& l) {
+  PackLaunch pl{p, {}};
+  for (int t = 0; t < p.tasks; ++t) {
+    const int64_t want = (elements(p.task[t]) + kThreads - 1) / kThreads;
+    pl.first[t + 1] = pl.first[t] + std::max<int64_t>(1, std::min<int64_t>(want, 1024));
+  }
+  for (int t = p.tasks; t < kPackTasks; ++t) pl.first[t + 1] = pl.first[t];
+  pack_kernel<<<static_cast<unsigned>(pl.first[p.tasks]), kThreads, 0, stream_of(l)>>>(pl, l.fault);
+}
+
+}  // namespace kvf::exec::cuda::step
