@@ -2,15 +2,17 @@
 # Whole models on the GPU, in one run on the GPU machine: the gpu test suite (test_gpu, with
 # KVF_REQUIRE_GPU=1 so that a missing GPU fails it), then `kvforge bench e2e --device cuda`
 # on TinyLlama-1.1B-shaped GGUFs with seeded random weights (F16 and Q8_0, written here by
-# `kvforge convert`): pp512, pp4096, tg128, Q8_0 tg128, tg128 at depth 8192 and tg64 at
-# depth 32768. Logs go to $OUT (default build-cuda-out/).
-#   usage: bench/cuda/models_run.sh [KVFORGE] [TEST_GPU]
+# `kvforge convert`): pp512, pp4096, tg128, Q8_0 tg128, tg128 at depths 8192 and 32768;
+# then, when given, bench_cuda_gemv (the decode linears' kernel shapes on a TinyLlama layer,
+# 1 and 8 rows). Logs go to $OUT (default build-cuda-out/).
+#   usage: bench/cuda/models_run.sh [KVFORGE] [TEST_GPU] [BENCH_CUDA_GEMV]
 # The binaries are built on a machine with the Debian packages (they need none of the -dev
 # ones here); run from the repository root so that the tests find tests/fixtures.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 KVFORGE=${1:-$ROOT/build/src/kvforge}
 TEST_GPU=${2:-$ROOT/build/tests/test_gpu}
+GEMV=${3:-$ROOT/build/bench/bench_cuda_gemv}
 OUT=${OUT:-$ROOT/build-cuda-out}
 MODELS=${KVF_BENCH_MODELS:-/tmp/kvf-tinyllama}
 mkdir -p "$OUT" "$MODELS"
@@ -33,5 +35,9 @@ bench -m "$MODELS/tinyllama-f16.gguf" --pp 512 --tg 128
 bench -m "$MODELS/tinyllama-f16.gguf" --pp 4096 --tg 0
 bench -m "$MODELS/tinyllama-q8_0.gguf" --pp 0 --tg 128
 bench -m "$MODELS/tinyllama-f16.gguf" --pp 0 --tg 128 --depth 8192
-bench -m "$MODELS/tinyllama-f16.gguf" --pp 0 --tg 64 --depth 32768
+bench -m "$MODELS/tinyllama-f16.gguf" --pp 0 --tg 128 --depth 32768
+if [ -x "$GEMV" ]; then
+  "$GEMV" 1 | tee "$OUT/gemv1.txt"
+  "$GEMV" 8 | tee "$OUT/gemv8.txt"
+fi
 exit $test_rc
