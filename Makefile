@@ -33,9 +33,14 @@ test-gpu: build
 	cd $(BUILD) && KVF_REQUIRE_GPU=1 ctest --output-on-failure -L gpu
 
 # The sanitizer build leaves CUDA out: its kernels run only on a GPU, where the GPU suite
-# tests them, and nvcc would add minutes to every clean build here.
+# tests them, and nvcc would add minutes to every clean build here. Debug keeps the asserts
+# and the unchecked-error aborts; -O1, as the sanitizers' docs advise, runs the suite about
+# twice as fast as -O0. Warnings are the release build's to enforce (make test, -Werror):
+# GCC 12 at -O1 under ASan reports -Wmaybe-uninitialized inside std::variant where nothing
+# is uninitialized, so here they are printed, not fatal.
 $(ASAN_BUILD)/build.ninja:
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVF_SANITIZE=ON -DKVF_BUILD_BENCH=OFF -DKVF_CUDA=OFF
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DKVF_WERROR=OFF \
+	  -DKVF_SANITIZE=ON -DKVF_BUILD_BENCH=OFF -DKVF_CUDA=OFF
 
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)

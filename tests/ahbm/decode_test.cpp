@@ -12,6 +12,7 @@ namespace {
 TEST(AhbmDecode, NumericsTableMatchesTheOracle) {
   CheckOptions opts;
   opts.seed = testing::test_seed();
+  if (testing::kSanitized) opts.contexts = {1, 129, 1000};  // the sanitizer build: ragged tails, several tiles a PE
   Result<std::vector<CheckRow>> rows = decode_check(AhbmConfig{}, opts);
   ASSERT_TRUE(rows.ok()) << rows.error().to_string();
   EXPECT_EQ(rows->size(), opts.contexts.size() * opts.n_pes.size() * 2);

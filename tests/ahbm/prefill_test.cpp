@@ -26,6 +26,7 @@ PrefillReport run(const AhbmConfig& cfg, const GlobalInputs& g, DType storage, i
 TEST(AhbmPrefill, NumericsTableMatchesTheOracle) {
   CheckOptions opts;
   opts.seed = testing::test_seed();
+  if (testing::kSanitized) opts.prompts = {7, 300};  // the sanitizer build: ragged against the tile, the ring
   Result<std::vector<CheckRow>> rows = prefill_check(AhbmConfig{}, opts);
   ASSERT_TRUE(rows.ok()) << rows.error().to_string();
   // Per prompt: N = 1 and the contiguous ring for N = 2, 3, 4, 8, plus strided rings at N = 3 and 8;
@@ -40,7 +41,7 @@ TEST(AhbmPrefill, NumericsTableMatchesTheOracle) {
     rings += r.kase == "prefill-sp" ? 1 : 0;
     chunks += r.q_start > 0 ? 1 : 0;
   }
-  EXPECT_EQ(rings, 4 * 6 * 2);
+  EXPECT_EQ(rings, static_cast<int>(opts.prompts.size()) * 6 * 2);
   EXPECT_EQ(chunks, 2);
 }
 
@@ -132,7 +133,8 @@ TEST(AhbmPrefill, CausalRingSkipRemovesNearlyHalfTheSteps) {
 TEST(AhbmPrefill, PingPongHoldsAtMostTwoReceiveBuffers) {
   const GlobalInputs g = random_global(kGroup, 517, testing::test_seed(), 517);
   const std::vector<double> ref = testing::must(oracle_prefill(g));
-  for (int n : {2, 3, 4, 8}) {
+  const std::vector<int> ranks = testing::kSanitized ? std::vector<int>{3, 8} : std::vector<int>{2, 3, 4, 8};
+  for (int n : ranks) {
     AhbmConfig cfg;
     const PrefillReport r = run(cfg, g, DType::kF32, n);
     EXPECT_LE(r.max_recv_buffers, 2) << "N " << n;
