@@ -12,30 +12,27 @@
 namespace kvf::exec::cuda::step {
 namespace {
 
+// One or two rows of x behind a fused norm: the register kernel, for exactly that many rows.
 template <int MR, DType dt>
-bool launch_rows(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
-  if constexpr (MR <= 2) {
-    if (g.norm_w != nullptr) {
-      if (g.glu) gemv16_detail::launch<MR, dt, 1, 8, 8, true>(x, k, g, s, true);
-      else gemv16_detail::launch<MR, dt, 2, 8, 8, false>(x, k, g, s, true);
-      return true;
-    }
-  }
-  return gemv_bulk_detail::launch_any_rows<MR, dt>(x, k, g, s, true);
+void launch_register(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+  if (g.glu) gemv16_detail::launch<MR, dt, 1, 8, 8, true>(x, k, g, s, true);
+  else gemv16_detail::launch<MR, dt, 2, 8, 8, false>(x, k, g, s, true);
 }
 
 template <DType dt>
 bool launch_any(const float* x, int64_t m, int64_t k, const LinearGroup& g, cudaStream_t s) {
-  switch (m) {
-    case 1: return launch_rows<1, dt>(x, k, g, s);
-    case 2: return launch_rows<2, dt>(x, k, g, s);
-    case 3: return launch_rows<3, dt>(x, k, g, s);
-    case 4: return launch_rows<4, dt>(x, k, g, s);
-    case 5: return launch_rows<5, dt>(x, k, g, s);
-    case 6: return launch_rows<6, dt>(x, k, g, s);
-    case 7: return launch_rows<7, dt>(x, k, g, s);
-    default: return launch_rows<8, dt>(x, k, g, s);
+  if (g.norm_w != nullptr && m <= 2) {
+    if (m == 1) launch_register<1, dt>(x, k, g, s);
+    else launch_register<2, dt>(x, k, g, s);
+    return true;
   }
+  // The bulk kernel for up to 1, 2, 4 or 8 rows, told how many there are.
+  const int rows = static_cast<int>(m);
+  using gemv_bulk_detail::launch_any_rows;
+  if (m <= 1) return launch_any_rows<1, dt>(x, rows, k, g, s, true);
+  if (m <= 2) return launch_any_rows<2, dt>(x, rows, k, g, s, true);
+  if (m <= 4) return launch_any_rows<4, dt>(x, rows, k, g, s, true);
+  return launch_any_rows<8, dt>(x, rows, k, g, s, true);
 }
 
 }  // namespace

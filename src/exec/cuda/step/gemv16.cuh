@@ -42,14 +42,15 @@ __device__ void widen(const uint4& u, float (&w)[8]) {
   }
 }
 
-// 1 / rms of each of the MR rows of x, computed by the whole block (W warps) into inv[].
+// 1 / rms of each of the first `rows` (<= MR) rows of x, computed by the whole block (W
+// warps) into inv[]; the rows past them get 1/sqrt(eps) and are never used.
 template <int MR, int W>
-__device__ void block_inv_rms(const float* x, int64_t k, double eps, float* inv) {
+__device__ void block_inv_rms(const float* x, int64_t k, double eps, float* inv, int rows = MR) {
   __shared__ float part[W][MR];
   float ss[MR] = {};
   for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
 #pragma unroll
-    for (int r = 0; r < MR; ++r) ss[r] += x[r * k + c] * x[r * k + c];
+    for (int r = 0; r < MR; ++r) ss[r] += r < rows ? x[r * k + c] * x[r * k + c] : 0.0f;
   }
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
@@ -65,9 +66,10 @@ __device__ void block_inv_rms(const float* x, int64_t k, double eps, float* inv)
   __syncthreads();
 }
 
-// x's 8 elements of group i for each row (times the norm's weight when one is fused).
+// x's 8 elements of group i for each of its first `rows` rows (times the norm's weight when
+// one is fused); zeros for the rows past them.
 template <int MR>
-__device__ void load_x(const float* x, int64_t k, int64_t i, const LinearGroup& g, float (&xv)[MR][8]) {
+__device__ void load_x(const float* x, int64_t k, int64_t i, const LinearGroup& g, float (&xv)[MR][8], int rows = MR) {
   float s[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   if (g.norm_w != nullptr) {
     const float4 a = reinterpret_cast<const float4*>(g.norm_w)[2 * i], b = reinterpret_cast<const float4*>(g.norm_w)[2 * i + 1];
@@ -77,7 +79,9 @@ __device__ void load_x(const float* x, int64_t k, int64_t i, const LinearGroup& 
   }
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
-    const float4 a = reinterpret_cast<const float4*>(x + r * k)[2 * i], b = reinterpret_cast<const float4*>(x + r * k)[2 * i + 1];
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 a = r < rows ? reinterpret_cast<const float4*>(x + r * k)[2 * i] : zero;
+    const float4 b = r < rows ? reinterpret_cast<const float4*>(x + r * k)[2 * i + 1] : zero;
     const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
     for (int e = 0; e < 8; ++e) xv[r][e] = v[e] * s[e];

@@ -1,4 +1,4 @@
-// Decode products over 16-bit weights for 1 to 4 rows of x, with the weight rows brought into
+// Decode products over 16-bit weights for 1 to 8 rows of x, with the weight rows brought into
 // shared memory by bulk copies (the TMA's 1-D form) instead of through registers. A register
 // kernel (gemv16.cuh) keeps at most what its registers hold in flight, and on the H200 that
 // stops near 2.5 TB/s; a bulk copy holds no register, so every resident block has its whole
@@ -29,8 +29,10 @@ constexpr int64_t kMaxBlockBytes = 48 * 1024;  // the dynamic shared memory a la
 
 __device__ inline uint32_t shared_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
+// MR: the most rows of x (1, 2, 4 or 8); x_rows of them are there.
 template <int MR, DType dt, int R, bool GLU>
-__global__ void __launch_bounds__(kWarps * 32) gemv_bulk_kernel(const float* x, int64_t k, int64_t cols, LinearGroup g) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_bulk_kernel(const float* x, int x_rows, int64_t k, int64_t cols, LinearGroup g) {
   constexpr int C = GLU ? R / 2 : R;  // output columns of the block
   extern __shared__ __align__(128) uint8_t rows[];  // [R][k] weights as stored
   __shared__ __align__(8) uint64_t bar;
@@ -57,14 +59,14 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_bulk_kernel(const float* x, 
   // readers do, and are touched only after it has finished.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;");
-  if (g.norm_w != nullptr) block_inv_rms<MR, kWarps>(x, k, g.norm_eps, inv);
+  if (g.norm_w != nullptr) block_inv_rms<MR, kWarps>(x, k, g.norm_eps, inv, x_rows);
   __syncthreads();  // the barrier's init is visible to every waiter
   tma::mbar_wait(b, 0);
 
   float acc[R][MR] = {};
   for (int64_t i = threadIdx.x; i < k / 8; i += kWarps * 32) {
     float xv[MR][8];
-    load_x<MR>(x, k, i, g, xv);
+    load_x<MR>(x, k, i, g, xv, x_rows);
 #pragma unroll
     for (int r = 0; r < R; ++r) {  // rows past n hold stale bytes: summed, never stored
       float w[8];
@@ -88,6 +90,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_bulk_kernel(const float* x, 
   __syncthreads();
   for (int idx = threadIdx.x; idx < n * MR; idx += kWarps * 32) {
     const int c = idx / MR, m = idx % MR;
+    if (m >= x_rows) continue;
     const float scale = g.norm_w != nullptr ? inv[m] : 1.0f;
     float y = 0.0f, up = 0.0f;
     for (int w = 0; w < kWarps; ++w) {
@@ -109,22 +112,23 @@ inline int rows_per_block(int64_t k, bool glu) {
 }
 
 template <int MR, DType dt, int R, bool GLU>
-void launch(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s, bool pdl) {
+void launch(const float* x, int x_rows, int64_t k, const LinearGroup& g, cudaStream_t s, bool pdl) {
   const int64_t cols = gemv16_detail::group_columns(g);
   constexpr int C = GLU ? R / 2 : R;
   const auto grid = static_cast<unsigned>((cols + C - 1) / C);
   launch_kernel(gemv_bulk_kernel<MR, dt, R, GLU>, dim3(grid), dim3(kWarps * 32), static_cast<size_t>(R * k * 2), s, pdl,
-                x, k, cols, g);
+                x, x_rows, k, cols, g);
 }
 
-// Launches with rows_per_block(k, glu) rows a block; false when none fits.
+// Launches x_rows (<= MR) rows of x with rows_per_block(k, glu) weight rows a block; false
+// when none fits.
 template <int MR, DType dt>
-bool launch_any_rows(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s, bool pdl) {
+bool launch_any_rows(const float* x, int x_rows, int64_t k, const LinearGroup& g, cudaStream_t s, bool pdl) {
   switch (rows_per_block(k, g.glu)) {
-    case 8: g.glu ? launch<MR, dt, 8, true>(x, k, g, s, pdl) : launch<MR, dt, 8, false>(x, k, g, s, pdl); return true;
-    case 4: g.glu ? launch<MR, dt, 4, true>(x, k, g, s, pdl) : launch<MR, dt, 4, false>(x, k, g, s, pdl); return true;
-    case 2: g.glu ? launch<MR, dt, 2, true>(x, k, g, s, pdl) : launch<MR, dt, 2, false>(x, k, g, s, pdl); return true;
-    case 1: if (!g.glu) launch<MR, dt, 1, false>(x, k, g, s, pdl); return !g.glu;
+    case 8: g.glu ? launch<MR, dt, 8, true>(x, x_rows, k, g, s, pdl) : launch<MR, dt, 8, false>(x, x_rows, k, g, s, pdl); return true;
+    case 4: g.glu ? launch<MR, dt, 4, true>(x, x_rows, k, g, s, pdl) : launch<MR, dt, 4, false>(x, x_rows, k, g, s, pdl); return true;
+    case 2: g.glu ? launch<MR, dt, 2, true>(x, x_rows, k, g, s, pdl) : launch<MR, dt, 2, false>(x, x_rows, k, g, s, pdl); return true;
+    case 1: if (!g.glu) launch<MR, dt, 1, false>(x, x_rows, k, g, s, pdl); return !g.glu;
     default: return false;
   }
 }
