@@ -131,7 +131,9 @@ Status run_e2e(const E2eCli& c) {
     if (c.o.tg > 0) s += str_cat(s.empty() ? "" : ",", " tg", c.o.tg, " ", fixed(tg, 1), " tok/s");
     return s;
   };
-  std::printf("%s, %d threads, depth %lld, KV %s:%s\n", c.o.model.c_str(), c.o.threads, (long long)c.o.depth,
+  // On the GPU the host threads do not run the steps: say where they ran instead.
+  const std::string where = c.o.cuda ? std::string("cuda") : str_cat(c.o.threads, " threads");
+  std::printf("%s, %s, depth %lld, KV %s:%s\n", c.o.model.c_str(), where.c_str(), (long long)c.o.depth,
               std::string(dtype_name(c.o.kv_dtype)).c_str(), rates(ours->pp_tok_s, ours->tg_tok_s).c_str());
   if (j.contains("peer")) {
     const double pp = j["peer"]["pp_tok_s"].get<double>(), tg = j["peer"]["tg_tok_s"].get<double>();
