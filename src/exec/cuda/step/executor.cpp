@@ -544,26 +544,16 @@ bool CudaExecutor::pack_task(const Op& op, PackTask& t) const {
   return true;
 }
 
-namespace {
-
-bool refs_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
-  const auto* pa = static_cast<const char*>(a);
-  const auto* pb = static_cast<const char*>(b);
-  return pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
-}  // namespace
-
 // Whether a and b may run at once: neither reads what the other writes, nor do their writes meet.
 bool CudaExecutor::independent(const Op& a, const Op& b) const {
   auto bytes = [](const Ref& r) { return r.numel * std::max<int64_t>(1, elem_bytes(r.type.dtype)); };
   for (const Ref& in : a.in) {
-    if (refs_overlap(in.data, bytes(in), b.out.data, bytes(b.out))) return false;
+    if (overlaps(in.data, bytes(in), b.out.data, bytes(b.out))) return false;
   }
   for (const Ref& in : b.in) {
-    if (refs_overlap(in.data, bytes(in), a.out.data, bytes(a.out))) return false;
+    if (overlaps(in.data, bytes(in), a.out.data, bytes(a.out))) return false;
   }
-  return !refs_overlap(a.out.data, bytes(a.out), b.out.data, bytes(b.out));
+  return !overlaps(a.out.data, bytes(a.out), b.out.data, bytes(b.out));
 }
 
 // A rope whose rows only a cache write reads (through the rounding cast fused into it), with
