@@ -36,7 +36,7 @@ test-gpu: build
 # tests them, and nvcc would add minutes to every clean build here. Debug keeps the asserts
 # and the unchecked-error aborts; -g1 (line tables: what a sanitizer's stack trace prints)
 # instead of full debug info, and -O0: on this 2-core machine -O1 costs more build time than
-# it saves in tests (a clean build 23 minutes against about 15).
+# it saves in tests (a clean build of 23 minutes against 12).
 $(ASAN_BUILD)/build.ninja:
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1" \
 	  -DKVF_SANITIZE=ON -DKVF_BUILD_BENCH=OFF -DKVF_CUDA=OFF
