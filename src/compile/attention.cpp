@@ -126,6 +126,7 @@ class Matcher {
   ValueId score_pred_ = -1;               // live form: the score select's predicate
   ValueId k_exp_ = -1, v_exp_ = -1;       // k and v as the matmuls read them
   ValueId q_ = -1, k_ = -1, v_ = -1, shared_ = -1, mask_ = -1, len_ = -1, read_ = -1;
+  ValueId unclamped_len_ = -1;            // live form: what the guard clamps into len_
   std::string kept_view_;                 // a paged view left gathered, and why
   Shape k_as_, v_as_;                     // set: k/v are read through a reshape to this
   ir::AttnParams p_;
@@ -353,6 +354,7 @@ bool Matcher::guarded(ValueId n, int64_t lk) {
   if (!witnessed(hi.other, *lo.value, *hi.value)) {
     return decline(str_cat("the live length ", ref(hi.other), " has no declared validation witness of its guard"));
   }
+  unclamped_len_ = hi.other;
   return true;
 }
 
@@ -527,15 +529,10 @@ bool Matcher::implied_by_len(ValueId mask) const {
   if (!iota || iota->params.axis != 1 || g_.type(cmp->in[0]) != TensorType{DType::kI32, {1, lk}}) return false;
   const Eqn* pr = def(cmp->in[1], OpKind::kReshape);
   if (!pr || shape(pr->out) != Shape{1, 1}) return false;
-  const ValueId pos = pr->in[0];
-  // len_ = max(min(pos + 1, hi), lo), whose guard live() proved witnessed.
-  const Eqn* mx = def(len_, OpKind::kMax);
-  const LiteralSide lo = mx ? with_literal(*mx) : LiteralSide{};
-  const Eqn* mn = lo.value ? def(lo.other, OpKind::kMin) : nullptr;
-  const LiteralSide hi = mn ? with_literal(*mn) : LiteralSide{};
-  const Eqn* next = hi.value ? def(hi.other, OpKind::kAdd) : nullptr;
+  // The guard live() proved witnessed clamps pos + 1: len_ is pos + 1.
+  const Eqn* next = def(unclamped_len_, OpKind::kAdd);
   const LiteralSide one = next ? with_literal(*next) : LiteralSide{};
-  return one.value == 1.0 && one.other == pos;
+  return one.value == 1.0 && one.other == pr->in[0];
 }
 
 // The operands in AttnParams' order, f32 (k, v, k_shared: f32 or all f16), none computed inside the chain, and the typing

@@ -679,32 +679,37 @@ eval::SlotBindings decode_slots(int32_t pos, int32_t other) {
           {ir::Slot::kSeqLen, testing::must(Buffer::i32({1}, {other}))}};
 }
 
-TEST(ImpliedMask, ACausalMaskOverTheLivePositionIsDropped) {
-  const uint64_t seed = testing::test_seed();
-  SCOPED_TRACE(str_cat("seed ", seed));
-  std::mt19937_64 rng(seed);
-  const ir::Graph g = decode_step(rng, true);
-  const ir::Graph fused = attention_only(g);
-  const std::vector<const ir::Eqn*> att = testing::find_eqns(fused, OpKind::kAttention);
-  ASSERT_EQ(att.size(), 1u) << ir::print(fused);
-  EXPECT_FALSE(att[0]->params.attn.has_mask);
-  EXPECT_TRUE(att[0]->params.attn.has_len);
-  EXPECT_EQ(att[0]->in.size(), 4u);  // q, k, v, len
-  for (int32_t pos = 0; pos < kLk; ++pos) expect_same_results(g, fused, decode_slots(pos, 0));
-  EXPECT_EQ(testing::count_op(all_passes(g), OpKind::kSelect), 0);  // the mask's select went with its last reader
+// The decode step's graph before and after the attention pass, and its one fused eqn.
+class ImpliedMask : public testing::SeededTest {
+ protected:
+  // The fused eqn, or null when the pass did not make exactly one.
+  const ir::Eqn* fuse(bool mask_from_len_pos) {
+    g_ = decode_step(rng_, mask_from_len_pos);
+    fused_ = attention_only(g_);
+    const std::vector<const ir::Eqn*> att = testing::find_eqns(fused_, OpKind::kAttention);
+    return att.size() == 1 ? att[0] : nullptr;
+  }
+  ir::Graph g_, fused_;
+};
+
+TEST_F(ImpliedMask, ACausalMaskOverTheLivePositionIsDropped) {
+  SCOPED_TRACE(str_cat("seed ", seed_));
+  const ir::Eqn* att = fuse(true);
+  ASSERT_NE(att, nullptr) << ir::print(fused_);
+  EXPECT_FALSE(att->params.attn.has_mask);
+  EXPECT_TRUE(att->params.attn.has_len);
+  EXPECT_EQ(att->in.size(), 4u);  // q, k, v, len
+  for (int32_t pos = 0; pos < kLk; ++pos) expect_same_results(g_, fused_, decode_slots(pos, 0));
+  EXPECT_EQ(testing::count_op(all_passes(g_), OpKind::kSelect), 0);  // the mask's select went with its last reader
 }
 
 // A mask over another position than the live length's says something the length does not.
-TEST(ImpliedMask, AMaskOverAnotherPositionIsKept) {
-  const uint64_t seed = testing::test_seed();
-  SCOPED_TRACE(str_cat("seed ", seed));
-  std::mt19937_64 rng(seed);
-  const ir::Graph g = decode_step(rng, false);
-  const ir::Graph fused = attention_only(g);
-  const std::vector<const ir::Eqn*> att = testing::find_eqns(fused, OpKind::kAttention);
-  ASSERT_EQ(att.size(), 1u) << ir::print(fused);
-  EXPECT_TRUE(att[0]->params.attn.has_mask);
-  expect_same_results(g, fused, decode_slots(4, 1));  // keys 0..1 of the 5 live ones
+TEST_F(ImpliedMask, AMaskOverAnotherPositionIsKept) {
+  SCOPED_TRACE(str_cat("seed ", seed_));
+  const ir::Eqn* att = fuse(false);
+  ASSERT_NE(att, nullptr) << ir::print(fused_);
+  EXPECT_TRUE(att->params.attn.has_mask);
+  expect_same_results(g_, fused_, decode_slots(4, 1));  // keys 0..1 of the 5 live ones
 }
 
 // ---- real model graphs: one Attention per layer, same logits and caches

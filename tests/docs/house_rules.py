@@ -2,8 +2,8 @@
 """Rules the repository keeps as it grows, checked on the source tree:
 
 1. Docs, comments, scripts and tests describe the product as it is, not the story of how
-   it was built: no work-item or session numbers ("issue 7", "session 3", "round 2"), no
-   words about the tools the work was done with.
+   it was built: no numbered work items, sessions or rounds (the HISTORY pattern below),
+   no words about the tools the work was done with.
 2. A model family is named in one place, models/registry.cpp: nothing else compares an
    architecture or model_type with a string literal.
 3. Every relative link in the Markdown docs reaches a file, and its #anchor a heading there.

@@ -509,11 +509,11 @@ void CudaExecutor::fuse_rounding_casts() {
 // with its cache write), or false.
 bool CudaExecutor::pack_task(const Op& op, PackTask& t) const {
   const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
-  if (op.packed == 1) {
+  if (op.pack.tasks == 1) {
     t = op.pack.task[0];
     return true;
   }
-  if (op.packed > 0 || op.grouped > 0 || op.decode_kernel) return false;
+  if (op.pack.tasks > 0 || op.grouped > 0 || op.decode_kernel) return false;
   if (e.op == OpKind::kRope) {
     const Shape& s = op.in[0].type.shape;
     t.kind = PackKind::kRope;
@@ -564,7 +564,7 @@ void CudaExecutor::merge_rope_writes() {
   const std::vector<int> readers = readers_of(g);
   for (size_t i = 0; i < body_.size(); ++i) {
     PackTask rope;
-    if (body_[i].packed != 0 || g.eqns[static_cast<size_t>(body_[i].eqn)].op != OpKind::kRope || !pack_task(body_[i], rope)) {
+    if (body_[i].pack.tasks != 0 || g.eqns[static_cast<size_t>(body_[i].eqn)].op != OpKind::kRope || !pack_task(body_[i], rope)) {
       continue;
     }
     const ir::ValueId out = g.eqns[static_cast<size_t>(body_[i].eqn)].out;
@@ -587,7 +587,6 @@ void CudaExecutor::merge_rope_writes() {
       merged.pack.task[0].kind = PackKind::kRopeIntoSlice;
       merged.pack.task[0].rope = rope.rope;
       merged.pack.task[0].slice = write.slice;
-      merged.packed = 1;
       merged.in = {body_[i].in[0], body_[i].in[1], body_[i].in[2], w.in[2]};
       merged.out = w.out;
       body_[i] = std::move(merged);
@@ -603,24 +602,22 @@ void CudaExecutor::pack_small_ops() {
   merge_rope_writes();
   std::vector<Op> out;
   for (size_t i = 0; i < body_.size();) {
-    Op packed = body_[i];
-    packed.pack = Pack{};
-    int eqns = 0;
+    Pack pack;
     size_t j = i;
-    for (; j < body_.size() && packed.pack.tasks < kPackTasks; ++j) {
+    for (; j < body_.size() && pack.tasks < kPackTasks; ++j) {
       PackTask t;
       if (!pack_task(body_[j], t)) break;
       bool clear = true;
       for (size_t k = i; k < j; ++k) clear = clear && independent(body_[k], body_[j]);
       if (!clear) break;
-      packed.pack.task[packed.pack.tasks++] = t;
-      eqns += body_[j].packed == 1 ? 2 : 1;
+      pack.task[pack.tasks++] = t;
     }
     if (j - i < 2) {
       out.push_back(std::move(body_[i++]));
       continue;
     }
-    packed.packed = eqns;
+    Op packed = std::move(body_[i]);
+    packed.pack = pack;
     out.push_back(std::move(packed));
     i = j;
   }
@@ -686,7 +683,7 @@ void CudaExecutor::group_linears() {
 Status CudaExecutor::launch(const Op& op) {
   const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
   const Launch l{device_.stream(), device_.fault(), op.eqn, tc_};
-  if (op.packed > 0) {
+  if (op.pack.tasks > 0) {
     run_pack(op.pack, l);
     return {};
   }
@@ -956,7 +953,7 @@ Status CudaExecutor::run_body() {
       if (s) s = launch(op);
       const std::string kernel = op.grouped > 0 ? str_cat(r.kernel, " group of ", op.grouped)
                                  : op.decode_kernel ? std::string("attention.decode_kernel")
-                                 : op.packed > 0    ? str_cat("rope/cache-write pack of ", op.packed)
+                                 : op.pack.tasks > 0 ? str_cat("rope/cache-write pack of ", op.pack.tasks)
                                                     : r.kernel;
       if (s) s = device_.time_end(kernel);
       if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);

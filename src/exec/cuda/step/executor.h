@@ -48,8 +48,7 @@ class CudaExecutor final : public Executor {
     bool decode_kernel = false;
     DecodeAttentionArgs decode;
     DecodePlan decode_plan;
-    int packed = 0;  // > 0: this many ropes and cache writes (eqns) run as one launch (pack)
-    Pack pack;
+    Pack pack;  // tasks > 0: ropes and cache writes run as one launch (pack.cu)
   };
 
   CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
