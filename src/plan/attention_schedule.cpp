@@ -6,19 +6,16 @@ namespace kvf::plan {
 namespace {
 
 constexpr int kMaxLanes = 64;
-constexpr int kMaxSplits = 16;
-constexpr int64_t kMinChunk = 128;
 
 int64_t lane_state_bytes(const AttentionRequest& r) { return (r.dv + 2) * 4; }
 
-// Decode whose key-head rows leave cores idle (or unevenly loaded) gets split over the keys.
+// Decode whose key-head rows leave cores idle gets one task per key piece instead of one per
+// row, when the keys span two pieces or more.
 int split_count(const AttentionRequest& r, const DeviceCaps& caps) {
   if (r.lq != 1) return 1;
   const int64_t rows = r.batch * r.hkv;  // one pass per key head serves its n_rep query heads
   if (rows >= 2 * caps.cores) return 1;
-  const int64_t by_keys = r.lk / kMinChunk;
-  const int64_t wanted = (4 * caps.cores + rows - 1) / rows;
-  return static_cast<int>(std::clamp<int64_t>(std::min(by_keys, wanted), 1, kMaxSplits));
+  return static_cast<int>((r.lk + kCpuAttentionPiece - 1) / kCpuAttentionPiece);
 }
 
 // On a GPU: one block per (row, key head, query row) cell and key split (exec/cuda/step);
@@ -65,7 +62,7 @@ Status choose_attention_schedule(AttentionRequest& req, const DeviceCaps& caps) 
   if (scratch * 4 > caps.max_scratch_bytes) return {};  // keep streaming: the partials would not fit
   req.schedule = AttentionSchedule::kSplitKV;
   req.splits = splits;
-  req.chunk = std::max(kMinChunk, (req.lk + splits - 1) / splits);
+  req.chunk = kCpuAttentionPiece;
   req.scratch_floats = scratch;
   return {};
 }

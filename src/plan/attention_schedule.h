@@ -7,6 +7,11 @@
 
 namespace kvf::plan {
 
+// The CPU kernel cuts a row's keys into pieces at multiples of this many keys and folds the
+// pieces' online softmaxes in key order (exec/cpu/attention.h): split-KV runs one task per
+// piece, streaming runs them one after another, and both give the same bits.
+inline constexpr int64_t kCpuAttentionPiece = 512;
+
 // Fills schedule, lanes, splits, chunk and scratch_floats of `req`.
 Status choose_attention_schedule(AttentionRequest& req, const DeviceCaps& caps);
 

@@ -124,14 +124,19 @@ INSTANTIATE_TEST_SUITE_P(Llama, DecodeOnAhbm,
                                                                 info.param.tile));
                          });
 
-// An f16 KV cache: both paths read the same f16 rows (the simulator widens them exactly).
+// An f16 KV cache: both paths read the same f16 rows (the simulator widens them exactly), but
+// each decode step writes rows rounded to f16 from values that already differ in the order of
+// their f32 sums; where the two straddle a rounding boundary, an element moves by half an f16
+// ulp (2^-12 relative) and the later steps carry it. So the tail is wider than with f32
+// storage: over seeds 1-300, median 6e-7, 99th percentile 1.4e-5, largest 3.4e-5.
 TEST(DecodeOnAhbmF16Cache, LogitsEqualTheCpuPath) {
   const models::Model m = testing::open_test_model("llama");
   const uint64_t seed = testing::test_seed();
   auto target = make_target(3, DType::kF32);
   const Compared r = decode_both(m, random_prompt(40, m.config.vocab, seed), 6, *target, DType::kF16);
-  EXPECT_LE(r.worst_rel, 1e-5) << "seed " << seed;
+  EXPECT_LE(r.worst_rel, 1e-4) << "seed " << seed;
   EXPECT_EQ(r.token_mismatches, 0) << "seed " << seed;
+  ::testing::Test::RecordProperty("worst_rel", str_cat(r.worst_rel));
 }
 
 // bf16 storage rounds Q, K, V and P to 8 significant bits before the MACs (as the chip's

@@ -36,7 +36,6 @@ struct Case {
   MaskKind mask = MaskKind::kNone;
   float softcap = 0.0f;
   LenKind len = LenKind::kNone;
-  int splits = 0;  // 0: enough 128-key chunks to cover Lk, clamped into 2..16
   bool paged = false;  // keys from pools [S, Hkv, d] through a read map [B, Lk]
 };
 
@@ -254,11 +253,14 @@ AttentionArgs make_args(const Case& c, const Inputs& in, float* out) {
   return a;
 }
 
+int64_t pieces(const Case& c) { return (c.lk + kAttentionPiece - 1) / kAttentionPiece; }
+
+// One task per key piece; only where the keys span two pieces or more.
 AttentionSchedule split_schedule(const Case& c) {
   AttentionSchedule s;
   s.kind = AttentionScheduleKind::kSplitKV;
-  s.splits = c.splits > 0 ? c.splits : int(std::clamp<int64_t>((c.lk + 127) / 128, 2, 16));
-  s.chunk = std::max<int64_t>(128, (c.lk + s.splits - 1) / s.splits);
+  s.splits = static_cast<int>(pieces(c));
+  s.chunk = kAttentionPiece;
   return s;
 }
 
@@ -286,8 +288,6 @@ double rel_error(const std::vector<float>& got, const std::vector<double>& ref) 
   }
   return den == 0.0 ? (num == 0.0 ? 0.0 : kInf) : std::sqrt(num / den);
 }
-
-std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
 std::vector<float> run(ThreadPool& pool, const Case& c, const Inputs& in, const AttentionSchedule& s,
                        AttentionIsa isa) {
@@ -327,10 +327,13 @@ TEST_P(AttentionKernel, MatchesNaiveReference) {
     SCOPED_TRACE(attention_isa_name(isa));
     const std::vector<float> streamed = run(test_pool(), c, in, AttentionSchedule{}, isa);
     EXPECT_LE(rel_error(streamed, ref), tol) << "streaming";
+    if (pieces(c) < 2) continue;
     const AttentionSchedule split = split_schedule(c);
     const std::vector<float> split_out = run(test_pool(), c, in, split, isa);
     EXPECT_LE(rel_error(split_out, ref), tol) << "split-KV " << split.splits << " x " << split.chunk;
-    EXPECT_LE(rel_error(split_out, widen(streamed)), tol) << "split-KV against streaming";
+    // Both schedules fold the same pieces in the same order (attention.h): the same bits.
+    EXPECT_EQ(std::memcmp(split_out.data(), streamed.data(), streamed.size() * sizeof(float)), 0)
+        << "split-KV against streaming";
   }
 }
 
@@ -432,13 +435,16 @@ std::vector<Case> cases() {
   for (DType kv : {DType::kF32, DType::kF16}) {
     Case big = make("big_decode", 16, 4, 1, 4097, 128, 128);
     big.len = LenKind::kMixed;
-    big.splits = 16;
     v.push_back(with(big, kv));
   }
-  Case batch1 = make("batch1_split16_short", 4, 4, 1, 200, 64, 64);
+  Case batch1 = make("batch1_pieces_past_len", 4, 4, 1, 1600, 64, 64);
   batch1.batch = 1;
-  batch1.splits = 16;  // most splits start past Lk and publish the neutral state
+  batch1.len = LenKind::kOne;  // the pieces past the live length publish the neutral state
   v.push_back(batch1);
+  // Several key pieces in a prefill: the streaming schedule folds them in one task.
+  Case pieces = make("causal_prefill_pieces", 4, 2, 24, 1300, 64, 64);
+  pieces.mask = MaskKind::kCausal;
+  v.push_back(with(pieces, DType::kF16));
   // Paged keys: both cache dtypes, n_rep 1 and 4, decode and 5 query rows, with and without
   // a causal mask, live lengths shorter than the map (keys past them are NaN in the pool).
   for (DType kv : {DType::kF32, DType::kF16})
@@ -484,7 +490,6 @@ std::vector<Case> cases() {
     Case big = make("paged_big_decode", 16, 4, 1, 4097, 128, 128);  // 16 splits, late ones empty
     big.paged = true;
     big.len = LenKind::kMixed;
-    big.splits = 16;
     big.softcap = 4.0f;
     v.push_back(with(big, kv));
   }
@@ -497,12 +502,13 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionKernel, ::testing::ValuesIn(cases()),
 // Every body writes the rows without a visible key as NaN, not the poison, under every
 // schedule (the reference comparison above only sees NaN == NaN).
 TEST(AttentionKernelNaN, RowsWithoutKeysAreNaN) {
-  Case c = make("nan", 4, 2, 1, 300, 64, 64);
+  Case c = make("nan", 4, 2, 1, 1100, 64, 64);
   c.len = LenKind::kZero;
   std::mt19937_64 rng(testing::test_seed());
   const Inputs in = make_inputs(c, rng);
   for (AttentionIsa isa : isas()) {
     for (const AttentionSchedule& s : {AttentionSchedule{}, split_schedule(c)}) {
+      if (s.kind == AttentionScheduleKind::kSplitKV && pieces(c) < 2) continue;
       const std::vector<float> out = run(test_pool(), c, in, s, isa);
       for (float x : out) {
         ASSERT_TRUE(std::isnan(x)) << attention_isa_name(isa);
@@ -561,20 +567,61 @@ TEST(AttentionKernelCheck, RefusesWhatItCannotRun) {
   AttentionSchedule split;
   split.kind = AttentionScheduleKind::kSplitKV;
   split.splits = 2;
-  split.chunk = 128;
+  split.chunk = kAttentionPiece;
   b = a;
-  b.lk = 256;
+  b.lk = 2 * kAttentionPiece;
   EXPECT_TRUE(attention_check(b, split).ok());
   EXPECT_EQ(attention_scratch_floats(b, split), size_t(1 * 4 * 1 * 2 * (64 + 2)));
   EXPECT_EQ(attention_scratch_floats(b, stream), 0u);
-  b.lk = 257;  // not covered
+  b.lk = 2 * kAttentionPiece + 1;  // three pieces
   EXPECT_EQ(code(attention_check(b, split)), invalid);
-  b.lk = 100;
-  split.chunk = 64;  // under 128 keys
+  split.splits = 3;
+  EXPECT_TRUE(attention_check(b, split).ok());
+  split.chunk = 128;  // not the piece
   EXPECT_EQ(code(attention_check(b, split)), invalid);
-  split.chunk = 128;
-  split.splits = 17;
+  split.chunk = kAttentionPiece;
+  b.lk = 100;  // one piece: nothing to split
+  split.splits = 1;
   EXPECT_EQ(code(attention_check(b, split)), invalid);
+}
+
+// A row's output is the same bits whatever step computes it: decoded alone (one query row,
+// keys up to its live length, no mask), or as one row of a causal prefill over all keys
+// (its later keys masked), on every body, across key pieces. This is what lets a preempted
+// request be recomputed by a prefill and still continue with the tokens it would have had.
+TEST(AttentionKernelOrder, ARowIsTheSameInADecodeAndInAPrefill) {
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (KVF_TEST_SEED)");
+  std::mt19937_64 rng(seed);
+  for (DType kv : {DType::kF32, DType::kF16}) {
+    Case pre = with(make("prefill", 8, 2, 600, 600, 64, 64), kv);
+    pre.batch = 1;
+    pre.mask = MaskKind::kCausal;
+    const Inputs in = make_inputs(pre, rng);
+    for (AttentionIsa isa : isas()) {
+      SCOPED_TRACE(attention_isa_name(isa));
+      const std::vector<float> all = run(test_pool(), pre, in, AttentionSchedule{}, isa);
+      Case dec = pre;
+      dec.lq = 1;
+      dec.mask = MaskKind::kNone;
+      int64_t differ = 0;
+      for (int64_t p : {0, 1, 31, 32, 100, 511, 512, 513, 599}) {
+        Inputs one = in;
+        one.mask.clear();
+        one.len = {static_cast<int32_t>(p + 1)};
+        one.q.assign(static_cast<size_t>(dec.hq * dec.dk), 0.0f);
+        for (int64_t h = 0; h < dec.hq; ++h) {
+          std::copy_n(in.q.begin() + (h * pre.lq + p) * pre.dk, pre.dk, one.q.begin() + h * dec.dk);
+        }
+        const std::vector<float> row = run(test_pool(), dec, one, AttentionSchedule{}, isa);
+        for (int64_t h = 0; h < dec.hq; ++h) {
+          differ += std::memcmp(row.data() + h * dec.dv, all.data() + (h * pre.lq + p) * pre.dv,
+                                static_cast<size_t>(dec.dv) * sizeof(float)) != 0;
+        }
+      }
+      EXPECT_EQ(differ, 0) << "query rows whose decode differs from their prefill row";
+    }
+  }
 }
 
 }  // namespace

@@ -302,6 +302,46 @@ TEST_P(LinearTest, OneHotRowsReproduceDequantizeRow) {
   }
 }
 
+// One order of the sums (linear_impl.h): every body gives the scalar body's bits, and an x
+// row's outputs are the same bits whether the call holds it alone or among m rows (streamed
+// or packed), at any offset, on one thread or two. This is what makes a request's tokens
+// independent of the batch it runs in.
+TEST_P(LinearTest, OneOrderWhateverTheBatch) {
+  const DType dt = GetParam();
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(::testing::Message() << "seed=" << seed);
+  std::mt19937_64 rng(seed);
+  ThreadPool one(1), two(2);
+  std::uniform_real_distribution<float> val(-1.0f, 1.0f);
+  const detail::Kernels& scalar = *detail::kernels_for("scalar");
+  for (int64_t k : is_block_quant(dt) ? std::vector<int64_t>{32, 160} : std::vector<int64_t>{5, 48, 157}) {
+    const int64_t n = 37, m = 70;
+    const Weights w = random_weights(rng, dt, n, k);
+    std::vector<float> x(static_cast<size_t>(m * k)), bias(static_cast<size_t>(n));
+    for (float& v : x) v = val(rng);
+    for (float& v : bias) v = val(rng);
+    for (const float* b : {static_cast<const float*>(nullptr), static_cast<const float*>(bias.data())}) {
+      // Each row alone on the scalar body: the bits every other call must give.
+      std::vector<float> want(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i) {
+        detail::linear_with(scalar, one, x.data() + i * k, 1, k, w.view(), b, want.data() + i * n, n);
+      }
+      for (const auto& isa : runnable_isas()) {
+        for (int64_t rows : {1, 2, 3, 5, 6, 16, 17, 70}) {
+          for (int64_t first : {int64_t{0}, m - rows}) {
+            std::vector<float> y(static_cast<size_t>(rows * n));
+            detail::linear_with(*detail::kernels_for(isa), rows % 2 ? one : two, x.data() + first * k, rows, k,
+                                w.view(), b, y.data(), n);
+            const bool same = std::memcmp(y.data(), want.data() + first * n, y.size() * sizeof(float)) == 0;
+            EXPECT_TRUE(same) << isa << " k=" << k << " rows " << first << ".." << first + rows
+                              << (b ? " bias" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });

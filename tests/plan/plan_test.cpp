@@ -35,10 +35,8 @@ TEST(AttentionSchedule, DecodeThatLeavesCoresIdleSplitsTheKeys) {
   AttentionRequest r = decode(1, 4096);
   ASSERT_TRUE(choose_attention_schedule(r, two_cores()).ok());
   EXPECT_EQ(r.schedule, AttentionSchedule::kSplitKV);
-  EXPECT_GE(r.splits, 2);
-  EXPECT_LE(r.splits, 16);
-  EXPECT_GE(r.chunk, 128);
-  EXPECT_GE(r.splits * r.chunk, r.lk);
+  EXPECT_EQ(r.chunk, kCpuAttentionPiece);  // one task per key piece of the kernel's fold
+  EXPECT_EQ(r.splits, 4096 / kCpuAttentionPiece);
   EXPECT_EQ(r.scratch_floats, r.batch * r.hq * r.splits * (r.dv + 2));
 }
 
@@ -54,7 +52,7 @@ TEST(AttentionSchedule, PrefillAndShortCachesStream) {
   prefill.lq = 64;
   ASSERT_TRUE(choose_attention_schedule(prefill, two_cores()).ok());
   EXPECT_EQ(prefill.schedule, AttentionSchedule::kStreaming);
-  AttentionRequest tiny = decode(1, 200);  // one chunk of >= 128 keys only
+  AttentionRequest tiny = decode(1, kCpuAttentionPiece);  // one key piece: nothing to split
   ASSERT_TRUE(choose_attention_schedule(tiny, two_cores()).ok());
   EXPECT_EQ(tiny.schedule, AttentionSchedule::kStreaming);
 }

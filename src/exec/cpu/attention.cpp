@@ -59,7 +59,21 @@ struct Workspace {
   alignas(64) float kt[attn::kPackFloats];
   float m[kMaxRows], l[kMaxRows];
   const float* mask[kMaxRows];
+  // The pieces folded so far, when a task's keys span more than one.
+  alignas(64) float fold_o[attn::kTileFloats];
+  float fold_m[kMaxRows], fold_l[kMaxRows];
 };
+
+// (O, M, L) + (o, m, l), the fold of attention.h. A piece that saw no key (m = -inf) adds
+// nothing; the first one that did is taken as it is (O e^-inf = 0).
+void fold_piece(float* fo, float& fm, float& fl, const float* o, float m, float l, int64_t dv) {
+  if (m == kNegInf) return;
+  const float m_new = std::max(fm, m);
+  const float a = std::exp(fm - m_new), b = std::exp(m - m_new);
+  for (int64_t c = 0; c < dv; ++c) fo[c] = std::fma(o[c], b, fo[c] * a);
+  fl = std::fma(l, b, fl * a);
+  fm = m_new;
+}
 
 // Where a task's rows go: the normalized output, or the split's slot of the partials
 // [B, Hq, Lq, splits, dv + 2] (o[dv], m, l).
@@ -142,36 +156,54 @@ void run_task(const AttentionArgs& a, const Geometry& geo, RowsFn body, int64_t 
   }
   t.mask = a.mask ? ws.mask : nullptr;
   t.softcap = a.softcap;
-  t.t_begin = t_begin;
-  t.t_end = std::max(t_begin, t_end);
   t.o = ws.o;
   t.o_stride = geo.o_stride;
   t.m = ws.m;
   t.l = ws.l;
   t.s = ws.s;
   t.kt = ws.kt;
-  body(t);
+  t_end = std::max(t_begin, t_end);
+  const int64_t piece = t_begin / kAttentionPiece;
+  if (t_end <= (piece + 1) * kAttentionPiece) {  // one piece: its state is the answer
+    t.t_begin = t_begin;
+    t.t_end = t_end;
+    body(t);
+    store_rows(a, geo, b, g, r0, rows, ws, sink);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    std::fill(ws.fold_o + r * geo.o_stride, ws.fold_o + r * geo.o_stride + a.dv, 0.0f);
+    ws.fold_m[r] = kNegInf;
+    ws.fold_l[r] = 0.0f;
+  }
+  for (int64_t p = piece; p * kAttentionPiece < t_end; ++p) {
+    t.t_begin = std::max(t_begin, p * kAttentionPiece);
+    t.t_end = std::min(t_end, (p + 1) * kAttentionPiece);
+    body(t);
+    for (int64_t r = 0; r < rows; ++r) {
+      fold_piece(ws.fold_o + r * geo.o_stride, ws.fold_m[r], ws.fold_l[r], ws.o + r * geo.o_stride, ws.m[r], ws.l[r],
+                 a.dv);
+    }
+  }
+  std::copy(ws.fold_o, ws.fold_o + rows * geo.o_stride, ws.o);
+  std::copy(ws.fold_m, ws.fold_m + rows, ws.m);
+  std::copy(ws.fold_l, ws.fold_l + rows, ws.l);
   store_rows(a, geo, b, g, r0, rows, ws, sink);
 }
 
-// out = sum_i o_i * exp(m_i - M) / sum_i l_i * exp(m_i - M), M the largest m_i. Every split
-// neutral (M = -inf) gives 0/0 like a lane that saw nothing.
+// The split partials of each row folded in key order, then out = O / L: the streaming
+// schedule's answer to the bit. Every split neutral gives 0/0 like a lane that saw nothing.
 void combine_rows(const AttentionArgs& a, int64_t splits, const float* partials, int64_t begin,
                   int64_t end) {
   const int64_t width = a.dv + 2;
   for (int64_t row = begin; row < end; ++row) {
     const float* part = partials + row * splits * width;
-    float m_max = kNegInf;
-    for (int64_t s = 0; s < splits; ++s) m_max = std::max(m_max, part[s * width + a.dv]);
-    const float m_use = m_max == kNegInf ? 0.0f : m_max;
     float* out = a.out + row * a.dv;
     std::fill(out, out + a.dv, 0.0f);
-    float l = 0.0f;
+    float m = kNegInf, l = 0.0f;
     for (int64_t s = 0; s < splits; ++s) {
       const float* o = part + s * width;
-      const float w = std::exp(o[a.dv] - m_use);
-      l += w * o[a.dv + 1];
-      for (int64_t c = 0; c < a.dv; ++c) out[c] += w * o[c];
+      fold_piece(out, m, l, o, o[a.dv], o[a.dv + 1], a.dv);
     }
     for (int64_t c = 0; c < a.dv; ++c) out[c] /= l;
   }
@@ -338,9 +370,10 @@ const char* attention_isa_name(AttentionIsa isa) {
 Status attention_check(const AttentionArgs& a, const AttentionSchedule& s) {
   if (Status st = check_shapes(a); !st.ok()) return st;
   if (s.kind == AttentionScheduleKind::kStreaming) return Status();
-  if (s.splits < 2 || s.splits > 16 || s.chunk < 128 || s.splits * s.chunk < a.lk)
-    return invalid_input("attention: split-KV needs 2..16 splits of >= 128 keys covering Lk ", a.lk,
-                         ", got ", s.splits, " x ", s.chunk);
+  const int64_t pieces = (a.lk + kAttentionPiece - 1) / kAttentionPiece;
+  if (s.chunk != kAttentionPiece || s.splits != pieces || pieces < 2)
+    return invalid_input("attention: split-KV runs one task per piece of ", kAttentionPiece, " keys (", pieces,
+                         " for Lk ", a.lk, ", at least 2), got ", s.splits, " x ", s.chunk);
   return Status();
 }
 

@@ -11,6 +11,12 @@
 // read[b, t]: key(b, g, t) = k[read[b, t], g, :] (then k_shared[read[b, t], 0, :]),
 // value(b, g, t) = v[read[b, t], g, :].
 // Nothing is gathered or transposed; schedules, masks and lengths are the dense ones.
+// The sums run in one order for every schedule: a row's keys are cut into pieces at
+// multiples of kAttentionPiece, each piece is an online softmax from (0, -inf, 0) over
+// blocks of 32 keys, and the pieces fold left in key order, (O, M, L) + (o, m, l) with
+// M' = max(M, m): O' = O e^(M - M') + o e^(m - M'), L' likewise; out = O / L. So a row's
+// output depends on its own keys only, not on the batch, the other query rows of the step
+// or the schedule.
 #pragma once
 
 #include <cstddef>
@@ -19,8 +25,11 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "plan/attention_schedule.h"
 
 namespace kvf::exec::cpu {
+
+inline constexpr int64_t kAttentionPiece = plan::kCpuAttentionPiece;
 
 struct AttentionArgs {
   int64_t batch = 1, hq = 1, hkv = 1, lq = 1, lk = 1;
@@ -49,8 +58,8 @@ enum class AttentionScheduleKind { kStreaming, kSplitKV };
 
 struct AttentionSchedule {
   AttentionScheduleKind kind = AttentionScheduleKind::kStreaming;
-  int splits = 1;       // split-KV: number of key chunks per (row, kv head), 2..16
-  int64_t chunk = 0;    // split-KV: keys per chunk (>= 128), splits * chunk >= Lk
+  int splits = 1;       // split-KV: one task per key piece: ceil(Lk / kAttentionPiece) >= 2
+  int64_t chunk = 0;    // split-KV: keys per task, kAttentionPiece
 };
 
 // Floats of scratch the schedule needs (0 for streaming): the split-KV partials

@@ -20,11 +20,11 @@ namespace kvf::exec::cpu::attn {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-// Up to this many rows a block's scores are dot products straight from the key rows; above
-// it the block is transposed once and every row's scores become broadcast FMAs. Measured
-// (f32, d 128, one thread): dot products reach ~95-105 GFLOP/s at 8 to 16 rows where the
-// transpose, not yet amortized, held the packed form to ~75-80; at 64 rows packed gives ~125.
-constexpr int64_t kDotMaxRows = 16;
+// A block's scores are dot products straight from the key rows, for any number of rows:
+// a score's sum then runs in one order (16 lanes over the width, then sum_each16) whether
+// its row is decoded alone or prefilled among 64, so a token's attention does not depend
+// on the step that computes it. (Transposing the block for broadcast FMAs was faster from
+// ~32 rows, ~125 against ~100 GFLOP/s at 64, but sums in another order.)
 
 // ---- vector helpers
 
@@ -92,37 +92,6 @@ inline __m512 sum_each16(const __m512* v) {
                                    _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(3, 1, 3, 1)));
   return _mm512_add_ps(_mm512_shuffle_f32x4(z01, z23, _MM_SHUFFLE(2, 0, 2, 0)),
                        _mm512_shuffle_f32x4(z01, z23, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// In-place 16 x 16 transpose: r[i] lane j becomes r[j] lane i.
-inline void transpose16(__m512* r) {
-  __m512 t[16];
-  #pragma GCC unroll 16
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  __m512 u[16];  // u[4i + e], 128-bit lane L: column 4L + e of rows 4i .. 4i + 3
-  #pragma GCC unroll 16
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  #pragma GCC unroll 16
-  for (int e = 0; e < 4; ++e) {
-    const __m512 v1 = _mm512_shuffle_f32x4(u[e], u[4 + e], _MM_SHUFFLE(1, 0, 1, 0));
-    const __m512 v2 = _mm512_shuffle_f32x4(u[e], u[4 + e], _MM_SHUFFLE(3, 2, 3, 2));
-    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], _MM_SHUFFLE(1, 0, 1, 0));
-    const __m512 w2 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], _MM_SHUFFLE(3, 2, 3, 2));
-    r[0 + e] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(2, 0, 2, 0));
-    r[4 + e] = _mm512_shuffle_f32x4(v1, w1, _MM_SHUFFLE(3, 1, 3, 1));
-    r[8 + e] = _mm512_shuffle_f32x4(v2, w2, _MM_SHUFFLE(2, 0, 2, 0));
-    r[12 + e] = _mm512_shuffle_f32x4(v2, w2, _MM_SHUFFLE(3, 1, 3, 1));
-  }
 }
 
 // ---- where a block's keys are
@@ -248,70 +217,9 @@ void dot_scores(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t r0, i
   }
 }
 
-// ---- scores, many rows: transpose the block once, then broadcast FMAs
-
-// kt[c, j] = row(j)[c] for j < n and c < d; zero past n and in the padding up to 16 | d.
-template <class T, class Row>
-void pack_part(const Row& row, int64_t d, int64_t n, float* kt) {
-  for (int64_t j0 = 0; j0 < kKeyBlock; j0 += kLanes) {
-    for (int64_t c = 0; c < d; c += kLanes) {
-      const __mmask16 m = lanes_below(d - c);
-      __m512 r[kLanes];
-      #pragma GCC unroll 16
-      for (int64_t jj = 0; jj < kLanes; ++jj)
-        r[jj] = j0 + jj < n ? load16(static_cast<const T*>(row(j0 + jj)) + c, m) : _mm512_setzero_ps();
-      transpose16(r);
-      #pragma GCC unroll 16
-      for (int64_t i = 0; i < kLanes; ++i) _mm512_store_ps(kt + (c + i) * kKeyBlock + j0, r[i]);
-    }
-  }
-}
-
-template <class T, bool Paged>
-void pack_keys(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t n) {
-  pack_part<T>([&](int64_t j) { return rows.krow(j); }, t.dk, n, t.kt);
-  if (!t.ks) return;
-  pack_part<T>([&](int64_t j) { return rows.ksrow(j); }, t.ds, n, t.kt + t.ks_offset * kKeyBlock);
-}
-
-// Raw scores of rows [r0, r0 + RT) against the packed block: RT x 32 in registers.
-template <int RT>
-void outer_scores(const RowTask& t, int64_t r0) {
-  __m512 acc[RT][2];
-  #pragma GCC unroll 16
-  for (int r = 0; r < RT; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  const float* q = t.q + r0 * t.q_stride;
-  for (int64_t c = 0; c < t.q_stride; ++c) {
-    const __m512 k0 = _mm512_load_ps(t.kt + c * kKeyBlock);
-    const __m512 k1 = _mm512_load_ps(t.kt + c * kKeyBlock + kLanes);
-    #pragma GCC unroll 16
-    for (int r = 0; r < RT; ++r) {
-      const __m512 qb = _mm512_set1_ps(q[r * t.q_stride + c]);
-      acc[r][0] = _mm512_fmadd_ps(qb, k0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(qb, k1, acc[r][1]);
-    }
-  }
-  #pragma GCC unroll 16
-  for (int r = 0; r < RT; ++r) {
-    _mm512_storeu_ps(t.s + (r0 + r) * kKeyBlock, acc[r][0]);
-    _mm512_storeu_ps(t.s + (r0 + r) * kKeyBlock + kLanes, acc[r][1]);
-  }
-}
-
 template <class T, bool Paged>
 void block_scores(const RowTask& t, const BlockRows<T, Paged>& rows, int64_t key, int64_t n) {
   int64_t r = 0;
-  if (t.rows > kDotMaxRows) {
-    pack_keys<T, Paged>(t, rows, n);
-    const int64_t ahead = prefetch_keys_ahead(t);
-    for (int64_t j = 0; j < n; ++j) prefetch_key<T, Paged>(t, key + j + ahead);
-    for (; r + 12 <= t.rows; r += 12) outer_scores<12>(t, r);
-    if (t.rows - r >= 8) outer_scores<8>(t, r), r += 8;
-    if (t.rows - r >= 4) outer_scores<4>(t, r), r += 4;
-    if (t.rows - r >= 2) outer_scores<2>(t, r), r += 2;
-    if (r < t.rows) outer_scores<1>(t, r);
-    return;
-  }
   for (; r + 4 <= t.rows; r += 4) dot_scores<T, 4>(t, rows, r, key, n);
   if (t.rows - r >= 2) dot_scores<T, 2>(t, rows, r, key, n), r += 2;
   if (r < t.rows) dot_scores<T, 1>(t, rows, r, key, n);

@@ -1,6 +1,6 @@
 // Linear kernels for AVX2 + FMA + F16C, for x86 CPUs without AVX-512: f16/bf16 widened in
 // registers and FMA'd in f32; q8_0/q4_0 as 8-bit integer dot products (vpmaddubsw).
-// Quant GEMM streams the weights over blocks of x rows instead of packing them.
+// Every call streams the weights past its x rows, in the order of linear_impl.h.
 // The AVX-512 body is linear_avx512.cpp; the plain reference is linear_scalar.cpp.
 #include <immintrin.h>
 
@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "exec/cpu/linear_impl.h"
+#include "exec/cpu/linear_x86.h"
 
 namespace kvf::exec::cpu::detail {
 namespace {
@@ -123,50 +124,43 @@ inline RowQuad row_quad(const LinearArgs& a, int64_t j, int64_t j1) {
   return q;
 }
 
-// Up to this many x rows share each widened weight vector (16 ymm registers allow 2).
-constexpr int kMaxMX = 2;
+// x rows per pass over a quad: float outputs take two ymm each (the 16 lanes of the order in
+// linear_impl.h), so one row's 8 accumulators fill what 16 registers leave; quant outputs take
+// one xmm lane, and two rows share each loaded block.
+constexpr int kMaxMXFloat = 1;
+constexpr int kMaxMXQuant = 2;
 
-// MX x rows · four float weight rows; with one x row two accumulator sets (U) keep 8
-// FMAs in flight.
-template <DType DT, int MX>
-void dot_quad_float(const float* x, int64_t x_stride, int64_t k, const RowQuad& q, float (&sums)[MX][4]) {
-  constexpr int U = MX == 1 ? 2 : 1;
-  __m256 acc[U][MX][4];
+// One x row · four float weight rows in the order of linear_impl.h: lanes 0-7 of an output
+// in lo, 8-15 in hi; the tail adds 0·0 past k, as the wider bodies' masked lanes do.
+template <DType DT>
+void dot_quad_float(const float* x, int64_t k, const RowQuad& q, float (&sums)[4]) {
+  __m256 lo[4], hi[4];
 #pragma GCC unroll 16
-  for (int u = 0; u < U; ++u)
-#pragma GCC unroll 16
-    for (int xi = 0; xi < MX; ++xi)
-#pragma GCC unroll 16
-      for (int r = 0; r < 4; ++r) acc[u][xi][r] = _mm256_setzero_ps();
+  for (int r = 0; r < 4; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
   int64_t c = 0;
-  for (; c + 8 * U <= k; c += 8 * U) {
-#pragma GCC unroll 16
-    for (int u = 0; u < U; ++u) {
-      __m256 wv[4];
-#pragma GCC unroll 16
-      for (int r = 0; r < 4; ++r) {
-        const int64_t at = (c + 8 * u) * static_cast<int64_t>(DT == DType::kF32 ? 4 : 2);
-        if (at % 64 == 0) prefetch_ahead(q, q.row[r] + at);
-        wv[r] = load_w8<DT>(q.row[r], c + 8 * u);
-      }
-#pragma GCC unroll 16
-      for (int xi = 0; xi < MX; ++xi) {
-        const __m256 xv = _mm256_loadu_ps(x + xi * x_stride + c + 8 * u);
-#pragma GCC unroll 16
-        for (int r = 0; r < 4; ++r) acc[u][xi][r] = _mm256_fmadd_ps(wv[r], xv, acc[u][xi][r]);
-      }
-    }
-  }
-#pragma GCC unroll 16
-  for (int xi = 0; xi < MX; ++xi) {
+  for (; c + 16 <= k; c += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
 #pragma GCC unroll 16
     for (int r = 0; r < 4; ++r) {
-      __m256 t = acc[0][xi][r];
-      if constexpr (U == 2) t = _mm256_add_ps(t, acc[1][xi][r]);
-      sums[xi][r] = hsum(t);
-      for (int64_t e = c; e < k; ++e) sums[xi][r] += x[xi * x_stride + e] * load_w1<DT>(q.row[r], e);
+      const int64_t at = c * static_cast<int64_t>(DT == DType::kF32 ? 4 : 2);
+      if (at % 64 == 0) prefetch_ahead(q, q.row[r] + at);
+      lo[r] = _mm256_fmadd_ps(x0, load_w8<DT>(q.row[r], c), lo[r]);
+      hi[r] = _mm256_fmadd_ps(x1, load_w8<DT>(q.row[r], c + 8), hi[r]);
     }
   }
+  if (c < k) {
+    alignas(32) float xt[16] = {}, wt[16] = {};
+    for (int64_t e = c; e < k; ++e) xt[e - c] = x[e];
+    const __m256 x0 = _mm256_load_ps(xt), x1 = _mm256_load_ps(xt + 8);
+#pragma GCC unroll 16
+    for (int r = 0; r < 4; ++r) {
+      for (int64_t e = c; e < k; ++e) wt[e - c] = load_w1<DT>(q.row[r], e);
+      lo[r] = _mm256_fmadd_ps(x0, _mm256_load_ps(wt), lo[r]);
+      hi[r] = _mm256_fmadd_ps(x1, _mm256_load_ps(wt + 8), hi[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < 4; ++r) sums[r] = hsum(_mm256_add_ps(lo[r], hi[r]));  // + 8, then hsum's + 4, + 2, + 1
 }
 
 // Lane sums (4 elements each) of one q8_0 block with 32 signed x values: vpmaddubsw wants an
@@ -187,55 +181,57 @@ inline __m256i q4_lanes(const uint8_t* blk, __m256i xv) {
 }
 
 template <DType DT, int MX>
-void dot_quad_quant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, float (&sums)[MX][4]) {
+void dot_quad_quant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, __m128 (&sums)[MX]) {
   const int64_t nb = k / kQBlock;
   constexpr int64_t kBytes = DT == DType::kQ8_0 ? kQ8Bytes : kQ4Bytes;
-  __m256 acc[MX][4];
 #pragma GCC unroll 16
-  for (int xi = 0; xi < MX; ++xi)
-#pragma GCC unroll 16
-    for (int r = 0; r < 4; ++r) acc[xi][r] = _mm256_setzero_ps();
+  for (int xi = 0; xi < MX; ++xi) sums[xi] = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i xv[MX], cv[MX];
-    float dx[MX];
-#pragma GCC unroll 16
-    for (int xi = 0; xi < MX; ++xi) {
-      xv[xi] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.q + (i + xi) * k + b * kQBlock));
-      cv[xi] = DT == DType::kQ4_0
-                   ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.corr + ((i + xi) * nb + b) * 8))
-                   : _mm256_setzero_si256();
-      dx[xi] = xq.d[(i + xi) * nb + b];
-    }
+    __m128i dw16 = _mm_setzero_si128();  // the four f16 scales, widened at once below
 #pragma GCC unroll 16
     for (int r = 0; r < 4; ++r) {
-      const uint8_t* blk = q.row[r] + b * kBytes;
-      prefetch_ahead(q, blk);
-      const float dw = f16_scale(blk);
+      prefetch_ahead(q, q.row[r] + b * kBytes);
+      dw16 = insert_u16(dw16, q.row[r] + b * kBytes, r);
+    }
+    const __m128 dw4 = _mm_cvtph_ps(dw16);
 #pragma GCC unroll 16
-      for (int xi = 0; xi < MX; ++xi) {
-        const __m256i dot =
-            DT == DType::kQ8_0 ? q8_lanes(blk, xv[xi]) : _mm256_add_epi32(q4_lanes(blk, xv[xi]), cv[xi]);
-        acc[xi][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dw * dx[xi]), acc[xi][r]);
+    for (int xi = 0; xi < MX; ++xi) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.q + (i + xi) * k + b * kQBlock));
+      const __m256i cv = DT == DType::kQ4_0
+                             ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.corr + ((i + xi) * nb + b) * 8))
+                             : _mm256_setzero_si256();
+      __m256i d[4];
+#pragma GCC unroll 16
+      for (int r = 0; r < 4; ++r) {
+        const uint8_t* blk = q.row[r] + b * kBytes;
+        d[r] = DT == DType::kQ8_0 ? q8_lanes(blk, xv) : _mm256_add_epi32(q4_lanes(blk, xv), cv);
       }
+      const __m128 scale = _mm_mul_ps(dw4, _mm_set1_ps(xq.d[(i + xi) * nb + b]));
+      sums[xi] = _mm_fmadd_ps(_mm_cvtepi32_ps(block_dots(d[0], d[1], d[2], d[3])), scale, sums[xi]);
     }
   }
-#pragma GCC unroll 16
-  for (int xi = 0; xi < MX; ++xi)
-#pragma GCC unroll 16
-    for (int r = 0; r < 4; ++r) sums[xi][r] = hsum(acc[xi][r]);
+}
+
+inline void store_row(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q, const float* sums) {
+  float* y = a.y + i * a.y_stride + j;
+  for (int r = 0; r < q.count; ++r) y[r] = a.bias ? sums[r] + a.bias[j + r] : sums[r];
 }
 
 template <DType DT, int MX>
 void stream_quad(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q) {
-  float sums[MX][4];
   if constexpr (DT == DType::kQ8_0 || DT == DType::kQ4_0) {
+    __m128 sums[MX];
     dot_quad_quant<DT, MX>(a.xq, i, a.w.k, q, sums);
+    for (int xi = 0; xi < MX; ++xi) {
+      alignas(16) float s[4];
+      _mm_store_ps(s, sums[xi]);
+      store_row(a, i + xi, j, q, s);
+    }
   } else {
-    dot_quad_float<DT, MX>(a.x + i * a.x_stride, a.x_stride, a.w.k, q, sums);
-  }
-  for (int xi = 0; xi < MX; ++xi) {
-    for (int r = 0; r < q.count; ++r) {
-      a.y[(i + xi) * a.y_stride + j + r] = sums[xi][r] + (a.bias ? a.bias[j + r] : 0.0f);
+    for (int xi = 0; xi < MX; ++xi) {
+      float s[4];
+      dot_quad_float<DT>(a.x + (i + xi) * a.x_stride, a.w.k, q, s);
+      store_row(a, i + xi, j, q, s);
     }
   }
 }
@@ -243,6 +239,7 @@ void stream_quad(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q) {
 // Weight rows four at a time; up to kMaxMX x rows share each pass over them.
 template <DType DT>
 void stream_rows(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  constexpr int kMaxMX = DT == DType::kQ8_0 || DT == DType::kQ4_0 ? kMaxMXQuant : kMaxMXFloat;
   for (int64_t j = j0; j < j1; j += 4) {
     const RowQuad q = row_quad(a, j, j1);
     int64_t i = i0;
@@ -262,125 +259,21 @@ void stream(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
   }
 }
 
-// ---------------------------------------------------------------- packed float GEMM
+// ---------------------------------------------------------------- GEMM
 
-constexpr int64_t kNR = 16;  // panel width: two ymm
-constexpr int kMR = 6;       // x rows per tile: 12 accumulators + 2 weights + 1 broadcast
+// kNR: the width of a GEMM task. Every type streams there too: a packed broadcast GEMM would
+// add the products of an output in another order than the streaming kernel (linear_impl.h).
+constexpr int64_t kNR = 16;
 
-// Transposes 8 x 8 f32 in registers: element t of r[i] becomes element i of r[t].
-inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 8
-  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
-    u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
-    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xee);
-    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xee);
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
-// Float panel: f32 [k][16], column r is weight row j0 + r (zeros past n). Built 8 rows x
-// 8 elements at a time: widen, transpose in registers, store.
-template <DType DT>
-void pack_float(const WeightView& w, int64_t j0, int64_t nj, float* panel) {
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  const int64_t rb = row_bytes(w), k = w.k;
-  for (int64_t r0 = 0; r0 < kNR; r0 += 8) {
-    const int64_t rows = std::clamp<int64_t>(nj - r0, 0, 8);
-    int64_t c = 0;
-    for (; c + 8 <= k; c += 8) {
-      __m256 v[8];
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) v[t] = t < rows ? load_w8<DT>(base + (j0 + r0 + t) * rb, c) : _mm256_setzero_ps();
-      transpose8(v);
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) _mm256_store_ps(panel + (c + t) * kNR + r0, v[t]);
-    }
-    for (; c < k; ++c) {
-      for (int64_t t = 0; t < 8; ++t) {
-        panel[c * kNR + r0 + t] = t < rows ? load_w1<DT>(base + (j0 + r0 + t) * rb, c) : 0.0f;
-      }
-    }
-  }
-}
-
-// MR rows of x times the panel into y (+ bias); columns [0, nj) of the tile are stored.
-template <int MR>
-void tile_float(const float* x, int64_t x_stride, const float* panel, int64_t k, float* y, int64_t y_stride,
-                const float* bias, int64_t nj) {
-  alignas(32) float b[kNR] = {};
-  if (bias) std::copy(bias, bias + nj, b);
-  __m256 acc0[MR], acc1[MR];
-  #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) acc0[r] = _mm256_load_ps(b), acc1[r] = _mm256_load_ps(b + 8);
-  for (int64_t c = 0; c < k; ++c) {
-    const __m256 w0 = _mm256_load_ps(panel + c * kNR), w1 = _mm256_load_ps(panel + c * kNR + 8);
-    #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const __m256 xv = _mm256_broadcast_ss(x + r * x_stride + c);
-      acc0[r] = _mm256_fmadd_ps(xv, w0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(xv, w1, acc1[r]);
-    }
-  }
-  #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    float* yr = y + r * y_stride;
-    if (nj == kNR) {
-      _mm256_storeu_ps(yr, acc0[r]);
-      _mm256_storeu_ps(yr + 8, acc1[r]);
-    } else {
-      alignas(32) float out[kNR];
-      _mm256_store_ps(out, acc0[r]);
-      _mm256_store_ps(out + 8, acc1[r]);
-      std::copy(out, out + nj, yr);
-    }
-  }
-}
-
-template <DType DT>
-void gemm_float(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& cache) {
-  const int64_t k = a.w.k, nj = j1 - j0;
-  auto* panel = static_cast<float*>(cache.buf.get(static_cast<size_t>(k * kNR) * 4));
-  if (cache.j0 != j0) pack_float<DT>(a.w, j0, nj, panel);
-  cache.j0 = j0;
-  const float* bias = a.bias ? a.bias + j0 : nullptr;
-  auto tile = [&](auto mr, int64_t i) {
-    tile_float<decltype(mr)::value>(a.x + i * a.x_stride, a.x_stride, panel, k, a.y + i * a.y_stride + j0, a.y_stride,
-                                    bias, nj);
-  };
-  int64_t i = i0;
-  for (; i + kMR <= i1; i += kMR) tile(std::integral_constant<int, kMR>{}, i);
-  [&]<int... R>(std::integer_sequence<int, R...>) {
-    ((i1 - i == R + 1 ? tile(std::integral_constant<int, R + 1>{}, i) : void()), ...);
-  }(std::make_integer_sequence<int, kMR - 1>{});
-}
-
-void gemm(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& cache) {
-  switch (a.w.dtype) {
-    case DType::kF32: return gemm_float<DType::kF32>(a, i0, i1, j0, j1, cache);
-    case DType::kF16: return gemm_float<DType::kF16>(a, i0, i1, j0, j1, cache);
-    case DType::kBF16: return gemm_float<DType::kBF16>(a, i0, i1, j0, j1, cache);
-    case DType::kQ8_0: return stream_rows<DType::kQ8_0>(a, i0, i1, j0, j1);
-    case DType::kQ4_0: return stream_rows<DType::kQ4_0>(a, i0, i1, j0, j1);
-    default: return;
-  }
+void gemm(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache&) {
+  stream(a, i0, i1, j0, j1);
 }
 
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  // Crossover, one thread, f16 768x768 (us, stream vs gemm): m=16 239 vs 255, m=32 483 vs
-  // 477. Quant gemm is stream here.
+  // The GEMM is the streaming kernel over (row block, 16 columns) tasks, so the crossovers
+  // only choose how the work is cut.
   static const Kernels k{"avx2", kNR, 16, 3, 3, quant_form, quantize, stream, gemm};
   return k;
 }

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "exec/cpu/linear_impl.h"
+#include "exec/cpu/linear_x86.h"
 
 namespace kvf::exec::cpu::detail {
 namespace {
@@ -163,149 +164,161 @@ inline RowQuad row_quad(const LinearArgs& a, int64_t j, int64_t j1) {
   return q;
 }
 
-// Up to this many x rows share each decoded weight vector in the streaming kernels.
-constexpr int kMaxMX = 4;
+// ---------------------------------------------------------------- the order of the sums
+
+// The lane tree of linear_impl.h (t[l] + t[l + 8], then + 4, + 2, + 1) on four accumulators
+// at once; returns their four totals in order.
+inline __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  // + 8: [a_h8, b_h8] and [c_h8, d_h8], each h8 the sum of a vector's 256-bit halves.
+  const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+  const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xee));
+  // + 4: one 128-bit quarter per vector, [a_h4, b_h4, c_h4, d_h4].
+  const __m512 h4 = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xdd));
+  // + 2, then + 1, inside each quarter; its lane 0 holds the total.
+  const __m512 h2 = _mm512_add_ps(h4, _mm512_permute_ps(h4, 0x4e));
+  const __m512 h1 = _mm512_add_ps(h2, _mm512_permute_ps(h2, 0xb1));
+  return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), h1));
+}
 
 // Stores sums[xi][r] (+ bias) for x rows i.. i+MX-1 and the quad's valid rows.
 template <int MX>
-inline void store_quad(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q, const float (&sums)[MX][4]) {
+inline void store_quad(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q, const __m128 (&sums)[MX]) {
   for (int xi = 0; xi < MX; ++xi) {
-    for (int r = 0; r < q.count; ++r) {
-      a.y[(i + xi) * a.y_stride + j + r] = sums[xi][r] + (a.bias ? a.bias[j + r] : 0.0f);
-    }
+    alignas(16) float s[4];
+    _mm_store_ps(s, sums[xi]);
+    float* y = a.y + (i + xi) * a.y_stride + j;
+    for (int r = 0; r < q.count; ++r) y[r] = a.bias ? s[r] + a.bias[j + r] : s[r];
   }
 }
 
-// MX x rows · four float weight rows: each weight vector is widened once and used MX
-// times. With one or two x rows, two accumulator sets (U) keep 8+ FMAs in flight.
-template <DType DT, int MX>
-void dot_quad_float(const float* x, int64_t x_stride, int64_t k, const RowQuad& q, float (&sums)[MX][4]) {
-  constexpr int U = MX <= 2 ? 2 : 1;
-  __m512 acc[U][MX][4];
+// MX x rows · NQ quads of float weight rows, one kDotLanes-lane accumulator per output, in
+// the order of linear_impl.h (the last, partial 16 elements masked: 0·0); each weight vector
+// is widened once and used MX times. A single x row takes two quads, so that eight FMA
+// chains hide the FMA latency as a second set of partial sums once did.
+template <DType DT, int MX, int NQ>
+void dot_quads_float(const float* x, int64_t x_stride, int64_t k, const RowQuad (&q)[NQ], __m128 (&sums)[MX][NQ]) {
+  __m512 acc[MX][NQ][4];
 #pragma GCC unroll 16
-  for (int u = 0; u < U; ++u)
+  for (int xi = 0; xi < MX; ++xi)
 #pragma GCC unroll 16
-    for (int xi = 0; xi < MX; ++xi)
+    for (int u = 0; u < NQ; ++u)
 #pragma GCC unroll 16
-      for (int r = 0; r < 4; ++r) acc[u][xi][r] = _mm512_setzero_ps();
-  int64_t c = 0;
-  for (; c + 16 * U <= k; c += 16 * U) {
+      for (int r = 0; r < 4; ++r) acc[xi][u][r] = _mm512_setzero_ps();
+  auto step = [&](int64_t c, __mmask16 mk, auto full) {
+    __m512 wv[NQ][4];
 #pragma GCC unroll 16
-    for (int u = 0; u < U; ++u) {
-      __m512 wv[4];
+    for (int u = 0; u < NQ; ++u)
 #pragma GCC unroll 16
       for (int r = 0; r < 4; ++r) {
-        const int64_t at = (c + 16 * u) * static_cast<int64_t>(DT == DType::kF32 ? 4 : 2);
-        prefetch_ahead(q, q.row[r] + at);
-        wv[r] = load_w16_full<DT>(q.row[r], c + 16 * u);
+        if constexpr (decltype(full)::value) {
+          prefetch_ahead(q[u], q[u].row[r] + c * static_cast<int64_t>(DT == DType::kF32 ? 4 : 2));
+          wv[u][r] = load_w16_full<DT>(q[u].row[r], c);
+        } else {
+          wv[u][r] = load_w16<DT>(q[u].row[r], c, mk);
+        }
       }
-#pragma GCC unroll 16
-      for (int xi = 0; xi < MX; ++xi) {
-        const __m512 xv = _mm512_loadu_ps(x + xi * x_stride + c + 16 * u);
-#pragma GCC unroll 16
-        for (int r = 0; r < 4; ++r) acc[u][xi][r] = _mm512_fmadd_ps(wv[r], xv, acc[u][xi][r]);
-      }
-    }
-  }
-  for (; c < k; c += 16) {
-    const __mmask16 mk = low_mask(k - c);
-    __m512 wv[4];
-#pragma GCC unroll 16
-    for (int r = 0; r < 4; ++r) wv[r] = load_w16<DT>(q.row[r], c, mk);
 #pragma GCC unroll 16
     for (int xi = 0; xi < MX; ++xi) {
-      const __m512 xv = _mm512_maskz_loadu_ps(mk, x + xi * x_stride + c);
+      const __m512 xv = decltype(full)::value ? _mm512_loadu_ps(x + xi * x_stride + c)
+                                              : _mm512_maskz_loadu_ps(mk, x + xi * x_stride + c);
 #pragma GCC unroll 16
-      for (int r = 0; r < 4; ++r) acc[0][xi][r] = _mm512_fmadd_ps(wv[r], xv, acc[0][xi][r]);
+      for (int u = 0; u < NQ; ++u)
+#pragma GCC unroll 16
+        for (int r = 0; r < 4; ++r) acc[xi][u][r] = _mm512_fmadd_ps(xv, wv[u][r], acc[xi][u][r]);
     }
-  }
+  };
+  int64_t c = 0;
+  for (; c + 16 <= k; c += 16) step(c, __mmask16(0xffff), std::true_type{});
+  if (c < k) step(c, low_mask(k - c), std::false_type{});
 #pragma GCC unroll 16
-  for (int xi = 0; xi < MX; ++xi) {
+  for (int xi = 0; xi < MX; ++xi)
 #pragma GCC unroll 16
-    for (int r = 0; r < 4; ++r) {
-      __m512 t = acc[0][xi][r];
-      if constexpr (U == 2) t = _mm512_add_ps(t, acc[1][xi][r]);
-      sums[xi][r] = _mm512_reduce_add_ps(t);
-    }
-  }
-}
-
-inline float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+    for (int u = 0; u < NQ; ++u) sums[xi][u] = reduce4(acc[xi][u][0], acc[xi][u][1], acc[xi][u][2], acc[xi][u][3]);
 }
 
 // MX x rows (QuantForm::kLaneCorr) · four q8_0/q4_0 rows. Per block vpdpbusd takes the
 // weights as the unsigned operand (q8_0 shifted by +128, q4_0 as raw nibbles) and starts
-// from the lane corrections of x, which remove that offset exactly.
+// from the lane corrections of x, which remove that offset exactly; the block's four dots
+// then scale into the running sums in block order.
 template <DType DT, int MX>
-void dot_quad_quant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, float (&sums)[MX][4]) {
+void dot_quad_quant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, __m128 (&sums)[MX]) {
   const int64_t nb = k / kQBlock;
   constexpr int64_t kBytes = DT == DType::kQ8_0 ? kQ8Bytes : kQ4Bytes;
-  __m256 acc[MX][4];
 #pragma GCC unroll 16
-  for (int xi = 0; xi < MX; ++xi)
-#pragma GCC unroll 16
-    for (int r = 0; r < 4; ++r) acc[xi][r] = _mm256_setzero_ps();
+  for (int xi = 0; xi < MX; ++xi) sums[xi] = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i xv[MX], cv[MX];
-    float dx[MX];
 #pragma GCC unroll 16
     for (int xi = 0; xi < MX; ++xi) {
       xv[xi] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.q + (i + xi) * k + b * kQBlock));
       cv[xi] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.corr + ((i + xi) * nb + b) * 8));
-      dx[xi] = xq.d[(i + xi) * nb + b];
     }
+    __m256i w[4];
+    __m128i dw16 = _mm_setzero_si128();  // the four f16 scales, widened at once below
 #pragma GCC unroll 16
     for (int r = 0; r < 4; ++r) {
       const uint8_t* blk = q.row[r] + b * kBytes;
       prefetch_ahead(q, blk);
-      __m256i w;
       if constexpr (DT == DType::kQ8_0) {
-        w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
-                             _mm256_set1_epi8(static_cast<char>(0x80)));
+        w[r] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                                _mm256_set1_epi8(static_cast<char>(0x80)));
       } else {
-        w = q4_nibbles(blk);
+        w[r] = q4_nibbles(blk);
       }
-      const float dw = f16_scale(blk);
+      dw16 = insert_u16(dw16, blk, r);
+    }
+    const __m128 dw4 = _mm_cvtph_ps(dw16);
 #pragma GCC unroll 16
-      for (int xi = 0; xi < MX; ++xi) {
-        const __m256i dot = _mm256_dpbusd_epi32(cv[xi], w, xv[xi]);
-        acc[xi][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dw * dx[xi]), acc[xi][r]);
-      }
+    for (int xi = 0; xi < MX; ++xi) {
+      const __m128i dots = block_dots(_mm256_dpbusd_epi32(cv[xi], w[0], xv[xi]), _mm256_dpbusd_epi32(cv[xi], w[1], xv[xi]),
+                                      _mm256_dpbusd_epi32(cv[xi], w[2], xv[xi]), _mm256_dpbusd_epi32(cv[xi], w[3], xv[xi]));
+      const __m128 scale = _mm_mul_ps(dw4, _mm_set1_ps(xq.d[(i + xi) * nb + b]));
+      sums[xi] = _mm_fmadd_ps(_mm_cvtepi32_ps(dots), scale, sums[xi]);
     }
   }
-#pragma GCC unroll 16
-  for (int xi = 0; xi < MX; ++xi)
-#pragma GCC unroll 16
-    for (int r = 0; r < 4; ++r) sums[xi][r] = hsum(acc[xi][r]);
 }
 
-template <DType DT, int MX>
-void stream_quad(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q) {
-  float sums[MX][4];
+template <DType DT, int MX, int NQ>
+void quads(const LinearArgs& a, int64_t i, int64_t j, const RowQuad (&q)[NQ]) {
+  __m128 sums[MX][NQ];
   if constexpr (DT == DType::kQ8_0 || DT == DType::kQ4_0) {
-    dot_quad_quant<DT, MX>(a.xq, i, a.w.k, q, sums);
+    static_assert(NQ == 1);
+    __m128 s[MX];
+    dot_quad_quant<DT, MX>(a.xq, i, a.w.k, q[0], s);
+    for (int xi = 0; xi < MX; ++xi) sums[xi][0] = s[xi];
   } else {
-    dot_quad_float<DT, MX>(a.x + i * a.x_stride, a.x_stride, a.w.k, q, sums);
+    dot_quads_float<DT, MX, NQ>(a.x + i * a.x_stride, a.x_stride, a.w.k, q, sums);
   }
-  store_quad<MX>(a, i, j, q, sums);
+  for (int u = 0; u < NQ; ++u) {
+    __m128 col[MX];
+    for (int xi = 0; xi < MX; ++xi) col[xi] = sums[xi][u];
+    store_quad<MX>(a, i, j + 4 * u, q[u], col);
+  }
 }
 
-// Weight rows four at a time; up to kMaxMX x rows share each pass over them.
+// Up to this many x rows share each decoded weight vector.
+constexpr int kMaxMX = 4;
+
+// Streams weight rows [j0, j1) past x rows [i0, i1): four weight rows at a time (eight for
+// one float x row), up to kMaxMX x rows per pass over them.
 template <DType DT>
 void stream_rows(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  for (int64_t j = j0; j < j1; j += 4) {
-    const RowQuad q = row_quad(a, j, j1);
-    for (int64_t i = i0; i < i1; i += kMaxMX) {
-      switch (std::min<int64_t>(kMaxMX, i1 - i)) {
-        case 1: stream_quad<DT, 1>(a, i, j, q); break;
-        case 2: stream_quad<DT, 2>(a, i, j, q); break;
-        case 3: stream_quad<DT, 3>(a, i, j, q); break;
-        default: stream_quad<DT, 4>(a, i, j, q); break;
-      }
+  constexpr bool kFloat = DT != DType::kQ8_0 && DT != DType::kQ4_0;
+  int64_t j = j0;
+  if (kFloat && i1 - i0 == 1) {
+    for (; j + 8 <= j1; j += 8) {
+      const RowQuad q[2] = {row_quad(a, j, j1), row_quad(a, j + 4, j1)};
+      if constexpr (kFloat) quads<DT, 1, 2>(a, i0, j, q);
     }
+  }
+  for (; j < j1; j += 4) {
+    const RowQuad q[1] = {row_quad(a, j, j1)};
+    int64_t i = i0;
+    for (; i + kMaxMX <= i1; i += kMaxMX) quads<DT, kMaxMX, 1>(a, i, j, q);
+    if (i == i1) continue;
+    [&]<int... R>(std::integer_sequence<int, R...>) {
+      ((i1 - i == R + 1 ? quads<DT, R + 1, 1>(a, i, j, q) : void()), ...);
+    }(std::make_integer_sequence<int, kMaxMX - 1>{});
   }
 }
 
@@ -322,7 +335,7 @@ void stream(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
 
 // ---------------------------------------------------------------- packed GEMM (prefill)
 
-constexpr int64_t kNR = 32;  // panel width: two zmm of f32 or of int32 lanes
+constexpr int64_t kNR = 32;  // panel width: two zmm of int32 lanes; the float tasks' width too
 // Tile heights; 12 and 6 measured no faster (one thread, 768x768, m=512: f32 159 vs 163,
 // q8_0 479 vs 509 GFLOP/s).
 constexpr int kMRFloat = 8;  // x rows per float tile: 16 accumulators
@@ -336,56 +349,14 @@ struct PanelOut {
   __mmask16 m0, m1;
 };
 
-inline void init_acc(const PanelOut& o, __m512& a0, __m512& a1) {
-  a0 = o.bias ? _mm512_maskz_loadu_ps(o.m0, o.bias) : _mm512_setzero_ps();
-  a1 = o.bias ? _mm512_maskz_loadu_ps(o.m1, o.bias + 16) : _mm512_setzero_ps();
-}
-
+// The bias comes last (linear_impl.h): y = sum + bias.
 inline void store_acc(const PanelOut& o, int64_t r, __m512 a0, __m512 a1) {
+  if (o.bias) {
+    a0 = _mm512_add_ps(a0, _mm512_maskz_loadu_ps(o.m0, o.bias));
+    a1 = _mm512_add_ps(a1, _mm512_maskz_loadu_ps(o.m1, o.bias + 16));
+  }
   _mm512_mask_storeu_ps(o.y + r * o.y_stride, o.m0, a0);
   _mm512_mask_storeu_ps(o.y + r * o.y_stride + 16, o.m1, a1);
-}
-
-// Float panel: f32 [k][32], column r of the panel is weight row j0 + r (zeros past n).
-// Built 16 rows x 16 elements at a time: widen, transpose in registers, store.
-template <DType DT>
-void pack_float(const WeightView& w, int64_t j0, int64_t nj, float* panel) {
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  const int64_t rb = row_bytes(w), k = w.k;
-  for (int64_t r0 = 0; r0 < kNR; r0 += 16) {
-    const int64_t rows = std::clamp<int64_t>(nj - r0, 0, 16);
-    for (int64_t c = 0; c < k; c += 16) {
-      const int64_t len = std::min<int64_t>(16, k - c);
-      const __mmask16 mk = low_mask(len);
-      __m512 v[16];
-#pragma GCC unroll 16
-      for (int t = 0; t < 16; ++t) {
-        v[t] = t < rows ? load_w16<DT>(base + (j0 + r0 + t) * rb, c, mk) : _mm512_setzero_ps();
-      }
-      transpose16(v);
-      for (int64_t t = 0; t < len; ++t) _mm512_store_ps(panel + (c + t) * kNR + r0, v[t]);
-    }
-  }
-}
-
-// MR rows of x times a float panel: y = x · panel (+ bias), one broadcast per x value.
-template <int MR>
-void tile_float(const float* x, int64_t x_stride, const float* panel, int64_t k, const PanelOut& o) {
-  __m512 acc0[MR], acc1[MR];
-  init_acc(o, acc0[0], acc1[0]);
-  #pragma GCC unroll 16
-  for (int r = 1; r < MR; ++r) acc0[r] = acc0[0], acc1[r] = acc1[0];
-  for (int64_t c = 0; c < k; ++c) {
-    const __m512 w0 = _mm512_load_ps(panel + c * kNR), w1 = _mm512_load_ps(panel + c * kNR + 16);
-    #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const __m512 xv = _mm512_set1_ps(x[r * x_stride + c]);
-      acc0[r] = _mm512_fmadd_ps(xv, w0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(xv, w1, acc1[r]);
-    }
-  }
-  #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) store_acc(o, r, acc0[r], acc1[r]);
 }
 
 // Quant panel, per block b: the int8 weights in vpdpbusd order [8 groups][32 columns][4],
@@ -445,9 +416,8 @@ template <int MR>
 void tile_quant(const uint8_t* xu, const float* dx, int64_t k, const uint8_t* panel, const PanelOut& o) {
   const int64_t nb = k / kQBlock;
   __m512 acc0[MR], acc1[MR];
-  init_acc(o, acc0[0], acc1[0]);
   #pragma GCC unroll 16
-  for (int r = 1; r < MR; ++r) acc0[r] = acc0[0], acc1[r] = acc1[0];
+  for (int r = 0; r < MR; ++r) acc0[r] = _mm512_setzero_ps(), acc1[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* pb = panel + b * kQPanelBlock;
     __m512i s0[MR], s1[MR];
@@ -496,15 +466,95 @@ PanelOut panel_out(const LinearArgs& a, int64_t i0, int64_t j0, int64_t j1) {
                   low_mask(std::max<int64_t>(0, nj - 16))};
 }
 
+// The float GEMM adds in the order of linear_impl.h with broadcast FMAs over packed panels:
+// lane l of an output sums the elements c = 16 t + l, so each lane is a GEMM of its own over
+// t, run one after another, and the 16 lane results then add as the tree says, column-wise.
+//
+// Float panel: the weights of 32 rows (column r: weight row j0 + r, zeros past n), lane by
+// lane: element c = 16 t + l at panel[(l * T + t) * 32 + r], T = ceil(k / 16), zeros past k.
+// Built 16 rows x 16 elements at a time: widen, transpose in registers, store.
+inline int64_t panel_steps(int64_t k) { return (k + 15) / 16; }
+
+template <DType DT>
+void pack_float(const WeightView& w, int64_t j0, int64_t nj, float* panel) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t rb = row_bytes(w), k = w.k, steps = panel_steps(k);
+  for (int64_t r0 = 0; r0 < kNR; r0 += 16) {
+    const int64_t rows = std::clamp<int64_t>(nj - r0, 0, 16);
+    for (int64_t c = 0; c < k; c += 16) {
+      const __mmask16 mk = low_mask(k - c);
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; ++t) {
+        v[t] = t < rows ? load_w16<DT>(base + (j0 + r0 + t) * rb, c, mk) : _mm512_setzero_ps();
+      }
+      transpose16(v);  // v[l]: element c + l of the 16 rows
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) _mm512_store_ps(panel + (l * steps + c / 16) * kNR + r0, v[l]);
+    }
+  }
+}
+
+// MR rows of x times a float panel. Lane l of every output runs over the t with 16 t + l < k;
+// a lane that stops one step short takes the order's 0·0 there (+ 0). The lanes wait in
+// `lanes` [16][MR][32] until the tree adds them.
+template <int MR>
+void tile_float(const float* x, int64_t x_stride, const float* panel, int64_t k, const PanelOut& o, float* lanes) {
+  const int64_t steps = panel_steps(k);
+  for (int64_t l = 0; l < 16; ++l) {
+    const int64_t lane_steps = k > l ? (k - l + 15) / 16 : 0;
+    const float* p = panel + l * steps * kNR;
+    __m512 acc0[MR], acc1[MR];
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) acc0[r] = _mm512_setzero_ps(), acc1[r] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < lane_steps; ++t) {
+      const __m512 w0 = _mm512_load_ps(p + t * kNR), w1 = _mm512_load_ps(p + t * kNR + 16);
+      #pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512 xv = _mm512_set1_ps(x[r * x_stride + 16 * t + l]);
+        acc0[r] = _mm512_fmadd_ps(xv, w0, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(xv, w1, acc1[r]);
+      }
+    }
+    if (lane_steps < steps) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        acc0[r] = _mm512_add_ps(acc0[r], _mm512_setzero_ps());
+        acc1[r] = _mm512_add_ps(acc1[r], _mm512_setzero_ps());
+      }
+    }
+    #pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      _mm512_store_ps(lanes + (l * MR + r) * kNR, acc0[r]);
+      _mm512_store_ps(lanes + (l * MR + r) * kNR + 16, acc1[r]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    __m512 out[2];
+    for (int h = 0; h < 2; ++h) {
+      __m512 t[16];
+      #pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) t[l] = _mm512_load_ps(lanes + (l * MR + r) * kNR + 16 * h);
+      #pragma GCC unroll 16
+      for (int l = 0; l < 8; ++l) t[l] = _mm512_add_ps(t[l], t[l + 8]);
+      #pragma GCC unroll 16
+      for (int l = 0; l < 4; ++l) t[l] = _mm512_add_ps(t[l], t[l + 4]);
+      out[h] = _mm512_add_ps(_mm512_add_ps(t[0], t[2]), _mm512_add_ps(t[1], t[3]));
+    }
+    store_acc(o, r, out[0], out[1]);
+  }
+}
+
 template <DType DT>
 void gemm_float(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& cache) {
   const int64_t k = a.w.k;
-  auto* panel = static_cast<float*>(cache.buf.get(static_cast<size_t>(k * kNR) * 4));
+  auto* panel = static_cast<float*>(cache.buf.get(static_cast<size_t>(16 * panel_steps(k) * kNR) * 4));
   if (cache.j0 != j0) pack_float<DT>(a.w, j0, j1 - j0, panel);
   cache.j0 = j0;
+  alignas(64) float lanes[16 * kMRFloat * kNR];
   for_row_tiles<kMRFloat>(i0, i1, [&](auto mr, int64_t i) {
     PanelOut o = panel_out(a, i, j0, j1);
-    tile_float<decltype(mr)::value>(a.x + i * a.x_stride, a.x_stride, panel, k, o);
+    tile_float<decltype(mr)::value>(a.x + i * a.x_stride, a.x_stride, panel, k, o, lanes);
   });
 }
 

@@ -34,6 +34,26 @@ enum class QuantForm {
   kLaneCorr,
 };
 
+// The order of the sums. Every body adds the products of one output in this order, so an
+// output's bits depend on its x row and weight row only: not on the body, on how many other
+// rows the call holds, on streaming or packing, or on the threads. That makes a request's
+// tokens independent of the batch it runs in (docs/architecture.md, batch invariance).
+//   float weights: lane l (of kDotLanes) sums the products of elements c = l (mod 16) in
+//     increasing c, each a fused multiply-add onto the lane (elements past k add 0·0); the
+//     lanes then add pairwise, t[l] + t[l + 8], then + 4, + 2, + 1 (reduce_lanes).
+//   q8_0/q4_0: each block's integer dot is exact; the blocks add in increasing order as
+//     fma(float(dot), dw·dx, acc) from acc = 0.
+//   bias: added last, y = sum + bias[j] (nothing added without one).
+inline constexpr int kDotLanes = 16;
+
+// The lane tree above, written out for the scalar body and the tests.
+inline float reduce_lanes(const float (&t)[kDotLanes]) {
+  float h8[8], h4[4];
+  for (int l = 0; l < 8; ++l) h8[l] = t[l] + t[l + 8];
+  for (int l = 0; l < 4; ++l) h4[l] = h8[l] + h8[l + 4];
+  return (h4[0] + h4[2]) + (h4[1] + h4[3]);
+}
+
 // One call of linear(): y[i, j] = x[i, :] · w[j, :] + bias[j].
 struct LinearArgs {
   const float* x = nullptr;

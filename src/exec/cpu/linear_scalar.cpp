@@ -77,11 +77,17 @@ float float_weight(DType dt, const uint8_t* row, int64_t c) {
   return dt == DType::kF16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
 }
 
+// The orders of linear_impl.h, spelled out with std::fma: the bodies must equal these bits.
 float dot_float_row(const LinearArgs& a, int64_t i, const uint8_t* row) {
   const float* x = a.x + i * a.x_stride;
-  float acc = 0.0f;
-  for (int64_t c = 0; c < a.w.k; ++c) acc += x[c] * float_weight(a.w.dtype, row, c);
-  return acc;
+  float lanes[kDotLanes] = {};
+  for (int64_t c = 0; c < a.w.k; c += kDotLanes) {
+    for (int l = 0; l < kDotLanes; ++l) {
+      const bool in = c + l < a.w.k;
+      lanes[l] = std::fma(in ? x[c + l] : 0.0f, in ? float_weight(a.w.dtype, row, c + l) : 0.0f, lanes[l]);
+    }
+  }
+  return reduce_lanes(lanes);
 }
 
 float dot_quant_row(const LinearArgs& a, int64_t i, const uint8_t* row) {
@@ -89,7 +95,7 @@ float dot_quant_row(const LinearArgs& a, int64_t i, const uint8_t* row) {
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const int32_t dot = quant_block_dot(a.w.dtype, row, b, a.xq.q + i * a.w.k + b * kQBlock);
-    acc += quant_block_scale(a.w.dtype, row, b) * a.xq.d[i * nb + b] * static_cast<float>(dot);
+    acc = std::fma(static_cast<float>(dot), quant_block_scale(a.w.dtype, row, b) * a.xq.d[i * nb + b], acc);
   }
   return acc;
 }
@@ -100,9 +106,9 @@ void stream_scalar(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int6
   const bool quant = is_block_quant(a.w.dtype);
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* row = base + j * rb;
-    const float bias = a.bias ? a.bias[j] : 0.0f;
     for (int64_t i = i0; i < i1; ++i) {
-      a.y[i * a.y_stride + j] = (quant ? dot_quant_row(a, i, row) : dot_float_row(a, i, row)) + bias;
+      const float sum = quant ? dot_quant_row(a, i, row) : dot_float_row(a, i, row);
+      a.y[i * a.y_stride + j] = a.bias ? sum + a.bias[j] : sum;
     }
   }
 }
