@@ -239,12 +239,12 @@ Problem& problem(int64_t lq, int64_t lk, bool f16, bool causal, int shape = 0) {
   return p;
 }
 
-// Flash-Decoding's cut for this machine: chunks of about 1k keys, 2..16 of them.
+// One task per key piece, the only split the kernel runs (attention.h).
 AttentionSchedule split_schedule(int64_t lk) {
   AttentionSchedule s;
   s.kind = AttentionScheduleKind::kSplitKV;
-  s.splits = int(std::clamp<int64_t>(lk / 1024, 2, 16));
-  s.chunk = std::max<int64_t>(128, (lk + s.splits - 1) / s.splits);
+  s.splits = static_cast<int>((lk + exec::cpu::kAttentionPiece - 1) / exec::cpu::kAttentionPiece);
+  s.chunk = exec::cpu::kAttentionPiece;
   return s;
 }
 

@@ -3,13 +3,9 @@
 // contiguous cache: the reference the paged path must reproduce). One JSON line per
 // request, in the file's order, then a summary line.
 #include <chrono>
-#include <cmath>
-#include <limits>
-#include <set>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +14,7 @@
 #include "cli/model_options.h"
 #include "cli/progress.h"
 #include "llm/driver.h"
+#include "llm/request_file.h"
 #include "llm/scheduler.h"
 
 namespace kvf::cli {
@@ -35,71 +32,6 @@ struct BatchOptions {
 };
 
 using Clock = std::chrono::steady_clock;
-
-// One request per line: {"id", "prompt" | "ids", "max_tokens", "temperature", "seed"}.
-// Every key is type-checked; an unknown key (a misspelling) and a repeated id are refused.
-Result<llm::Request> read_request(const nlohmann::json& j, int64_t no, const models::Model& m) {
-  auto bad = [](const std::string& why) { return invalid_input(why); };
-  if (!j.is_object()) return bad("not a JSON object");
-  static const std::set<std::string> kKeys{"id", "prompt", "ids", "max_tokens", "temperature", "seed"};
-  for (const auto& [key, value] : j.items()) {
-    if (!kKeys.count(key)) return bad(str_cat("unknown key \"", key, "\" (known: id, prompt, ids, max_tokens, temperature, seed)"));
-  }
-  llm::Request r;
-  if (!j.contains("id")) r.id = str_cat("line", no);
-  else if (j["id"].is_string()) r.id = j["id"].get<std::string>();
-  else if (j["id"].is_number_integer()) r.id = j["id"].dump();
-  else return bad("\"id\" must be a string or an integer");
-  if (j.contains("ids") == j.contains("prompt")) return bad("give exactly one of \"prompt\" and \"ids\"");
-  if (j.contains("ids")) {
-    if (!j["ids"].is_array()) return bad("\"ids\" must be an array of token ids");
-    for (const auto& x : j["ids"]) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= m.config.vocab) {
-        return bad(str_cat("\"ids\" must be an array of token ids in [0, ", m.config.vocab, ")"));
-      }
-      r.prompt.push_back(x.get<int32_t>());
-    }
-  } else {
-    if (!j["prompt"].is_string()) return bad("\"prompt\" must be a string");
-    if (!m.tokenizer) return bad("the model has no tokenizer: use \"ids\"");
-    r.prompt = m.tokenizer->encode(j["prompt"].get<std::string>(), true);
-  }
-  if (r.prompt.empty()) return bad("the prompt has no tokens");
-  if (j.contains("max_tokens")) {
-    const auto& v = j["max_tokens"];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return bad("\"max_tokens\" must be an integer >= 0");
-    }
-    r.max_tokens = v.get<int64_t>();
-  }
-  if (j.contains("temperature")) {
-    const auto& v = j["temperature"];
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) return bad("\"temperature\" must be a number >= 0");
-    r.sampler.temperature = v.get<double>();
-  }
-  if (j.contains("seed")) {
-    if (!j["seed"].is_number_unsigned()) return bad("\"seed\" must be an integer >= 0");
-    r.sampler.seed = j["seed"].get<uint64_t>();
-  }
-  return r;
-}
-
-Result<std::vector<llm::Request>> read_requests(const std::string& path, const models::Model& m) {
-  std::ifstream in(path);
-  if (!in) return invalid_input("--requests: cannot open ", path);
-  std::vector<llm::Request> out;
-  std::set<std::string> ids;
-  std::string line;
-  for (int64_t no = 1; std::getline(in, line); ++no) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Result<llm::Request> r = read_request(nlohmann::json::parse(line, nullptr, false), no, m);
-    if (!r) return r.take_error().context(path, ":", no);
-    if (!ids.insert(r->id).second) return invalid_input(path, ":", no, ": the id \"", r->id, "\" is used twice");
-    out.push_back(std::move(*r));
-  }
-  if (out.empty()) return invalid_input(path, ": no requests");
-  return out;
-}
 
 using TokenCount = std::function<void()>;  // called once per generated token
 
@@ -157,7 +89,7 @@ Status run(const BatchOptions& o) {
                                                                 .with_tokenizer = true});
   if (!m) return m.take_error();
   if (Status s = apply_max_memory(o.model, *m); !s) return s.take_error();
-  Result<std::vector<llm::Request>> reqs = read_requests(o.requests, *m);
+  Result<std::vector<llm::Request>> reqs = llm::read_request_file(o.requests, *m);
   if (!reqs) return reqs.take_error();
   const int64_t max_len = o.model.ctx > 0 ? o.model.ctx : longest(*reqs);
   // Under a window a rotary or ALiBi model may run past its context (StreamingLLM); a
