@@ -48,7 +48,7 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 
 # libFuzzer + ASan + UBSan on the readers (fuzz/, docs/reliability.md); clang, its own build.
 $(FUZZ_BUILD)/build.ninja:
-	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DKVF_FUZZ=ON -DKVF_BUILD_TESTS=OFF -DKVF_BUILD_BENCH=OFF
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DKVF_FUZZ=ON -DKVF_BUILD_TESTS=OFF -DKVF_BUILD_BENCH=OFF -DKVF_CUDA=OFF
 
 fuzz: deps $(FUZZ_BUILD)/build.ninja
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)

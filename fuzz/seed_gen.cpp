@@ -15,6 +15,8 @@
 
 #include "load/ggml_types.h"
 #include "load/gguf_writer.h"
+#include "models/export_gguf.h"
+#include "models/model.h"
 #include "load/safetensors.h"
 #include "load/tokenizer_bpe.h"
 #include "load/vocab_readers.h"
@@ -378,6 +380,39 @@ void openai_requests() {
   put_text("openai_request_fuzz", "tokenize.json", R"({"tokens": [1, 2, 3], "content": "a", "add_special": false})");
 }
 
+// Whole checkpoints for the model targets: each fixture family as u32 n + config.json +
+// model.safetensors (model_safetensors_fuzz) and, where the exporter takes it, as f16 GGUF
+// (model_gguf_fuzz).
+void models_from_fixtures(const fs::path& fixtures) {
+  for (const auto& family : fs::directory_iterator(fixtures)) {
+    const fs::path dir = family.path();
+    const std::string name = dir.filename().string();
+    if (!fs::exists(dir / "config.json") || !fs::exists(dir / "model.safetensors")) continue;
+    const std::vector<uint8_t> config = slurp(dir / "config.json"), weights = slurp(dir / "model.safetensors");
+    std::vector<uint8_t> b;
+    append<uint32_t>(b, static_cast<uint32_t>(config.size()));
+    b.insert(b.end(), config.begin(), config.end());
+    b.insert(b.end(), weights.begin(), weights.end());
+    put("model_safetensors_fuzz", name + ".bin", b);
+    Result<models::Model> m = models::open_model(dir.string());
+    if (!m.ok()) continue;
+    const fs::path gguf = g_out / (name + ".tmp.gguf");
+    if (models::export_gguf(*m, gguf.string(), {.outtype = DType::kF16, .progress = {}}).ok()) {
+      put("model_gguf_fuzz", name + ".gguf", slurp(gguf));
+    }
+    fs::remove(gguf);
+  }
+}
+
+// Request files: prompts and ids, every key, a blank line.
+void batch_requests() {
+  put_text("batch_jsonl_fuzz", "requests.jsonl",
+           "{\"id\": \"a\", \"prompt\": \"And it came to pass\", \"max_tokens\": 8, \"temperature\": 0.7, \"seed\": 3}\n"
+           "\n"
+           "{\"id\": 2, \"ids\": [1, 2, 3], \"max_tokens\": 0}\n"
+           "{\"prompt\": \"In the beginning\"}\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -397,8 +432,10 @@ int main(int argc, char** argv) {
   put("llama2c_fuzz", "unshared.bin", llama2c(8, 12, 1, 4, 2, -16, 2));
   safetensors_synthetic();
   openai_requests();
+  batch_requests();
   if (argc > 2 && fs::is_directory(argv[2])) from_models(argv[2]);
   if (argc > 3 && fs::is_directory(argv[3])) from_fixtures(argv[3]);
+  if (argc > 3 && fs::is_directory(argv[3])) models_from_fixtures(argv[3]);
   std::printf("seed_gen: wrote %d seed files under %s\n", g_written, g_out.c_str());
   return 0;
 }

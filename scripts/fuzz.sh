@@ -14,7 +14,8 @@ for t in $targets; do
   corpus=$dir/corpus/$t
   mkdir -p "$corpus" "$dir/seeds/$t" "$dir/artifacts"
   case $t in
-    gguf_fuzz|gguf_vocab_fuzz) dict=fuzz/gguf.dict ;;
+    gguf_fuzz|gguf_vocab_fuzz|model_gguf_fuzz) dict=fuzz/gguf.dict ;;
+    model_safetensors_fuzz) dict=fuzz/hf_config.dict ;;
     *) dict=fuzz/${t%_fuzz}.dict ;;
   esac
   args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1

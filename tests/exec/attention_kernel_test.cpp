@@ -593,8 +593,9 @@ TEST(AttentionKernelOrder, ARowIsTheSameInADecodeAndInAPrefill) {
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (KVF_TEST_SEED)");
   std::mt19937_64 rng(seed);
-  for (DType kv : {DType::kF32, DType::kF16}) {
-    Case pre = with(make("prefill", 8, 2, 600, 600, 64, 64), kv);
+  // The sanitizer build takes the f16 cache only: the f32 one runs the same code.
+  for (DType kv : testing::kSanitized ? std::vector<DType>{DType::kF16} : std::vector<DType>{DType::kF32, DType::kF16}) {
+    Case pre = with(make("prefill", 4, 2, 600, 600, 64, 64), kv);
     pre.batch = 1;
     pre.mask = MaskKind::kCausal;
     const Inputs in = make_inputs(pre, rng);

@@ -129,11 +129,12 @@ Result<AhbmConfig> parse_config(const std::string& json_text, const std::string&
   const std::vector<Field> table = fields(c);
   std::vector<std::pair<std::string, const json*>> given;
   leaves(root, "", given);
-  for (const auto& [path, value] : given) {
+  for (const auto& leaf : given) {
+    const std::string& path = leaf.first;  // a named reference: clang 14 cannot capture a binding
     const std::string at = origin + "." + path;
     auto f = std::find_if(table.begin(), table.end(), [&](const Field& x) { return path == x.path; });
     if (f == table.end()) return invalid_input(at, ": unknown key");
-    Status s = read(*value, at, *f);
+    Status s = read(*leaf.second, at, *f);
     if (!s) return s.take_error();
   }
   Status s = validate(c);

@@ -4,11 +4,15 @@
 
 // GCC 12's AVX-512 intrinsics start from a self-initialized _mm512_undefined_ps() and warn
 // about it once inlined (GCC bug 105593, fixed in 13); the warning is about their code.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>

@@ -6,6 +6,10 @@
 #include <algorithm>
 #include <string_view>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "exec/cpu/linear_impl.h"
 
 namespace kvf::exec::cpu {
@@ -17,12 +21,20 @@ constexpr int64_t kGemmRowBlock = 64;
 // Weight bytes per streaming chunk, so waking a thread is paid back by its share.
 constexpr int64_t kStreamChunkBytes = 16 << 10;
 
+#if defined(__x86_64__)
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
 bool cpu_has_avx512() {
 #if defined(__x86_64__)
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
          __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+         cpu_has_f16c();
 #else
   return false;
 #endif
@@ -30,7 +42,7 @@ bool cpu_has_avx512() {
 
 bool cpu_has_avx2() {
 #if defined(__x86_64__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 #else
   return false;
 #endif

@@ -4,8 +4,10 @@
 // the CPU has them. The plain reference body is linear_scalar.cpp.
 // GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined_*()
 // placeholders once inlined (GCC PR 105593); nothing here is read uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has neither warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
