@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "exec/cpu/attention.h"
+#include "plan/attention_schedule.h"
 
 namespace kvf {
 namespace {
@@ -243,7 +244,7 @@ Problem& problem(int64_t lq, int64_t lk, bool f16, bool causal, int shape = 0) {
 AttentionSchedule split_schedule(int64_t lk) {
   AttentionSchedule s;
   s.kind = AttentionScheduleKind::kSplitKV;
-  s.splits = static_cast<int>((lk + exec::cpu::kAttentionPiece - 1) / exec::cpu::kAttentionPiece);
+  s.splits = static_cast<int>(plan::cpu_attention_pieces(lk));
   s.chunk = exec::cpu::kAttentionPiece;
   return s;
 }

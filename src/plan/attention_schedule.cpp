@@ -15,7 +15,7 @@ int split_count(const AttentionRequest& r, const DeviceCaps& caps) {
   if (r.lq != 1) return 1;
   const int64_t rows = r.batch * r.hkv;  // one pass per key head serves its n_rep query heads
   if (rows >= 2 * caps.cores) return 1;
-  return static_cast<int>((r.lk + kCpuAttentionPiece - 1) / kCpuAttentionPiece);
+  return static_cast<int>(cpu_attention_pieces(r.lk));
 }
 
 // On a GPU: one block per (row, key head, query row) cell and key split (exec/cuda/step);

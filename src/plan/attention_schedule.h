@@ -12,6 +12,9 @@ namespace kvf::plan {
 // piece, streaming runs them one after another, and both give the same bits.
 inline constexpr int64_t kCpuAttentionPiece = 512;
 
+// The pieces of `lk` keys: split-KV's task count per row.
+inline constexpr int64_t cpu_attention_pieces(int64_t lk) { return (lk + kCpuAttentionPiece - 1) / kCpuAttentionPiece; }
+
 // Fills schedule, lanes, splits, chunk and scratch_floats of `req`.
 Status choose_attention_schedule(AttentionRequest& req, const DeviceCaps& caps);
 

@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "exec/cpu/attention.h"
+#include "plan/attention_schedule.h"
 #include "testing.h"
 
 namespace kvf::exec::cpu {
@@ -253,7 +254,7 @@ AttentionArgs make_args(const Case& c, const Inputs& in, float* out) {
   return a;
 }
 
-int64_t pieces(const Case& c) { return (c.lk + kAttentionPiece - 1) / kAttentionPiece; }
+int64_t pieces(const Case& c) { return plan::cpu_attention_pieces(c.lk); }
 
 // One task per key piece; only where the keys span two pieces or more.
 AttentionSchedule split_schedule(const Case& c) {

@@ -51,17 +51,20 @@ int64_t live_length(const AttentionArgs& a, int64_t b) {
   return std::clamp<int64_t>(a.len[b], 0, a.lk);
 }
 
-// One task's inputs and state, about 210 KiB: on the stack, so a call allocates nothing.
+// The unnormalized online-softmax state of a tile's rows: o [rows, o_stride], m, l.
+struct RowsState {
+  alignas(64) float o[attn::kTileFloats];
+  float m[kMaxRows], l[kMaxRows];
+};
+
+// One task's inputs and state, about 250 KiB: on the stack, so a call allocates nothing.
 struct Workspace {
   alignas(64) float q[attn::kTileFloats];
-  alignas(64) float o[attn::kTileFloats];
   alignas(64) float s[kMaxRows * kKeyBlock];
   alignas(64) float kt[attn::kPackFloats];
-  float m[kMaxRows], l[kMaxRows];
   const float* mask[kMaxRows];
-  // The pieces folded so far, when a task's keys span more than one.
-  alignas(64) float fold_o[attn::kTileFloats];
-  float fold_m[kMaxRows], fold_l[kMaxRows];
+  RowsState piece;   // what the body leaves for one piece
+  RowsState folded;  // the pieces folded so far, when a task's keys span more than one
 };
 
 // (O, M, L) + (o, m, l), the fold of attention.h. A piece that saw no key (m = -inf) adds
@@ -105,20 +108,20 @@ void load_queries(const AttentionArgs& a, const Geometry& geo, int64_t b, int64_
 }
 
 void store_rows(const AttentionArgs& a, const Geometry& geo, int64_t b, int64_t g, int64_t r0,
-                int64_t rows, const Workspace& ws, const Sink& sink) {
+                int64_t rows, const RowsState& st, const Sink& sink) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = (r0 + r) / geo.n_rep, h = g * geo.n_rep + (r0 + r) % geo.n_rep;
     const int64_t row = (b * a.hq + h) * a.lq + i;
-    const float* o = ws.o + r * geo.o_stride;
+    const float* o = st.o + r * geo.o_stride;
     if (!sink.partials) {
       float* out = a.out + row * a.dv;
-      for (int64_t c = 0; c < a.dv; ++c) out[c] = o[c] / ws.l[r];  // l = 0: 0/0, as the oracle
+      for (int64_t c = 0; c < a.dv; ++c) out[c] = o[c] / st.l[r];  // l = 0: 0/0, as the oracle
       continue;
     }
     float* part = sink.partials + (row * sink.splits + sink.split) * (a.dv + 2);
     std::copy(o, o + a.dv, part);
-    part[a.dv] = ws.m[r];
-    part[a.dv + 1] = ws.l[r];
+    part[a.dv] = st.m[r];
+    part[a.dv + 1] = st.l[r];
   }
 }
 
@@ -156,10 +159,10 @@ void run_task(const AttentionArgs& a, const Geometry& geo, RowsFn body, int64_t 
   }
   t.mask = a.mask ? ws.mask : nullptr;
   t.softcap = a.softcap;
-  t.o = ws.o;
+  t.o = ws.piece.o;
   t.o_stride = geo.o_stride;
-  t.m = ws.m;
-  t.l = ws.l;
+  t.m = ws.piece.m;
+  t.l = ws.piece.l;
   t.s = ws.s;
   t.kt = ws.kt;
   t_end = std::max(t_begin, t_end);
@@ -168,27 +171,25 @@ void run_task(const AttentionArgs& a, const Geometry& geo, RowsFn body, int64_t 
     t.t_begin = t_begin;
     t.t_end = t_end;
     body(t);
-    store_rows(a, geo, b, g, r0, rows, ws, sink);
+    store_rows(a, geo, b, g, r0, rows, ws.piece, sink);
     return;
   }
+  RowsState& f = ws.folded;
   for (int64_t r = 0; r < rows; ++r) {
-    std::fill(ws.fold_o + r * geo.o_stride, ws.fold_o + r * geo.o_stride + a.dv, 0.0f);
-    ws.fold_m[r] = kNegInf;
-    ws.fold_l[r] = 0.0f;
+    std::fill(f.o + r * geo.o_stride, f.o + r * geo.o_stride + a.dv, 0.0f);
+    f.m[r] = kNegInf;
+    f.l[r] = 0.0f;
   }
   for (int64_t p = piece; p * kAttentionPiece < t_end; ++p) {
     t.t_begin = std::max(t_begin, p * kAttentionPiece);
     t.t_end = std::min(t_end, (p + 1) * kAttentionPiece);
     body(t);
     for (int64_t r = 0; r < rows; ++r) {
-      fold_piece(ws.fold_o + r * geo.o_stride, ws.fold_m[r], ws.fold_l[r], ws.o + r * geo.o_stride, ws.m[r], ws.l[r],
-                 a.dv);
+      const int64_t at = r * geo.o_stride;
+      fold_piece(f.o + at, f.m[r], f.l[r], ws.piece.o + at, ws.piece.m[r], ws.piece.l[r], a.dv);
     }
   }
-  std::copy(ws.fold_o, ws.fold_o + rows * geo.o_stride, ws.o);
-  std::copy(ws.fold_m, ws.fold_m + rows, ws.m);
-  std::copy(ws.fold_l, ws.fold_l + rows, ws.l);
-  store_rows(a, geo, b, g, r0, rows, ws, sink);
+  store_rows(a, geo, b, g, r0, rows, f, sink);
 }
 
 // The split partials of each row folded in key order, then out = O / L: the streaming
@@ -370,7 +371,7 @@ const char* attention_isa_name(AttentionIsa isa) {
 Status attention_check(const AttentionArgs& a, const AttentionSchedule& s) {
   if (Status st = check_shapes(a); !st.ok()) return st;
   if (s.kind == AttentionScheduleKind::kStreaming) return Status();
-  const int64_t pieces = (a.lk + kAttentionPiece - 1) / kAttentionPiece;
+  const int64_t pieces = plan::cpu_attention_pieces(a.lk);
   if (s.chunk != kAttentionPiece || s.splits != pieces || pieces < 2)
     return invalid_input("attention: split-KV runs one task per piece of ", kAttentionPiece, " keys (", pieces,
                          " for Lk ", a.lk, ", at least 2), got ", s.splits, " x ", s.chunk);

@@ -307,10 +307,10 @@ template <DType DT>
 void stream_rows(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   constexpr bool kFloat = DT != DType::kQ8_0 && DT != DType::kQ4_0;
   int64_t j = j0;
-  if (kFloat && i1 - i0 == 1) {
-    for (; j + 8 <= j1; j += 8) {
+  if constexpr (kFloat) {
+    for (; i1 - i0 == 1 && j + 8 <= j1; j += 8) {
       const RowQuad q[2] = {row_quad(a, j, j1), row_quad(a, j + 4, j1)};
-      if constexpr (kFloat) quads<DT, 1, 2>(a, i0, j, q);
+      quads<DT, 1, 2>(a, i0, j, q);
     }
   }
   for (; j < j1; j += 4) {
