@@ -18,6 +18,15 @@ int split_count(const AttentionRequest& r, const DeviceCaps& caps) {
   return static_cast<int>(cpu_attention_pieces(r.lk));
 }
 
+// A causal prefill over a dense f16 cache of a head dim the tile kernel has, with enough
+// query rows to fill its 64-row tiles: the tensor cores (q and the probabilities rounded to
+// f16, as the cache already is; f32 accumulation).
+bool gpu_tiles(const AttentionRequest& r) {
+  const bool width = r.dk == r.dv && (r.dk == 64 || r.dk == 128 || r.dk == 256);
+  return r.causal_pos >= 0 && r.live_len && r.kv_dtype == DType::kF16 && r.pool_rows == 0 && r.ds == 0 && width &&
+         r.lq >= kGpuTileRows;
+}
+
 // On a GPU: one block per (row, key head, query row) cell and key split (exec/cuda/step);
 // the keys are split when the cells alone do not fill the multiprocessors twice, never into
 // splits of fewer than 32 keys at full capacity. Each split takes an equal share of a row's
@@ -28,6 +37,10 @@ Status choose_gpu_schedule(AttentionRequest& req, const DeviceCaps& caps) {
   req.splits = 1;
   req.chunk = 0;
   req.scratch_floats = 0;
+  if (gpu_tiles(req)) {
+    req.schedule = AttentionSchedule::kTiles;
+    return {};
+  }
   const int64_t cells = req.batch * req.hkv * req.lq, target = 2 * static_cast<int64_t>(caps.cores);
   if (cells >= target || req.lk <= 32) return {};
   const int64_t splits = std::min((req.lk + 31) / 32, (target + cells - 1) / cells);
@@ -74,8 +87,10 @@ std::string describe(const AttentionRequest& a) {
   if (a.softcap > 0) s += str_cat(" softcap ", a.softcap);
   s += a.mask == MaskKind::kNone ? " no-mask" : a.mask == MaskKind::kShared ? " mask" : " mask/head";
   s += a.live_len ? " keys<len" : " keys<Lk";
+  if (a.causal_pos >= 0) s += " causal";
   if (a.pool_rows > 0) s += str_cat(" paged pool=", a.pool_rows);
   if (a.schedule == AttentionSchedule::kStreaming) return s + str_cat(" streaming lanes=", a.lanes);
+  if (a.schedule == AttentionSchedule::kTiles) return s + " tiles";
   return s + str_cat(" split-kv splits=", a.splits, " chunk=", a.chunk, " scratch=", a.scratch_floats * 4, "B");
 }
 

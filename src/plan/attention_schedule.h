@@ -15,6 +15,9 @@ inline constexpr int64_t kCpuAttentionPiece = 512;
 // The pieces of `lk` keys: split-KV's task count per row.
 inline constexpr int64_t cpu_attention_pieces(int64_t lk) { return (lk + kCpuAttentionPiece - 1) / kCpuAttentionPiece; }
 
+// The fewest query rows for which a GPU runs a causal prefill on the tensor cores.
+inline constexpr int64_t kGpuTileRows = 64;
+
 // Fills schedule, lanes, splits, chunk and scratch_floats of `req`.
 Status choose_attention_schedule(AttentionRequest& req, const DeviceCaps& caps);
 

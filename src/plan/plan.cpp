@@ -4,6 +4,7 @@
 
 #include "ir/printer.h"
 #include "plan/attention_schedule.h"
+#include "plan/mask_form.h"
 
 namespace kvf::plan {
 namespace {
@@ -38,6 +39,7 @@ Result<AttentionRequest> attention_request(const ir::Graph& g, const ir::Eqn& e,
     const Shape& m = g.type(e.in[next++]).shape;
     r.mask = m[1] == 1 ? MaskKind::kShared : MaskKind::kPerHead;
     r.mask_batch = m[0];
+    if (!p.has_read) r.causal_pos = causal_positions(g, e.in[next - 1]);
   }
   r.live_len = p.has_len;
   Status s = choose_attention_schedule(r, caps);
@@ -139,7 +141,9 @@ Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
       Result<AttentionRequest> a = attention_request(g, e, caps);
       if (!a) return a.take_error().context("plan ", g.name, " eqn ", i);
       r.attention = *a;
-      r.kernel = a->schedule == AttentionSchedule::kSplitKV ? "attention.split_kv" : "attention.streaming";
+      r.kernel = a->schedule == AttentionSchedule::kSplitKV ? "attention.split_kv"
+                 : a->schedule == AttentionSchedule::kTiles ? "attention.tiles"
+                                                            : "attention.streaming";
       scratch[i] = a->scratch_floats * 4;
     }
     p.requests.push_back(std::move(r));

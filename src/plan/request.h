@@ -14,6 +14,7 @@ namespace kvf::plan {
 enum class AttentionSchedule : uint8_t {
   kStreaming,  // one task per (row, key head, query tile); lanes stride over the keys
   kSplitKV,    // Flash-Decoding: partials (o, m, l) per key chunk, then a combine
+  kTiles,      // GPU prefill: query tiles against key tiles on the tensor cores (16-bit q and p)
 };
 enum class MaskKind : uint8_t { kNone, kShared, kPerHead };  // kPerHead: ALiBi-style [.., Hq, ..]
 
@@ -26,6 +27,9 @@ struct AttentionRequest {
   MaskKind mask = MaskKind::kNone;
   int64_t mask_batch = 1;
   bool live_len = false;  // key bound: the live length len[b] (else the capacity Lk)
+  // >= 0: the mask is causal over these i32 query positions (plan::causal_positions): key t
+  // is visible to query row i when t <= pos[i]; a kernel may read them instead of the mask.
+  ir::ValueId causal_pos = -1;
   // Paged keys: K and V are pools of pool_rows rows [pool_rows, hkv, d], key t of row b read
   // at pool row read[b, t] (0 when the keys are dense [batch, hkv, lk, d]).
   int64_t pool_rows = 0;

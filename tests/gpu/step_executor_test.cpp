@@ -6,10 +6,14 @@
 #include <map>
 #include <random>
 
+#include "compile/passes.h"
+#include "compile/pipeline.h"
 #include "cuda/gpu_testing.h"
 #include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/scheduler.h"
+#include "plan/attention_schedule.h"
+#include "plan/plan.h"
 #include "solo_run.h"
 #include "testing.h"
 
@@ -75,6 +79,37 @@ TEST(GpuVsCpuLong, DecodeOverFourHundredPositionsAgrees) {
       in = {llm::argmax(testing::last_row(a, m.config.vocab))};
     }
   }
+}
+
+// A prompt of at least plan::kGpuTileRows tokens over an f16 cache: the GPU's prefill
+// attention runs on the tensor-core tiles (q and the probabilities in f16), so the bound is
+// the 16-bit one, 2e-2; the decode steps after it read the same cache on the decode kernel.
+TEST(GpuVsCpuTiles, APrefillOnTheTensorCoresAgreesWithinTheHalfBound) {
+  KVF_NEED_GPU();
+  const models::Model m = testing::open_test_model("synthetic:llama-110m");  // head dim 64
+  const int64_t rows = plan::kGpuTileRows + 37;
+  const ir::Graph traced = testing::must(m.trace_step({.n_tokens = rows, .capacity = 256, .kv_dtype = DType::kF16}));
+  const ir::Graph compiled = testing::must(compile::run_passes(traced, compile::default_passes())).graph;
+  plan::DeviceCaps gpu_caps = plan::cpu_caps(2);
+  gpu_caps.target = plan::Target::kCuda;
+  int tiles = 0;
+  for (const plan::KernelRequest& r : testing::must(plan::make_plan(compiled, gpu_caps)).requests) tiles += r.kernel == "attention.tiles";
+  EXPECT_EQ(tiles, m.config.n_layers);
+
+  std::mt19937_64 rng(testing::test_seed());
+  llm::Generator cpu(m, 256, on(llm::ExecutorKind::kCpu, DType::kF16));
+  llm::Generator gpu(m, 256, on(llm::ExecutorKind::kCuda, DType::kF16));
+  std::vector<int32_t> in = testing::random_ids(rng, rows, m.config.vocab);
+  double worst = 0;
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<float> a = testing::must(cpu.step(in)), b = testing::must(gpu.step(in));
+    ASSERT_EQ(a.size(), b.size());
+    const double rel = testing::rel_error(std::vector<double>(b.begin(), b.end()), std::vector<double>(a.begin(), a.end()));
+    worst = std::max(worst, rel);
+    ASSERT_LE(rel, 2e-2) << "step " << step;
+    in = {llm::argmax(testing::last_row(a, m.config.vocab))};
+  }
+  std::printf("[ gpu/cpu  ] llama-110m f16 cache, %lld-row prefill on tiles: worst rel %.2e\n", static_cast<long long>(rows), worst);
 }
 
 // Paged batches on the GPU under a pool too small for all of them: sequences are preempted

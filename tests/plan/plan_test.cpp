@@ -8,6 +8,7 @@
 #include "compile/pipeline.h"
 #include "ir/ops.h"
 #include "plan/attention_schedule.h"
+#include "plan/mask_form.h"
 #include "models/model.h"
 #include "plan/plan.h"
 #include "testing.h"
@@ -136,6 +137,100 @@ TEST(AttentionSchedule, OnTheGpuKeyHeadCellsDecideTheSplits) {
   ASSERT_TRUE(choose_attention_schedule(prefill, h200()).ok());
   EXPECT_EQ(prefill.schedule, AttentionSchedule::kStreaming);
   EXPECT_EQ(prefill.scratch_floats, 0);
+}
+
+// One cached prefill of n query rows (4 heads of 64) over a one-head cache of cap keys,
+// masked by `mask` (built from the positions and the cap), compiled.
+template <class MaskFn>
+ir::Graph prefill(int64_t n, int64_t cap, DType kv, MaskFn mask) {
+  ir::Builder b("prefill");
+  ir::V pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
+  ir::V x = b.constant("x", testing::must(HostTensor::zeros(DType::kF32, {1, 4, n, 64})));
+  ir::V kc = b.state("k", kv, {1, 1, cap, 64}, ir::StateRole::kKeyCache, 0);
+  ir::V vc = b.state("v", kv, {1, 1, cap, 64}, ir::StateRole::kValueCache, 0);
+  ir::V kn = b.slice_axis(x, 1, 0, 1);
+  b.output("y", ir::ops::attention_cached(x, kn, kn, kc, vc, pos, mask(pos, cap), {.scale = 0.125, .softcap = 0}).out);
+  return testing::must(compile::run_passes(testing::must(b.finish()), compile::default_passes())).graph;
+}
+
+ir::V causal(ir::V pos, int64_t cap) { return ir::ops::causal_mask(pos, cap); }
+
+ir::ValueId pos_slot(const ir::Graph& g) {
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (g.values[v].kind == ir::ValueKind::kSlot && g.values[v].slot == ir::Slot::kPos) return static_cast<ir::ValueId>(v);
+  }
+  return -1;
+}
+
+const KernelRequest& only_attention(const Plan& p) {
+  const KernelRequest* found = nullptr;
+  for (const KernelRequest& r : p.requests) {
+    if (r.op == ir::OpKind::kAttention) {
+      EXPECT_EQ(found, nullptr) << "two attention eqns";
+      found = &r;
+    }
+  }
+  EXPECT_NE(found, nullptr);
+  return *found;
+}
+
+// A model's traced step keeps the causal mask as an operand of its fused attention; the plan
+// sees that the mask is the positions' rule and names the positions (for every backend: the
+// CPU reads the mask, a GPU tile kernel the positions).
+TEST(MaskForm, ATracedStepsCausalMaskIsReadAsItsPositions) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  const ir::Graph traced = testing::must(m.trace_step({.n_tokens = 5, .capacity = 16}));
+  const ir::Graph g = testing::must(compile::run_passes(traced, compile::default_passes())).graph;
+  for (const Plan& p : {testing::must(make_plan(g, h200())), testing::must(make_plan(g, two_cores()))}) {
+    int attention = 0;
+    for (const KernelRequest& r : p.requests) {
+      if (r.op != ir::OpKind::kAttention) continue;
+      ++attention;
+      EXPECT_EQ(r.attention.causal_pos, pos_slot(p.graph));
+      EXPECT_NE(describe(r.attention).find(" causal"), std::string::npos);
+    }
+    EXPECT_EQ(attention, m.config.n_layers);
+  }
+}
+
+// What is not the rule t <= pos[i] over keys 0..Lk-1 stays a mask: a window, a strict
+// compare, keys counted from 1, a mask whose select gives -inf to the visible keys.
+TEST(MaskForm, OtherMasksAreNotCausalPositions) {
+  const auto window = [](ir::V pos, int64_t cap) { return ir::ops::sliding_window_mask(pos, cap, 16); };
+  const auto strict = [](ir::V pos, int64_t cap) {
+    ir::Builder& b = *pos.b;
+    ir::V seen = b.compare(ir::ops::key_positions(b, cap), b.reshape(pos, {pos.dim(0), 1}), ir::CmpDir::kLt);
+    return b.reshape(b.select(seen, b.literal(0.0), b.literal(-INFINITY)), {1, 1, pos.dim(0), cap});
+  };
+  const auto from_one = [](ir::V pos, int64_t cap) {
+    return ir::ops::span_mask(pos, ir::ops::key_positions(*pos.b, cap) + 1.0, {});
+  };
+  const auto inverted = [](ir::V pos, int64_t cap) {
+    ir::Builder& b = *pos.b;
+    ir::V seen = b.compare(ir::ops::key_positions(b, cap), b.reshape(pos, {pos.dim(0), 1}), ir::CmpDir::kLe);
+    return b.reshape(b.select(seen, b.literal(-INFINITY), b.literal(0.0)), {1, 1, pos.dim(0), cap});
+  };
+  EXPECT_EQ(only_attention(testing::must(make_plan(prefill(64, 256, DType::kF16, causal), h200()))).attention.causal_pos,
+            pos_slot(prefill(64, 256, DType::kF16, causal)));
+  for (const ir::Graph& g : {prefill(64, 256, DType::kF16, window), prefill(64, 256, DType::kF16, strict),
+                             prefill(64, 256, DType::kF16, from_one), prefill(64, 256, DType::kF16, inverted)}) {
+    const KernelRequest& r = only_attention(testing::must(make_plan(g, h200())));
+    EXPECT_EQ(r.attention.causal_pos, -1) << describe(r.attention);
+    EXPECT_NE(r.kernel, "attention.tiles");
+  }
+}
+
+// A GPU runs a causal prefill of at least kGpuTileRows rows over a dense f16 cache on the
+// tensor-core tiles; fewer rows, an f32 cache or another mask keep the row kernel.
+TEST(AttentionSchedule, OnTheGpuACausalPrefillOverAnF16CacheRunsOnTiles) {
+  EXPECT_EQ(only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF16, causal), h200()))).kernel,
+            "attention.tiles");
+  EXPECT_NE(only_attention(testing::must(make_plan(prefill(kGpuTileRows - 1, 256, DType::kF16, causal), h200()))).kernel,
+            "attention.tiles");
+  EXPECT_NE(only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF32, causal), h200()))).kernel,
+            "attention.tiles");
+  EXPECT_NE(only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF16, causal), two_cores()))).kernel,
+            "attention.tiles");
 }
 
 // A transpose that moves only size-1 axes keeps the elements' order: an alias, like a reshape.

@@ -132,4 +132,27 @@ PrefillKernel prefill_kernel_for(const PrefillAttentionArgs& a);
 // Checks, then launches on `stream` (a cudaStream_t, or null for the default stream).
 Status prefill_attention(const PrefillAttentionArgs& a, void* stream = nullptr);
 
+// A step's causal prefill over its cache (exec/cuda/step), on the mma.sync kernel: q and out
+// f32 [batch, Hq, lq, head_dim], K/V the dense 16-bit cache [batch, Hkv, cap, head_dim] of
+// which row b's first lens[b] keys are live; query row i of row b sees the live keys
+// t <= pos[b * lq + i]. q and the probabilities are rounded to kv_type; f32 accumulation.
+struct StepPrefillArgs {
+  KvType kv_type = KvType::kF16;
+  int batch = 1, q_heads = 1, kv_heads = 1;
+  int head_dim = 64;  // 64, 128 or 256
+  int lq = 0, cap = 0;
+  const float* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  float* out = nullptr;
+  const int32_t* lens = nullptr;  // device i32 [batch]
+  const int32_t* pos = nullptr;   // device i32 [batch * lq]
+  float scale = 1.0f, softcap = 0.0f;
+};
+
+// kUnsupported for a head dim without a kernel; kInvalidInput for bad shapes or pointers.
+Status check_step_prefill_attention(const StepPrefillArgs& a);
+// Launches on `stream` (checked when the step is bound, not here: it runs inside a graph).
+Status step_prefill_attention(const StepPrefillArgs& a, void* stream = nullptr);
+
 }  // namespace kvf::exec::cuda

@@ -83,4 +83,51 @@ Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
   return Status();
 }
 
+Status check_step_prefill_attention(const StepPrefillArgs& a) {
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) {
+    return unsupported("cuda step prefill: head dim ", a.head_dim, " (the kernels take 64, 128, 256)");
+  }
+  if (a.batch < 1 || a.q_heads < 1 || a.kv_heads < 1 || a.q_heads % a.kv_heads != 0 || a.lq < 1 || a.cap < 1) {
+    return Error(ErrorCode::kInvalidInput, "cuda step prefill: bad shape");
+  }
+  if (a.batch > 65535 || a.q_heads > 65535) return unsupported("cuda step prefill: batch/q_heads over the grid limit 65535");
+  if (!a.q || !a.k || !a.v || !a.out || !a.lens || !a.pos) return Error(ErrorCode::kInvalidInput, "cuda step prefill: null pointer");
+  return Status();
+}
+
+Status step_prefill_attention(const StepPrefillArgs& a, void* stream) {
+  detail::StepPrefillParams s{};
+  detail::PrefillParams& p = s.p;
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.out = a.out;
+  p.batch = a.batch;
+  p.hq = a.q_heads;
+  p.hkv = a.kv_heads;
+  p.n_rep = a.q_heads / a.kv_heads;
+  p.max_seqlen_q = a.lq;
+  p.scale_log2 = a.scale * 1.4426950408889634f;
+  p.scale = a.scale;
+  p.softcap = a.softcap;
+  p.inv_softcap = a.softcap > 0.0f ? 1.0f / a.softcap : 0.0f;
+  p.causal = 1;
+  p.f16 = a.kv_type == KvType::kF16 ? 1 : 0;
+  s.lens = a.lens;
+  s.pos = a.pos;
+  s.cap = a.cap;
+  const int64_t d = a.head_dim;
+  s.q_row = d;
+  s.q_head = a.lq * d;
+  s.q_batch = a.q_heads * s.q_head;
+  s.k_row = d;
+  s.k_head = a.cap * d;
+  s.k_batch = a.kv_heads * s.k_head;
+  int rc = a.head_dim == 64    ? detail::launch_step_prefill_d64(s, stream)
+           : a.head_dim == 128 ? detail::launch_step_prefill_d128(s, stream)
+                               : detail::launch_step_prefill_d256(s, stream);
+  if (rc != 0) return internal_error("cuda step prefill: launch failed: ", cudaGetErrorString(static_cast<cudaError_t>(rc)));
+  return Status();
+}
+
 }  // namespace kvf::exec::cuda

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "exec/cuda/mma_ptx.cuh"
 #include "exec/cuda/prefill_block.cuh"
@@ -82,21 +83,54 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const uint16_t* src, int
   }
 }
 
+// The same tile from f32 rows, rounded to the 16-bit type on the way (plain loads and
+// stores: q is read once per block).
+template <class Tr, bool kF16>
+__device__ __forceinline__ void load_tile(uint32_t dst, const float* src, int64_t stride, int rows, int valid) {
+  for (int i = threadIdx.x; i < rows * Tr::kChunks; i += Tr::kThreads) {
+    const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+    uint32_t w[4] = {};
+    if (r < valid) {
+      const float4* x = reinterpret_cast<const float4*>(src + r * stride + c * 8);
+      const float4 a = x[0], b = x[1];
+      w[0] = pack<kF16>(a.x, a.y);
+      w[1] = pack<kF16>(a.z, a.w);
+      w[2] = pack<kF16>(b.x, b.y);
+      w[3] = pack<kF16>(b.z, b.w);
+    }
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz<Tr::kHeadDim>(r, c)), "r"(w[0]), "r"(w[1]),
+                 "r"(w[2]), "r"(w[3]));
+  }
+}
+
+// Two normalized outputs at `dst`: a 16-bit pair, or two floats.
+template <bool kF16>
+__device__ __forceinline__ void store_pair(uint16_t* dst, float a, float b) {
+  *reinterpret_cast<uint32_t*>(dst) = pack<kF16>(a, b);
+}
+template <bool kF16>
+__device__ __forceinline__ void store_pair(float* dst, float a, float b) {
+  *reinterpret_cast<float2*>(dst) = make_float2(a, b);
+}
+
 }  // namespace prefill
 
-template <class Tr, bool kF16, bool kCausal>
-__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(const PrefillParams p) {
+// Block: where the block's rows and keys are and what they hold (prefill_block.cuh):
+// PrefillBlock for the varlen API, StepBlock for the step executor.
+template <class Tr, bool kF16, bool kCausal, class Block = PrefillBlock>
+__global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(const typename Block::Params a) {
   using namespace prefill;
   constexpr int D = Tr::kHeadDim, BM = Tr::kBlockM, BN = Tr::kBlockN, MT = Tr::kMT;
   extern __shared__ __align__(128) unsigned char smem[];
-  const PrefillBlock blk(p, D, BM, BN, kCausal);
+  const PrefillParams& p = Block::base(a);
+  const Block blk(a, D, BM, BN, kCausal);
   if (blk.skip) return;
-  const int m0 = blk.m0, lq = blk.lq, lk = blk.lk, shift = blk.shift, n_blocks = blk.n_blocks;
+  const int m0 = blk.m0, lq = blk.lq, lk = blk.lk, n_blocks = blk.n_blocks;
   const int n_tiles = blk.n_tiles;
   const ScoreMods mods(p, blk.h, lk, kCausal);
   const float sl2 = mods.softmax_scale(p);
   const int64_t q_stride = blk.q_stride, kv_stride = blk.kv_stride;
-  const uint16_t *qg = blk.qg, *kg = blk.kg, *vg = blk.vg;
+  const uint16_t *kg = blk.kg, *vg = blk.vg;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   const uint32_t s_q = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -106,7 +140,11 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
     load_tile<Tr>(s_k + stage * Tr::kTileBytes, kg + n * BN * kv_stride, kv_stride, BN, valid);
     load_tile<Tr>(s_v + stage * Tr::kTileBytes, vg + n * BN * kv_stride, kv_stride, BN, valid);
   };
-  load_tile<Tr>(s_q, qg, q_stride, BM, lq - m0);
+  if constexpr (std::is_same_v<decltype(blk.qg), const float*>) {
+    load_tile<Tr, kF16>(s_q, blk.qg, q_stride, BM, lq - m0);
+  } else {
+    load_tile<Tr>(s_q, blk.qg, q_stride, BM, lq - m0);
+  }
   if (n_tiles > 0) load_kv(n_blocks - 1, 0);
   commit();
 
@@ -121,6 +159,12 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
     }
   uint32_t qf[Tr::kQInRegs ? D / 16 : 1][4];
   const int row_w = m0 + warp * MT * 16;  // the warp's first query row
+  const int diagonal = blk.least_pos(row_w, MT * 16);  // keys past it are hidden from some row
+  int row_pos[MT][2];                                   // the positions of the thread's rows
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_pos[mt][r] = blk.pos(row_w + mt * 16 + lane / 4 + r * 8);
   // ldmatrix lane addresses: q (A, rows lane % 16, chunk 2 kk + lane / 16), k (B, keys
   // (lane / 16) * 8 + lane % 8, chunk 2 kk + (lane / 8) % 2), v (B transposed, keys lane % 16
   // in the order of (lane / 8) % 2 * 8 + lane % 8, chunk 2 dd + lane / 16).
@@ -178,7 +222,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
     // Masks only where a key can be invisible to one of the warp's rows: past lk, or above
     // the diagonal.
     const int key0 = n * BN;
-    if (mods.every_tile() || key0 + BN > lk || (kCausal && key0 + BN - 1 > row_w + shift)) {
+    if (mods.every_tile() || key0 + BN > lk || (kCausal && key0 + BN - 1 > diagonal)) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -186,8 +230,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int key = key0 + j * 8 + 2 * (lane % 4) + (e & 1);
-            const int row = row_w + mt * 16 + lane / 4 + (e / 2) * 8;
-            s[mt][j][e] = mods(s[mt][j][e], key, row + shift);
+            s[mt][j][e] = mods(s[mt][j][e], key, row_pos[mt][e / 2]);
           }
     }
 
@@ -248,7 +291,7 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
   wait<0>();  // no copy outlives the block (n_tiles == 0 leaves the q copies unwaited)
 
   // Normalize and store; a row that saw no key gets zeros.
-  uint16_t* og = blk.out(p);
+  auto* og = blk.out(a);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -259,10 +302,9 @@ __global__ void __launch_bounds__(Tr::kThreads, Tr::kMinBlocks) prefill_kernel(c
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       const int row = warp * MT * 16 + mt * 16 + lane / 4 + r * 8;
       if (m0 + row >= lq) continue;
-      uint16_t* dst = og + row * q_stride + 2 * (lane % 4);
+      auto* dst = og + row * q_stride + 2 * (lane % 4);
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(dst + j * 8) = pack<kF16>(o[mt][j][2 * r] * inv, o[mt][j][2 * r + 1] * inv);
+      for (int j = 0; j < D / 8; ++j) store_pair<kF16>(dst + j * 8, o[mt][j][2 * r] * inv, o[mt][j][2 * r + 1] * inv);
     }
 }
 
@@ -273,6 +315,19 @@ int launch_prefill_as(const PrefillParams& p, void* stream) {
   if (e != cudaSuccess) return static_cast<int>(e);
   const dim3 grid((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM, p.hq, p.batch);
   k<<<grid, Tr::kThreads, Tr::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// The step executor's causal prefill over its f16/bf16 cache.
+template <class Tr>
+int launch_step_prefill_as(const StepPrefillParams& s, void* stream) {
+  const PrefillParams& p = s.p;
+  if (p.max_seqlen_q <= 0) return 0;
+  auto* k = p.f16 ? prefill_kernel<Tr, true, true, StepBlock> : prefill_kernel<Tr, false, true, StepBlock>;
+  cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  const dim3 grid((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM, p.hq, p.batch);
+  k<<<grid, Tr::kThreads, Tr::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(s);
   return static_cast<int>(cudaGetLastError());
 }
 

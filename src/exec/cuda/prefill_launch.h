@@ -26,6 +26,26 @@ struct PrefillParams {
   int f16;                   // 0: bf16, 1: f16
 };
 
+// The step executor's layouts (exec/cuda/step): q and out f32 [B, Hq, Lq, d], K/V a dense
+// 16-bit cache [B, Hkv, cap, d] of which sequence b's first lens[b] keys are live; query row i
+// of sequence b sees key t when t <= pos[b * Lq + i] (its position), whatever the order of the
+// positions. Strides in elements. The scalar fields of PrefillParams that the step uses:
+// batch, hq, hkv, n_rep, max_seqlen_q (= Lq), scale_log2, scale, softcap, inv_softcap, f16;
+// q, k, v, out point at the step's buffers; cu_q, cu_k, alibi are null and window 0.
+struct StepPrefillParams {
+  PrefillParams p;
+  const int32_t* lens;  // [B]
+  const int32_t* pos;   // [B * Lq]
+  int cap;              // keys per cache row: lens are clamped to it
+  int64_t q_row, q_head, q_batch;  // of q and out
+  int64_t k_row, k_head, k_batch;  // of k and v
+};
+
+// The same kernels over a step's buffers, one launcher per head dim. Return a cudaError_t.
+int launch_step_prefill_d64(const StepPrefillParams& s, void* stream);
+int launch_step_prefill_d128(const StepPrefillParams& s, void* stream);
+int launch_step_prefill_d256(const StepPrefillParams& s, void* stream);
+
 // Launch the prefill kernel for one head dim. Returns a cudaError_t.
 int launch_prefill_d64(const PrefillParams& p, void* stream);
 int launch_prefill_d128(const PrefillParams& p, void* stream);

@@ -340,6 +340,7 @@ Status CudaExecutor::bind_ops() {
   fuse_rounding_casts();
   pack_small_ops();
   Status s = bind_decode_attention();
+  if (s) s = bind_tile_attention();
   if (!s) return s;
   return bind_tensor_cores();
 }
@@ -398,6 +399,37 @@ Status CudaExecutor::bind_decode_attention() {
   Result<void*> p = device_.allocate_zeroed(static_cast<int64_t>(bytes));  // counters start at zero
   if (!p) return p.take_error().context("decode attention workspace");
   decode_workspace_ = Buffer(&device_, *p, static_cast<int64_t>(bytes));
+  return {};
+}
+
+// The attention the plan puts on tiles (a causal prefill over a dense f16 cache): the mask's
+// positions are read in place of the mask.
+Status CudaExecutor::bind_tile_attention() {
+  for (Op& op : body_) {
+    const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
+    if (plan_.graph.eqns[static_cast<size_t>(op.eqn)].op != OpKind::kAttention) continue;
+    if (r.schedule != plan::AttentionSchedule::kTiles) continue;
+    const AttentionRows rows = attention_rows_of(op);
+    StepPrefillArgs& a = op.tile_args;
+    a.kv_type = KvType::kF16;
+    a.batch = static_cast<int>(r.batch);
+    a.q_heads = static_cast<int>(r.hq);
+    a.kv_heads = static_cast<int>(r.hkv);
+    a.head_dim = static_cast<int>(r.dk);
+    a.lq = static_cast<int>(r.lq);
+    a.cap = static_cast<int>(r.lk);
+    a.q = rows.q;
+    a.k = rows.k;
+    a.v = rows.v;
+    a.out = rows.out;
+    a.lens = rows.len;
+    a.pos = static_cast<const int32_t*>(refs_[static_cast<size_t>(r.causal_pos)].data);
+    a.scale = rows.scale;
+    a.softcap = rows.softcap;
+    Status s = check_step_prefill_attention(a);
+    if (!s) return s.take_error().context("exec/cuda: ", ir::value_ref(plan_.graph, plan_.graph.eqns[static_cast<size_t>(op.eqn)].out));
+    op.tiles = true;
+  }
   return {};
 }
 
@@ -853,6 +885,7 @@ Status CudaExecutor::launch(const Op& op) {
       return {};
     case OpKind::kAttention:
       if (op.decode_kernel) return decode_attention(op.decode, op.decode_plan, decode_workspace_.data(), device_.stream());
+      if (op.tiles) return step_prefill_attention(op.tile_args, device_.stream());
       attention_rows(attention_rows_of(op), plan_.requests[static_cast<size_t>(op.eqn)].attention.splits, op.scratch, l);
       return {};
     default: break;

@@ -48,6 +48,9 @@ class CudaExecutor final : public Executor {
     bool decode_kernel = false;
     DecodeAttentionArgs decode;
     DecodePlan decode_plan;
+    // A causal prefill on the tensor-core tile kernel (the plan's kTiles schedule).
+    bool tiles = false;
+    StepPrefillArgs tile_args;
     Pack pack;  // tasks > 0: ropes and cache writes run as one launch (pack.cu)
   };
 
@@ -67,6 +70,7 @@ class CudaExecutor final : public Executor {
   Status bind_tensor_cores();
   Status bind_decode_attention();
   bool decode_args(const Op& op, DecodeAttentionArgs& a) const;
+  Status bind_tile_attention();
   AttentionRows attention_rows_of(const Op& op) const;
   Status check_validations();
   Status read_faults();
