@@ -63,6 +63,7 @@ Status run(const ConvertOptions& o) {
     if (!t) return t.take_error();
     m->tokenizer = std::move(*t);
   }
+  if (Status can = models::can_export_gguf(m->config); !can) return can;  // before any warning
   if (!m->tokenizer) std::fprintf(stderr, "kvforge: warning: %s has no tokenizer; the GGUF will have none\n", o.model.model.c_str());
   Progress converting("converting", "MiB", 1 << 20);
   e->progress = converting.callback();

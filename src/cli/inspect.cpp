@@ -35,6 +35,13 @@ void print_bill(const models::ModelConfig& c) {
               (long long)c.n_layers, (long long)c.n_kv_heads, (long long)c.head_dim, per_token, context_mib);
 }
 
+// MLA heads share one latent K/V, so they have no kv-head count: their widths instead.
+std::string heads_text(const models::ModelConfig& c) {
+  if (!models::latent_kv(c)) return str_cat(c.n_heads, " heads / ", c.n_kv_heads, " kv heads (head dim ", c.head_dim, ")");
+  return str_cat(c.n_heads, " heads (MLA: q/k head dim ", c.qk_nope_dim + c.qk_rope_dim, " = ", c.qk_nope_dim, " + ",
+                 c.qk_rope_dim, " rope, v head dim ", c.v_head_dim, ", one latent K/V of rank ", c.kv_lora_rank, ")");
+}
+
 Status run(const InspectOptions& o) {
   Result<models::Model> m = open(o.model, false);
   if (!m) return m.take_error();
@@ -60,9 +67,8 @@ Status run(const InspectOptions& o) {
     std::printf("%s\n", j.dump().c_str());
     return {};
   }
-  std::printf("%s: %s, %lld layers, dim %lld, %lld heads / %lld kv heads (head dim %lld), ffn %lld, vocab %lld\n",
-              o.model.model.c_str(), c.arch.c_str(), (long long)c.n_layers, (long long)c.dim, (long long)c.n_heads,
-              (long long)c.n_kv_heads, (long long)c.head_dim, (long long)c.hidden_dim, (long long)c.vocab);
+  std::printf("%s: %s, %lld layers, dim %lld, %s, ffn %lld, vocab %lld\n", o.model.model.c_str(), c.arch.c_str(),
+              (long long)c.n_layers, (long long)c.dim, heads_text(c).c_str(), (long long)c.hidden_dim, (long long)c.vocab);
   std::printf("parameters %lld (%.2f MiB as stored); context %lld\n", (long long)m->weights.parameter_count(),
               static_cast<double>(weight_bytes) / (1 << 20), (long long)c.context);
   print_bill(c);

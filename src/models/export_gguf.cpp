@@ -145,10 +145,7 @@ Status check_outtype(const std::optional<DType>& outtype) {
 
 }  // namespace
 
-Status export_gguf(const Model& m, const std::string& path, const ExportOptions& opts) {
-  Status ok = check_outtype(opts.outtype);
-  if (!ok) return ok;
-  const ModelConfig& c = m.config;
+Status can_export_gguf(const ModelConfig& c) {
   const Family* family = family_by_arch(c.arch);
   if (family == nullptr || !family->gguf_export) {
     return unsupported("GGUF export: architecture ", c.arch, " is not supported yet");
@@ -156,6 +153,14 @@ Status export_gguf(const Model& m, const std::string& path, const ExportOptions&
   if (c.rotary_dim != 0 || !c.rope_inv_freq.empty() || c.sliding_window > 0 || c.attn_bias || c.qk_norm) {
     return unsupported("GGUF export: only plain llama models (full rotary, unscaled rope, no window or biases) so far");
   }
+  return {};
+}
+
+Status export_gguf(const Model& m, const std::string& path, const ExportOptions& opts) {
+  Status ok = check_outtype(opts.outtype);
+  if (ok) ok = can_export_gguf(m.config);
+  if (!ok) return ok;
+  const ModelConfig& c = m.config;
   load::GgufWriter w;
   w.set_string("general.architecture", "llama");
   w.set_string("general.name", m.source);

@@ -22,5 +22,7 @@ struct ExportOptions {
 };
 
 Status export_gguf(const Model& m, const std::string& path, const ExportOptions& opts = {});
+// Whether export_gguf writes this model: kUnsupported naming what it lacks.
+Status can_export_gguf(const ModelConfig& c);
 
 }  // namespace kvf::models

@@ -18,13 +18,14 @@ int split_count(const AttentionRequest& r, const DeviceCaps& caps) {
   return static_cast<int>(cpu_attention_pieces(r.lk));
 }
 
-// A causal prefill over a dense f16 cache of a head dim the tile kernel has, with enough
-// query rows to fill its 64-row tiles: the tensor cores (q and the probabilities rounded to
-// f16, as the cache already is; f32 accumulation).
+// A causal prefill of one sequence (the mask's positions are its rows') over a dense f16
+// cache of a head dim the tile kernel has, with enough query rows to fill its 64-row tiles:
+// the tensor cores (q and the probabilities rounded to f16, as the cache already is; f32
+// accumulation).
 bool gpu_tiles(const AttentionRequest& r) {
   const bool width = r.dk == r.dv && (r.dk == 64 || r.dk == 128 || r.dk == 256);
-  return r.causal_pos >= 0 && r.live_len && r.kv_dtype == DType::kF16 && r.pool_rows == 0 && r.ds == 0 && width &&
-         r.lq >= kGpuTileRows;
+  return r.causal_pos >= 0 && r.live_len && r.batch == 1 && r.kv_dtype == DType::kF16 && r.pool_rows == 0 &&
+         r.ds == 0 && width && r.lq >= kGpuTileRows;
 }
 
 // On a GPU: one block per (row, key head, query row) cell and key split (exec/cuda/step);

@@ -162,7 +162,8 @@ ir::ValueId pos_slot(const ir::Graph& g) {
   return -1;
 }
 
-const KernelRequest& only_attention(const Plan& p) {
+// A copy: callers pass the plan as a temporary.
+KernelRequest only_attention(const Plan& p) {
   const KernelRequest* found = nullptr;
   for (const KernelRequest& r : p.requests) {
     if (r.op == ir::OpKind::kAttention) {
@@ -214,14 +215,15 @@ TEST(MaskForm, OtherMasksAreNotCausalPositions) {
             pos_slot(prefill(64, 256, DType::kF16, causal)));
   for (const ir::Graph& g : {prefill(64, 256, DType::kF16, window), prefill(64, 256, DType::kF16, strict),
                              prefill(64, 256, DType::kF16, from_one), prefill(64, 256, DType::kF16, inverted)}) {
-    const KernelRequest& r = only_attention(testing::must(make_plan(g, h200())));
+    const KernelRequest r = only_attention(testing::must(make_plan(g, h200())));
     EXPECT_EQ(r.attention.causal_pos, -1) << describe(r.attention);
     EXPECT_NE(r.kernel, "attention.tiles");
   }
 }
 
-// A GPU runs a causal prefill of at least kGpuTileRows rows over a dense f16 cache on the
-// tensor-core tiles; fewer rows, an f32 cache or another mask keep the row kernel.
+// A GPU runs a causal prefill of one sequence with at least kGpuTileRows rows over a dense
+// f16 cache on the tensor-core tiles; fewer rows, an f32 cache, a batch of sequences or the
+// CPU keep the other schedules.
 TEST(AttentionSchedule, OnTheGpuACausalPrefillOverAnF16CacheRunsOnTiles) {
   EXPECT_EQ(only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF16, causal), h200()))).kernel,
             "attention.tiles");
@@ -231,6 +233,10 @@ TEST(AttentionSchedule, OnTheGpuACausalPrefillOverAnF16CacheRunsOnTiles) {
             "attention.tiles");
   EXPECT_NE(only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF16, causal), two_cores()))).kernel,
             "attention.tiles");
+  AttentionRequest two = only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF16, causal), h200()))).attention;
+  two.batch = 2;  // two sequences would share the mask's positions
+  ASSERT_TRUE(choose_attention_schedule(two, h200()).ok());
+  EXPECT_NE(two.schedule, AttentionSchedule::kTiles);
 }
 
 // A transpose that moves only size-1 axes keeps the elements' order: an alias, like a reshape.
