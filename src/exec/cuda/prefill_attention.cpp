@@ -10,8 +10,29 @@
 namespace kvf::exec::cuda {
 namespace {
 
+constexpr float kLog2eHost = 1.4426950408889634f;  // the kernels' scores live in the log2 domain
+
 // Softcap, ALiBi or a window: the per-score pass the wgmma kernel does not have.
 bool has_score_mods(const PrefillAttentionArgs& a) { return a.softcap > 0.0f || a.alibi != nullptr || a.window > 0; }
+
+// What both forms of a launch fill alike: the buffers, the heads, the score transform (the
+// scale also in the log2 domain, the softcap's reciprocal) and the 16-bit type.
+void set_common(detail::PrefillParams& p, KvType type, const void* q, const void* k, const void* v, void* out, int batch,
+                int hq, int hkv, float scale, float softcap) {
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.out = out;
+  p.batch = batch;
+  p.hq = hq;
+  p.hkv = hkv;
+  p.n_rep = hq / hkv;
+  p.scale_log2 = scale * kLog2eHost;
+  p.scale = scale;
+  p.softcap = softcap;
+  p.inv_softcap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
+  p.f16 = type == KvType::kF16 ? 1 : 0;
+}
 
 }  // namespace
 
@@ -52,27 +73,15 @@ PrefillKernel prefill_kernel_for(const PrefillAttentionArgs& a) {
 Status prefill_attention(const PrefillAttentionArgs& a, void* stream) {
   if (Status s = check_prefill_attention(a); !s) return s;
   detail::PrefillParams p{};
-  p.q = a.q;
-  p.k = a.k;
-  p.v = a.v;
-  p.out = a.out;
+  set_common(p, a.kv_type, a.q, a.k, a.v, a.out, a.batch, a.q_heads, a.kv_heads, a.scale, a.softcap);
   p.cu_q = a.cu_seqlens_q;
   p.cu_k = a.cu_seqlens_k;
-  p.batch = a.batch;
-  p.hq = a.q_heads;
-  p.hkv = a.kv_heads;
-  p.n_rep = a.q_heads / a.kv_heads;
   p.max_seqlen_q = a.max_seqlen_q;
   p.total_q = a.total_q;
   p.total_k = a.total_k;
-  p.scale_log2 = a.scale * 1.4426950408889634f;
-  p.scale = a.scale;
-  p.softcap = a.softcap;
-  p.inv_softcap = a.softcap > 0.0f ? 1.0f / a.softcap : 0.0f;
   p.alibi = a.alibi;
   p.window = a.window;
   p.causal = a.causal ? 1 : 0;
-  p.f16 = a.kv_type == KvType::kF16 ? 1 : 0;
   int rc = 0;
   if (prefill_kernel_for(a) == PrefillKernel::kWgmma) rc = detail::launch_prefill_wgmma(p, a.head_dim, stream);
   else if (a.head_dim == 64) rc = detail::launch_prefill_d64(p, stream);
@@ -97,22 +106,9 @@ Status check_step_prefill_attention(const StepPrefillArgs& a) {
 
 Status step_prefill_attention(const StepPrefillArgs& a, void* stream) {
   detail::StepPrefillParams s{};
-  detail::PrefillParams& p = s.p;
-  p.q = a.q;
-  p.k = a.k;
-  p.v = a.v;
-  p.out = a.out;
-  p.batch = a.batch;
-  p.hq = a.q_heads;
-  p.hkv = a.kv_heads;
-  p.n_rep = a.q_heads / a.kv_heads;
-  p.max_seqlen_q = a.lq;
-  p.scale_log2 = a.scale * 1.4426950408889634f;
-  p.scale = a.scale;
-  p.softcap = a.softcap;
-  p.inv_softcap = a.softcap > 0.0f ? 1.0f / a.softcap : 0.0f;
-  p.causal = 1;
-  p.f16 = a.kv_type == KvType::kF16 ? 1 : 0;
+  set_common(s.p, a.kv_type, a.q, a.k, a.v, a.out, a.batch, a.q_heads, a.kv_heads, a.scale, a.softcap);
+  s.p.max_seqlen_q = a.lq;
+  s.p.causal = 1;
   s.lens = a.lens;
   s.pos = a.pos;
   s.cap = a.cap;
