@@ -1,5 +1,7 @@
-// canonicalize (exact): drops eqns that return their operand unchanged and folds chains of
-// reshapes into one, so later passes match one spelling of each chain. It never reorders
+// canonicalize (exact): drops eqns that return their operand unchanged, folds chains of
+// reshapes into one, and turns a transpose that puts every element back where it was
+// (undoing a transpose before it) into a reshape of the chain's source, so later passes
+// match one spelling of each chain and executors copy nothing there. It never reorders
 // arithmetic; every rule below keeps every bit of every value (docs/compiler.md).
 #include <cmath>
 #include <optional>
@@ -88,6 +90,102 @@ ValueId reshape_source(const ir::Graph& g, ValueId v) {
   return v;
 }
 
+// A layout of a source's elements: each axis's extent and stride (in elements).
+struct View {
+  Shape shape;
+  std::vector<int64_t> strides;
+};
+
+View row_major(const Shape& shape) {
+  View v{shape, std::vector<int64_t>(shape.size(), 1)};
+  for (size_t a = shape.size(); a-- > 1;) v.strides[a - 1] = v.strides[a] * shape[a];
+  return v;
+}
+
+View transposed(const View& v, const std::vector<int64_t>& perm) {
+  View t;
+  for (int64_t a : perm) {
+    t.shape.push_back(v.shape[static_cast<size_t>(a)]);
+    t.strides.push_back(v.strides[static_cast<size_t>(a)]);
+  }
+  return t;
+}
+
+// v's elements read in `to`'s row-major order without a copy, when they can be: the axes
+// fall into runs that are contiguous with each other (stride[a] = stride[a+1] * extent[a+1]),
+// and each new axis group covers exactly one run. Size-1 axes go anywhere.
+std::optional<View> reshaped(const View& v, const Shape& to) {
+  View from;
+  for (size_t a = 0; a < v.shape.size(); ++a) {
+    if (v.shape[a] == 0) return std::nullopt;
+    if (v.shape[a] != 1) {
+      from.shape.push_back(v.shape[a]);
+      from.strides.push_back(v.strides[a]);
+    }
+  }
+  View out{to, std::vector<int64_t>(to.size(), 0)};
+  size_t next = to.size();  // new axes are given strides from the innermost out
+  for (size_t end = from.shape.size(); end > 0;) {
+    size_t begin = end - 1;  // the run [begin, end): contiguous among themselves
+    int64_t run = from.shape[begin];
+    while (begin > 0 && from.strides[begin - 1] == from.strides[begin] * from.shape[begin]) {
+      --begin;
+      run *= from.shape[begin];
+    }
+    int64_t covered = 1;
+    const int64_t unit = from.strides[end - 1];
+    while (next > 0 && (covered < run || to[next - 1] == 1)) {
+      --next;
+      out.strides[next] = unit * covered;
+      covered *= to[next];
+    }
+    if (covered != run) return std::nullopt;
+    end = begin;
+  }
+  while (next > 0) {
+    if (to[--next] != 1) return std::nullopt;
+  }
+  return out;
+}
+
+bool is_row_major(const View& v) {
+  int64_t expect = 1;
+  for (size_t a = v.shape.size(); a-- > 0;) {
+    if (v.shape[a] == 1) continue;
+    if (v.strides[a] != expect) return false;
+    expect *= v.shape[a];
+  }
+  return true;
+}
+
+// For a transpose whose value is its chain's source in row-major order (the chain: the
+// reshapes and transposes it reads through, one transpose at least), that source. A lone
+// transpose of size-1 axes is left as it is: the attention pass matches that spelling.
+std::optional<ValueId> order_preserving_source(const ir::Graph& g, const Eqn& e) {
+  if (e.op != OpKind::kTranspose) return std::nullopt;
+  std::vector<const Eqn*> chain{&e};
+  ValueId src = e.in[0];
+  bool undoes = false;  // another transpose in the chain
+  for (const Eqn* d = producer(g, src); d != nullptr && (d->op == OpKind::kReshape || d->op == OpKind::kTranspose);
+       d = producer(g, src)) {
+    chain.push_back(d);
+    undoes = undoes || d->op == OpKind::kTranspose;
+    src = d->in[0];
+  }
+  if (!undoes) return std::nullopt;
+  View v = row_major(g.type(src).shape);
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    if ((*it)->op == OpKind::kTranspose) {
+      v = transposed(v, (*it)->params.axes);
+    } else if (std::optional<View> r = reshaped(v, (*it)->params.shape)) {
+      v = *r;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return is_row_major(v) ? std::optional<ValueId>(src) : std::nullopt;
+}
+
 // A reshape that only reshapes read: after folding, they read its source, so it goes.
 bool folded_away(const Uses& uses, const Eqn& e, const ir::Graph& g) {
   if (e.op != OpKind::kReshape || uses.is_root(e.out) || uses.readers(e.out).empty()) return false;
@@ -116,6 +214,16 @@ bool canonicalize_eqn(Rewriter& rw, const Uses& uses, size_t i) {
       ir::Params p;
       p.shape = e.params.shape;
       forward(rw, e.out, rw.emit(OpKind::kReshape, {rw.get(src)}, p));
+    }
+    return true;
+  }
+  if (const std::optional<ValueId> src = order_preserving_source(g, e)) {
+    if (g.type(*src).shape == g.type(e.out).shape) {
+      forward(rw, e.out, rw.get(*src));
+    } else {
+      ir::Params p;
+      p.shape = g.type(e.out).shape;
+      forward(rw, e.out, rw.emit(OpKind::kReshape, {rw.get(*src)}, p));
     }
     return true;
   }

@@ -1,5 +1,6 @@
 // canonicalize: every no-op eqn goes, every near-miss stays, reshape chains fold into one,
-// and the graph after the pass gives the same bits on the oracle (Precision::kNative).
+// transposes that move no element become reshapes, and the graph after the pass gives the
+// same bits on the oracle (Precision::kNative).
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -105,6 +106,49 @@ TEST_F(Canonicalize, FoldsReshapeChainsIntoOne) {
       EXPECT_EQ(c.value(e.in[0]).kind, ir::ValueKind::kConstant) << ir::print(c);
     }
   }
+  expect_same_outputs(g, c);
+}
+
+// A batched step's heads: [1, rows, H, d] split into heads [1, H, rows, d], then as rows
+// [rows, H, 1, d]; the way back the same. Each transpose moves elements, the pair does not.
+TEST_F(Canonicalize, TransposeChainsThatMoveNothingBecomeReshapes) {
+  SCOPED_TRACE(str_cat("seed ", seed_));
+  ir::Builder b("heads");
+  const V x = testing::input(b, "x", random({1, 3, 2, 4}));
+  const V heads = b.transpose(x, {0, 2, 1, 3});                            // [1, 2, 3, 4]
+  const V rows = b.transpose(b.reshape(heads, {2, 3, 1, 4}), {1, 0, 2, 3});  // [3, 2, 1, 4]: x's order
+  b.output("rows", b.unary(OpKind::kExp, rows));
+  const V back = b.transpose(b.reshape(b.transpose(rows, {1, 0, 2, 3}), {1, 2, 3, 4}), {0, 2, 1, 3});
+  b.output("back", b.unary(OpKind::kNeg, back));                             // x again
+  b.output("unit_axes", b.transpose(b.transpose(x, {1, 0, 2, 3}), {0, 2, 1, 3}));  // size-1 axes and back
+  const ir::Graph g = must(b.finish());
+  const ir::Graph c = must(compile::dce_pass().run(canonicalize(g)));  // the undone transposes are dead
+  EXPECT_EQ(count_op(g, OpKind::kTranspose), 6);
+  EXPECT_EQ(count_op(c, OpKind::kTranspose), 0) << ir::print(c);
+  for (const ir::Eqn& e : c.eqns) {  // back is x itself, not even a reshape of it
+    if (e.op == OpKind::kNeg) {
+      EXPECT_EQ(c.value(e.in[0]).kind, ir::ValueKind::kConstant) << ir::print(c);
+    }
+  }
+  expect_same_outputs(g, c);
+}
+
+// Transposes that do move elements stay: one read elsewhere (its chain still folds through
+// it), a pair whose second makes a different axis swap, a chain through a slice, and a lone
+// transpose of size-1 axes (the spelling the attention pass matches).
+TEST_F(Canonicalize, TransposeChainsThatMoveElementsStay) {
+  SCOPED_TRACE(str_cat("seed ", seed_));
+  ir::Builder b("moving");
+  const V x = testing::input(b, "x", random({1, 3, 2, 4}));
+  const V heads = b.transpose(x, {0, 2, 1, 3});
+  b.output("heads_exp", b.unary(OpKind::kExp, heads));  // read: stays
+  b.output("rows", b.transpose(b.reshape(heads, {2, 3, 1, 4}), {1, 0, 2, 3}));  // folds to x
+  b.output("swapped", b.transpose(heads, {0, 1, 3, 2}));  // [1, 2, 4, 3]: moves
+  b.output("sliced", b.transpose(b.slice(heads, {0, 0, 0, 0}, {1, 2, 2, 4}), {0, 2, 1, 3}));
+  b.output("unit_axes", b.transpose(b.reshape(x, {1, 1, 6, 4}), {1, 0, 2, 3}));
+  const ir::Graph g = must(b.finish());
+  const ir::Graph c = must(compile::dce_pass().run(canonicalize(g)));
+  EXPECT_EQ(count_op(c, OpKind::kTranspose), 4) << ir::print(c);  // heads, swapped, sliced's, unit_axes
   expect_same_outputs(g, c);
 }
 
