@@ -122,6 +122,7 @@ Status run(const BatchOptions& o) {
                                       : static_cast<int32_t>(per_seq * std::min<int64_t>(o.max_rows, static_cast<int64_t>(reqs->size())));
     d.kv_dtype = g.kv_dtype;
     d.executor = g.executor;
+    d.compute = g.compute;
     d.threads = g.threads;
     d.identity = identity_of(o.model.model);
     d.eos = m->config.eos;
@@ -141,6 +142,12 @@ Status run(const BatchOptions& o) {
     summary["evictions"] = driver.prefix_cache().evictions();
     summary["kv_bytes"] = driver.state_bytes();
     summary["peak_blocks"] = driver.peak_used_blocks();
+    // The steady decode (steps of decodes only, on a shape that had run before) apart from
+    // the wall time, which also holds the prefills and the tracing and compiling of each shape.
+    summary["decode_steps"] = sched.steady_decode().steps;
+    summary["decode_tokens_per_s"] = sched.steady_decode().tokens_per_s();
+    summary["shapes"] = driver.runner().shapes_prepared();
+    summary["prepare_s"] = driver.runner().prepare_seconds();
   }
   generating.finish();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -105,6 +105,7 @@ struct E2eCli {
   bench::E2eOptions o;
   std::string kv_type = "f16";
   std::string device = "cpu";
+  std::string dtype = "auto";
   bool json = false;
   std::string peer;
 };
@@ -249,11 +250,15 @@ Command add_bench_command(CLI::App& parent) {
   e->add_option("--device", e2e->device, "where kvforge's steps run: cpu, or cuda (the first GPU)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  e->add_option("--dtype", e2e->dtype, "what products compute from: auto (16-bit inputs where a GPU's tensor cores run them) or f32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "f32"}));
   e->add_option("--peer", e2e->peer, "llama.cpp's llama-bench binary: run it on the same file and print the ratio");
   e->add_flag("--json", e2e->json, "print one JSON line");
   e->callback([=] {
     e2e->o.kv_dtype = e2e->kv_type == "f32" ? DType::kF32 : DType::kF16;
     e2e->o.cuda = e2e->device == "cuda";
+    e2e->o.f32_compute = e2e->dtype == "f32";
     *run_fn = [=] { return run_e2e(*e2e); };
   });
 

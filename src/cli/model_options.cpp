@@ -52,6 +52,12 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which) {
                    "on the device; only token ids and logits cross)")
         ->capture_default_str()
         ->check(CLI::IsMember({"cpu", "cuda"}));
+    cmd.add_option("--dtype", o.dtype,
+                   "what products compute from: auto (on a GPU, 16-bit inputs where the tensor cores run them: "
+                   "linears of 9+ rows over 16-bit or quantized weights, causal prefills over an f16 cache; f32 "
+                   "sums), or f32 (every product from f32 inputs: what the CPU computes)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "f32"}));
   }
   if (!which.runtime) return;
   cmd.add_option("--threads", o.threads, "threads the executor runs on")->capture_default_str()->check(CLI::Range(1, 256));
@@ -128,6 +134,7 @@ llm::GeneratorOptions generator_options(const ModelOptions& o) {
   g.executor = o.executor == "oracle" ? llm::ExecutorKind::kOracle
                : o.device == "cuda"   ? llm::ExecutorKind::kCuda
                                       : llm::ExecutorKind::kCpu;
+  g.compute = o.dtype == "f32" ? llm::Compute::kF32 : llm::Compute::kAuto;
   g.threads = o.threads;
   g.kv_dtype = o.kv_type == "f16" ? DType::kF16 : DType::kF32;
   return g;

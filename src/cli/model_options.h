@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string executor = "cpu";  // cpu (compiled) or oracle
   std::string device = "cpu";    // where the compiled step runs: cpu or cuda
   std::string kv_type = "f32";   // the KV cache's element type: f32 or f16
+  std::string dtype = "auto";    // what products compute from: auto or f32
   int64_t max_memory = -1;       // --max-memory in bytes; -1: what the host has available
 };
 

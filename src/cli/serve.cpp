@@ -121,6 +121,7 @@ Status run(const ServeOptions& o) {
   e.driver.max_seq_len = ctx;
   e.driver.kv_dtype = g.kv_dtype;
   e.driver.executor = g.executor;
+  e.driver.compute = g.compute;
   e.driver.threads = g.threads;
   e.driver.identity = identity_of(o.model.model);
   e.driver.prefix_cache = !o.no_prefix_cache;

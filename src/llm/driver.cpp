@@ -14,6 +14,7 @@ int64_t pow2_at_least(int64_t n) {
 RunnerOptions runner_options(const DriverOptions& o) {
   RunnerOptions r;
   r.executor = o.executor;
+  r.compute = o.compute;
   r.threads = o.threads;
   return r;
 }

@@ -32,6 +32,7 @@ struct DriverOptions {
   int64_t max_seq_len = 0;     // longest prompt + generation (the read map's width); 0: the model's context, at most 4096
   DType kv_dtype = DType::kF32;
   ExecutorKind executor = ExecutorKind::kCpu;
+  Compute compute = Compute::kAuto;  // what products compute from (RunnerOptions)
   int threads = 0;
   kv::WeightsIdentity identity;  // the weights the K/V come from: prefix hits never cross it
   bool prefix_cache = true;
@@ -127,6 +128,7 @@ class Driver {
   int64_t max_seq_len() const { return max_seq_len_; }
   const kv::PrefixCache& prefix_cache() const { return cache_; }
   int64_t state_bytes() const { return runner_.state_bytes(); }
+  const StepRunner& runner() const { return runner_; }
   std::vector<SeqId> sequences() const;
 
  private:

@@ -7,6 +7,7 @@ namespace {
 RunnerOptions runner_options(const GeneratorOptions& o) {
   RunnerOptions r;
   r.executor = o.executor;
+  r.compute = o.compute;
   r.precision = o.precision;
   r.threads = o.threads;
   r.skip_passes = o.skip_passes;

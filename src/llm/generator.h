@@ -12,6 +12,7 @@ namespace kvf::llm {
 
 struct GeneratorOptions {
   ExecutorKind executor = ExecutorKind::kCpu;
+  Compute compute = Compute::kAuto;  // what products compute from (RunnerOptions)
   eval::Precision precision = eval::Precision::kNative;  // oracle only
   int threads = 0;  // 0: one per hardware thread
   bool last_logits = false;  // step() returns the last position's logits only (generation)

@@ -127,19 +127,27 @@ Result<std::vector<Completion>> Scheduler::step() {
   }
   std::vector<Completion> done;
   if (!rows.empty()) {
+    const bool decodes = all_decodes(rows);
+    const int64_t shapes = driver_.runner().shapes_prepared();
+    const Clock::time_point start = Clock::now();
     Result<std::vector<RowResult>> results = driver_.step(rows);
     if (!results) return results.take_error();
     Status s = driver_.commit(*results);
     if (!s) return s.take_error();
     ++steps_;
     const Clock::time_point now = Clock::now();
+    if (decodes && driver_.runner().shapes_prepared() == shapes) {
+      ++steady_decode_.steps;
+      steady_decode_.tokens += static_cast<int64_t>(rows.size());
+      steady_decode_.seconds += std::chrono::duration<double>(now - start).count();
+    }
     for (const RowResult& r : *results) {
       if (!r.token) continue;
-      auto it = std::find_if(running_.begin(), running_.end(), [&](const Tracked& t) { return t.seq == r.seq; });
-      if (!it->has_first) it->first_token = now;
-      it->has_first = true;
-      it->last_token = now;
-      if (opts_.on_token) opts_.on_token(it->req.id, r);
+      Tracked& t = running(r.seq);
+      if (!t.has_first) t.first_token = now;
+      t.has_first = true;
+      t.last_token = now;
+      if (opts_.on_token) opts_.on_token(t.req.id, r);
     }
   } else if (running_.empty() && !waiting_.empty()) {
     const Request& head = waiting_.front().req;
@@ -157,6 +165,15 @@ Result<std::vector<Completion>> Scheduler::step() {
     running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   }
   return done;
+}
+
+Scheduler::Tracked& Scheduler::running(SeqId seq) {
+  return *std::find_if(running_.begin(), running_.end(), [&](const Tracked& t) { return t.seq == seq; });
+}
+
+// Every row one token past the ones it has generated (not a prompt's last token).
+bool Scheduler::all_decodes(const std::vector<RowRequest>& rows) {
+  return std::all_of(rows.begin(), rows.end(), [&](const RowRequest& r) { return r.tokens == 1 && running(r.seq).has_first; });
 }
 
 Result<bool> Scheduler::cancel(const std::string& id) {

@@ -48,6 +48,15 @@ struct SchedulerOptions {
   std::function<void(const std::string& id, const RowResult& row)> on_token;
 };
 
+// The steps whose rows were all decodes of running requests and whose shape had run
+// before (a step that met a new shape also traced and compiled it): the steady decode rate,
+// what llama-batched-bench's S_TG measures.
+struct DecodeStats {
+  int64_t steps = 0, tokens = 0;
+  double seconds = 0;
+  double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
+};
+
 class Scheduler {
  public:
   Scheduler(Driver& driver, SchedulerOptions opts);
@@ -67,6 +76,7 @@ class Scheduler {
 
   int64_t steps() const { return steps_; }
   int64_t preemptions() const { return preemptions_; }
+  const DecodeStats& steady_decode() const { return steady_decode_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -87,12 +97,15 @@ class Scheduler {
   bool in_phase(const Tracked& t, Phase phase) const;
   Status pick_rows(Phase phase, std::vector<RowRequest>& rows, bool& preempted);
   Completion complete(Tracked& t);
+  Tracked& running(SeqId seq);
+  bool all_decodes(const std::vector<RowRequest>& rows);
 
   Driver& driver_;
   SchedulerOptions opts_;
   std::deque<Tracked> waiting_;
   std::vector<Tracked> running_;  // admission order: the back is the newest
   int64_t steps_ = 0, preemptions_ = 0;
+  DecodeStats steady_decode_;
   bool last_was_prefill_ = false;
 };
 

@@ -1,6 +1,7 @@
 #include "llm/step_runner.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "compile/passes.h"
 #include "compile/pipeline.h"
@@ -51,12 +52,19 @@ void StepRunner::reset_state() {
   if (device_state_) device_state_->clear();
 }
 
+void StepRunner::note_prepared(std::chrono::steady_clock::time_point since) {
+  ++shapes_prepared_;
+  prepare_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
 Result<const ir::Graph*> StepRunner::graph_for(const models::StepSpec& spec) {
   const Key k = key_of(spec);
   auto it = graphs_.find(k);
   if (it != graphs_.end()) return &it->second;
+  const auto t0 = std::chrono::steady_clock::now();
   Result<ir::Graph> g = model_.trace_step(spec);
   if (!g) return g.take_error();
+  if (opts_.executor == ExecutorKind::kOracle) note_prepared(t0);  // the oracle's shape is its graph
   return &graphs_.emplace(k, std::move(*g)).first->second;
 }
 
@@ -72,7 +80,9 @@ Result<plan::DeviceCaps> StepRunner::caps() {
     device_ = std::move(*d);
     device_state_ = std::make_unique<exec::StateStore>(*device_);
   }
-  return static_cast<exec::cuda::step::Device&>(*device_).caps();
+  plan::DeviceCaps caps = static_cast<exec::cuda::step::Device&>(*device_).caps();
+  caps.half_compute = caps.half_compute && opts_.compute == Compute::kAuto;
+  return caps;
 #else
   return unsupported("--device cuda: this kvforge was built without CUDA (configure with nvcc on the PATH)");
 #endif
@@ -104,6 +114,7 @@ Result<exec::Executor*> StepRunner::executor_for(const models::StepSpec& spec) {
   const Key k = key_of(spec);
   auto it = executors_.find(k);
   if (it != executors_.end()) return it->second.get();
+  const auto t0 = std::chrono::steady_clock::now();
   Result<plan::DeviceCaps> dc = caps();
   if (!dc) return dc.take_error();
   Result<const ir::Graph*> g = graph_for(spec);
@@ -112,6 +123,7 @@ Result<exec::Executor*> StepRunner::executor_for(const models::StepSpec& spec) {
   if (!p) return p.take_error();
   Result<std::unique_ptr<exec::Executor>> ex = bind(std::move(*p), spec);
   if (!ex) return ex.take_error();
+  note_prepared(t0);
   return executors_.emplace(k, std::move(*ex)).first->second.get();
 }
 

@@ -5,6 +5,7 @@
 // contiguous sequence) and the paged driver both step through it.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -23,8 +24,14 @@ namespace kvf::llm {
 // compiled step on the first GPU (a build without CUDA, or a machine without a GPU, refuses it).
 enum class ExecutorKind { kCpu, kOracle, kCuda };
 
+// What products compute from (--dtype). kAuto: a GPU takes 16-bit inputs where its tensor
+// cores run the product (plan::DeviceCaps::half_compute); the CPU computes in f32 anyway.
+// kF32: every product from f32 inputs, on every device.
+enum class Compute { kAuto, kF32 };
+
 struct RunnerOptions {
   ExecutorKind executor = ExecutorKind::kCpu;
+  Compute compute = Compute::kAuto;
   eval::Precision precision = eval::Precision::kNative;  // oracle only
   int threads = 0;  // 0: one per hardware thread
   std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
@@ -56,6 +63,10 @@ class StepRunner {
   int64_t state_bytes() const;
   // Forgets the state (and the executors bound to it); graphs are kept.
   void reset_state();
+  // Step shapes made ready so far (traced, and for a compiled executor compiled, planned and
+  // bound), and the seconds that took: a step that meets a new shape pays for it.
+  int64_t shapes_prepared() const { return shapes_prepared_; }
+  double prepare_seconds() const { return prepare_seconds_; }
 
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, DType, int64_t, int64_t>;
@@ -65,6 +76,7 @@ class StepRunner {
   Result<std::unique_ptr<exec::Executor>> bind(plan::Plan plan, const models::StepSpec& spec);
   Result<plan::DeviceCaps> caps();
   Result<std::vector<float>> run_oracle(const ir::Graph& g, const exec::SlotValues& slots);
+  void note_prepared(std::chrono::steady_clock::time_point since);
 
   const models::Model& model_;
   RunnerOptions opts_;
@@ -76,6 +88,8 @@ class StepRunner {
   std::unique_ptr<exec::StateStore> device_state_;
   std::map<Key, ir::Graph> graphs_;
   std::map<Key, std::unique_ptr<exec::Executor>> executors_;
+  int64_t shapes_prepared_ = 0;
+  double prepare_seconds_ = 0;
 };
 
 }  // namespace kvf::llm

@@ -19,12 +19,12 @@ int split_count(const AttentionRequest& r, const DeviceCaps& caps) {
 }
 
 // A causal prefill of one sequence (the mask's positions are its rows') over a dense f16
-// cache of a head dim the tile kernel has, with enough query rows to fill its 64-row tiles:
-// the tensor cores (q and the probabilities rounded to f16, as the cache already is; f32
-// accumulation).
-bool gpu_tiles(const AttentionRequest& r) {
+// cache of a head dim the tile kernel has, with enough query rows to fill its 64-row tiles,
+// where 16-bit products are allowed: the tensor cores (q and the probabilities rounded to
+// f16, as the cache already is; f32 accumulation).
+bool gpu_tiles(const AttentionRequest& r, const DeviceCaps& caps) {
   const bool width = r.dk == r.dv && (r.dk == 64 || r.dk == 128 || r.dk == 256);
-  return r.causal_pos >= 0 && r.live_len && r.batch == 1 && r.kv_dtype == DType::kF16 && r.pool_rows == 0 &&
+  return caps.half_compute && r.causal_pos >= 0 && r.live_len && r.batch == 1 && r.kv_dtype == DType::kF16 && r.pool_rows == 0 &&
          r.ds == 0 && width && r.lq >= kGpuTileRows;
 }
 
@@ -38,7 +38,7 @@ Status choose_gpu_schedule(AttentionRequest& req, const DeviceCaps& caps) {
   req.splits = 1;
   req.chunk = 0;
   req.scratch_floats = 0;
-  if (gpu_tiles(req)) {
+  if (gpu_tiles(req, caps)) {
     req.schedule = AttentionSchedule::kTiles;
     return {};
   }

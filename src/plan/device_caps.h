@@ -21,6 +21,10 @@ struct DeviceCaps {
   int64_t lane_state_bytes = 32 << 10;
   int64_t max_scratch_bytes = int64_t{1} << 30;  // the largest plan-local buffer it allocates
   bool has_f16_kv = true;        // reads f16 K/V in the attention kernel
+  // May compute products from 16-bit inputs where the tensor cores run them (linears over
+  // 16-bit or quantized weights, causal prefill attention over an f16 cache): the inputs
+  // are rounded to f16/bf16, the sums stay f32. False: every product from f32 inputs.
+  bool half_compute = false;
 };
 
 // The CPU this process runs on: cores (or `threads` when > 0), cache sizes from sysfs,

@@ -1,6 +1,7 @@
 // The CUDA step executor against the CPU executor on the same compiled steps: prefill and
 // decode logits of synthetic models (f32 and f16 KV), paged batches equal to each request
-// alone on the GPU (preemption included), and what the GPU refuses.
+// alone on the GPU (preemption included), and what the GPU refuses (a paged step's bad write
+// slot writes nothing).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -9,8 +10,10 @@
 #include "compile/passes.h"
 #include "compile/pipeline.h"
 #include "cuda/gpu_testing.h"
+#include "exec/cuda/step/executor.h"
 #include "llm/driver.h"
 #include "llm/generator.h"
+#include "llm/kv/block_table.h"
 #include "llm/scheduler.h"
 #include "plan/attention_schedule.h"
 #include "plan/plan.h"
@@ -92,6 +95,7 @@ TEST(GpuVsCpuTiles, APrefillOnTheTensorCoresAgreesWithinTheHalfBound) {
   const ir::Graph compiled = testing::must(compile::run_passes(traced, compile::default_passes())).graph;
   plan::DeviceCaps gpu_caps = plan::cpu_caps(2);
   gpu_caps.target = plan::Target::kCuda;
+  gpu_caps.half_compute = true;
   int tiles = 0;
   for (const plan::KernelRequest& r : testing::must(plan::make_plan(compiled, gpu_caps)).requests) tiles += r.kernel == "attention.tiles";
   EXPECT_EQ(tiles, m.config.n_layers);
@@ -147,6 +151,68 @@ TEST(GpuGenerator, AnOutOfRangeTokenIsATypedError) {
   EXPECT_EQ(bad.error().code(), ErrorCode::kInvalidInput) << bad.error().to_string();
   llm::Generator fresh(m, 16, on(llm::ExecutorKind::kCuda, DType::kF32));
   EXPECT_TRUE(fresh.step({1, 2}).ok());
+}
+
+// One sequence's 300-token first step into a pool: token i goes to slot 100 + i and every
+// step reads them back (keys past the prompt are dead).
+exec::SlotValues paged_prefill_slots(int64_t n, int64_t cap) {
+  exec::SlotValues v;
+  std::vector<int32_t>& ids = v[ir::Slot::kToken];
+  std::vector<int32_t>& pos = v[ir::Slot::kPos];
+  std::vector<int32_t>& write = v[ir::Slot::kWriteMap];
+  std::vector<int32_t>& read = v[ir::Slot::kSlotMap];
+  std::vector<int32_t>& key_pos = v[ir::Slot::kKeyPos];
+  read.assign(static_cast<size_t>(cap), 0);
+  key_pos.assign(static_cast<size_t>(cap), llm::kv::kNoKey);
+  for (int32_t i = 0; i < n; ++i) {
+    ids.push_back(1 + i % 200);
+    pos.push_back(i);
+    write.push_back(100 + i);
+    read[static_cast<size_t>(i)] = 100 + i;
+    key_pos[static_cast<size_t>(i)] = i;
+  }
+  return v;
+}
+
+std::vector<uint8_t> device_bytes(exec::cuda::step::Device& d, exec::StateStore& state, const std::string& name) {
+  exec::StateBuffer* b = state.find(name);
+  std::vector<uint8_t> out(static_cast<size_t>(b->buf.bytes()));
+  EXPECT_TRUE(d.copy_to_host(out.data(), b->buf.data(), b->buf.bytes()).ok());
+  EXPECT_TRUE(d.synchronize("test").ok());
+  return out;
+}
+
+// A paged step's bad write slot, outside the pool or written twice (the second far from the
+// first), is a typed error naming it, and no pool changes; a good step then runs.
+TEST(GpuPagedStep, ABadWriteSlotIsRefusedAndNoPoolChanges) {
+  KVF_NEED_GPU();
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  constexpr int64_t kTokens = 300, kCap = 512;
+  const models::StepSpec spec{.n_tokens = kTokens, .capacity = kCap, .cached = true, .last_logits = true,
+                              .kv_dtype = DType::kF16, .pool_slots = 1024, .rows = 1};
+  auto device = testing::must(exec::cuda::step::Device::open());
+  exec::StateStore state(*device);
+  const ir::Graph traced = testing::must(m.trace_step(spec));
+  auto gpu = testing::must(exec::cuda::step::CudaExecutor::create(
+      testing::must(llm::compile_step(traced, device->caps())), state, *device));
+  const exec::SlotValues good = paged_prefill_slots(kTokens, kCap);
+  ASSERT_TRUE(gpu->run(good).ok());
+  const std::vector<float> logits(gpu->output("logits").begin(), gpu->output("logits").end());
+  const std::vector<uint8_t> k0 = device_bytes(*device, state, "k_pool.0"), v1 = device_bytes(*device, state, "v_pool.1");
+  const auto refused = [&](size_t at, int32_t slot, const char* says) {
+    exec::SlotValues bad = good;
+    for (int32_t& w : bad[ir::Slot::kWriteMap]) w += 500;  // slots no good step wrote
+    bad[ir::Slot::kWriteMap][at] = slot;
+    const Status s = gpu->run(bad);
+    ASSERT_FALSE(s.ok()) << says;
+    EXPECT_NE(s.error().to_string().find(says), std::string::npos) << s.error().to_string();
+    EXPECT_EQ(device_bytes(*device, state, "k_pool.0"), k0) << says;
+    EXPECT_EQ(device_bytes(*device, state, "v_pool.1"), v1) << says;
+  };
+  refused(290, 610, "named twice");  // slot 610 is also token 10's (100 + 10 + 500): the write map's validation
+  refused(7, 1024, "outside the pool");
+  ASSERT_TRUE(gpu->run(good).ok());
+  EXPECT_EQ(std::vector<float>(gpu->output("logits").begin(), gpu->output("logits").end()), logits);
 }
 
 }  // namespace

@@ -79,7 +79,7 @@ TEST_P(TensorCoreLinear, MatchesTheRoundedInputsReference) {
 
 INSTANTIATE_TEST_SUITE_P(Types, TensorCoreLinear,
                          ::testing::Combine(::testing::Values(DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
-                                            ::testing::Values(int64_t{64}, int64_t{300}), ::testing::Bool()),
+                                            ::testing::Values(int64_t{9}, int64_t{32}, int64_t{300}), ::testing::Bool()),
                          [](const auto& info) {
                            return str_cat(dtype_name(std::get<0>(info.param)), "_m", std::get<1>(info.param),
                                           std::get<2>(info.param) ? "_bias" : "");

@@ -1,6 +1,7 @@
 // The scheduler's hooks for a server: every sampled token is reported once, in order, as
 // it is drawn; a request cancelled while waiting or while running gives its blocks back
-// and leaves the others' tokens unchanged.
+// and leaves the others' tokens unchanged; the steady decode rate counts only decode steps
+// on a shape that had run before.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -72,6 +73,34 @@ TEST(Scheduler, CancelledRequestsGiveTheirBlocksBackAndChangeNoOtherOutput) {
   EXPECT_TRUE(driver.sequences().empty());
   // Prefix-cached blocks stay findable but unreferenced: every block is free to reuse.
   EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
+}
+
+// Two prompts of 5 tokens, 8 tokens each: one prefill step (it samples each first token),
+// then 7 decode steps of 2 rows, all within the 16-position read map. The first decode step
+// meets the decode shape (traced and compiled in it), so 6 steps of 2 tokens are steady.
+TEST(Scheduler, SteadyDecodeLeavesOutPrefillsAndNewShapes) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  llm::Driver driver(m, options(32));
+  llm::Scheduler sched(driver, {.max_batch_tokens = 16, .max_rows = 2});
+  for (int i = 0; i < 2; ++i) sched.submit({str_cat("r", i), std::vector<int32_t>(5, 3 + i), 8, {}});
+  const std::vector<llm::Completion> done = testing::must(sched.run());
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(sched.steps(), 8);
+  EXPECT_EQ(driver.runner().shapes_prepared(), 2);  // the prefill's and the decode's
+  EXPECT_GT(driver.runner().prepare_seconds(), 0.0);
+  EXPECT_EQ(sched.steady_decode().steps, 6);
+  EXPECT_EQ(sched.steady_decode().tokens, 12);
+  EXPECT_GT(sched.steady_decode().tokens_per_s(), 0.0);
+}
+
+TEST(Scheduler, APrefillOnlyRunHasNoSteadyDecode) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  llm::Driver driver(m, options(32));
+  llm::Scheduler sched(driver, {.max_batch_tokens = 16, .max_rows = 2});
+  for (int i = 0; i < 3; ++i) sched.submit({str_cat("r", i), std::vector<int32_t>(4, 5 + i), 1, {}});
+  ASSERT_EQ(testing::must(sched.run()).size(), 3u);
+  EXPECT_EQ(sched.steady_decode().steps, 0);
+  EXPECT_EQ(sched.steady_decode().tokens_per_s(), 0.0);
 }
 
 }  // namespace

@@ -114,6 +114,7 @@ DeviceCaps h200() {
   c.name = "cuda: H200";
   c.cores = 132;
   c.lane_state_bytes = 227 << 10;
+  c.half_compute = true;
   return c;
 }
 
@@ -222,8 +223,8 @@ TEST(MaskForm, OtherMasksAreNotCausalPositions) {
 }
 
 // A GPU runs a causal prefill of one sequence with at least kGpuTileRows rows over a dense
-// f16 cache on the tensor-core tiles; fewer rows, an f32 cache, a batch of sequences or the
-// CPU keep the other schedules.
+// f16 cache on the tensor-core tiles; fewer rows, an f32 cache, a batch of sequences, f32
+// compute (--dtype f32) or the CPU keep the other schedules.
 TEST(AttentionSchedule, OnTheGpuACausalPrefillOverAnF16CacheRunsOnTiles) {
   EXPECT_EQ(only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF16, causal), h200()))).kernel,
             "attention.tiles");
@@ -232,6 +233,10 @@ TEST(AttentionSchedule, OnTheGpuACausalPrefillOverAnF16CacheRunsOnTiles) {
   EXPECT_NE(only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF32, causal), h200()))).kernel,
             "attention.tiles");
   EXPECT_NE(only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF16, causal), two_cores()))).kernel,
+            "attention.tiles");
+  DeviceCaps f32_compute = h200();
+  f32_compute.half_compute = false;
+  EXPECT_NE(only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF16, causal), f32_compute))).kernel,
             "attention.tiles");
   AttentionRequest two = only_attention(testing::must(make_plan(prefill(kGpuTileRows, 256, DType::kF16, causal), h200()))).attention;
   two.batch = 2;  // two sequences would share the mask's positions

@@ -60,6 +60,7 @@ Result<std::unique_ptr<Device>> Device::open() {
   caps.lane_state_bytes = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
   caps.max_scratch_bytes = static_cast<int64_t>(prop.totalGlobalMem) / 4;
   caps.has_f16_kv = true;
+  caps.half_compute = true;
   Status c = d->clear_fault();
   if (!c) return c.take_error();
   const char* profile = std::getenv("KVF_CUDA_PROFILE");

@@ -436,6 +436,7 @@ Status CudaExecutor::bind_tile_attention() {
 // One scratch for every tensor-core linear of the step (they run one after another): sized
 // here, since nothing may be allocated while the body is captured.
 Status CudaExecutor::bind_tensor_cores() {
+  if (!plan_.caps.half_compute) return {};  // every linear from f32 inputs: no tensor cores
   tc_ = device_.tensor_cores();
   if (tc_.handle == nullptr) return {};
   int64_t bytes = 0;
@@ -516,8 +517,8 @@ void CudaExecutor::fuse_norms() {
   body_ = std::move(out);
 }
 
-// A cast to f16/bf16 read only by the dynamic_update_slice after it (rows entering a half
-// cache): the update kernel rounds the f32 rows itself.
+// A cast to f16/bf16 read only by the cache write after it (a dynamic_update_slice, or a
+// paged step's scatter: rows entering a half cache): the write rounds the f32 rows itself.
 void CudaExecutor::fuse_rounding_casts() {
   const ir::Graph& g = plan_.graph;
   const std::vector<int> readers = readers_of(g);
@@ -527,9 +528,10 @@ void CudaExecutor::fuse_rounding_casts() {
     if (i + 1 < body_.size() && e.op == OpKind::kCast && body_[i].in[0].type.dtype == DType::kF32 &&
         half(e.params.dtype) && readers[static_cast<size_t>(e.out)] == 1) {
       const ir::Eqn& next = g.eqns[static_cast<size_t>(body_[i + 1].eqn)];
-      if (next.op == OpKind::kDynamicUpdateSlice && next.in[1] == e.out) {
+      const int upd = next.op == OpKind::kDynamicUpdateSlice ? 1 : next.op == OpKind::kScatterUpdate ? 2 : -1;
+      if (upd > 0 && next.in[static_cast<size_t>(upd)] == e.out) {
         Op update = std::move(body_[i + 1]);
-        update.in[1] = body_[i].in[0];
+        update.in[static_cast<size_t>(upd)] = body_[i].in[0];
         update.round_update = true;
         out.push_back(std::move(update));
         ++i;
@@ -838,9 +840,13 @@ Status CudaExecutor::launch(const Op& op) {
       const Ref &base = op.in[0], &idx = op.in[1], &upd = op.in[2];
       Status s = device_.copy_on_device(out.data, base.data, out.numel * elem_bytes(out.type.dtype));
       if (!s) return s;
-      const int64_t rows = out.type.shape[0];
-      scatter(static_cast<int>(elem_bytes(out.type.dtype)), static_cast<const int32_t*>(idx.data), idx.numel, upd.data,
-              out.data, rows, out.numel / std::max<int64_t>(rows, 1), l);
+      const int64_t rows = out.type.shape[0], row = out.numel / std::max<int64_t>(rows, 1);
+      const auto* slots = static_cast<const int32_t*>(idx.data);
+      if (op.round_update) {
+        scatter_rounded(out.type.dtype, slots, idx.numel, static_cast<const float*>(upd.data), out.data, rows, row, l);
+      } else {
+        scatter(static_cast<int>(elem_bytes(out.type.dtype)), slots, idx.numel, upd.data, out.data, rows, row, l);
+      }
       return {};
     }
     case OpKind::kMatMul: {

@@ -42,7 +42,7 @@ class CudaExecutor final : public Executor {
     float* scratch = nullptr;  // the plan's scratch for the eqn (split-key partials)
     int grouped = 0;       // > 0: linears (and a glu or residual add) run as one launch
     LinearGroup group;
-    bool round_update = false;  // dynamic_update_slice of an f32 update into a half cache (the cast fused)
+    bool round_update = false;  // a cache write (update slice, scatter) of f32 rows into a half cache (the cast fused)
     // Attention through the split-KV decode kernel (exec/cuda/attention.h) instead of
     // attention_rows: set by bind_decode_attention when the op is one it runs.
     bool decode_kernel = false;

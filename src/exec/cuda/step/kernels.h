@@ -92,8 +92,12 @@ void update_slice(int elem_bytes, const void* upd, void* out, int64_t outer, int
 void update_slice_rounded(DType to, const float* upd, void* out, int64_t outer, int64_t extent, int64_t n,
                           int64_t inner, const int32_t* start, const Launch& l);
 // out (aliasing base or a copy of it) [rows, row]: row idx[i] = upd[i], idx -1 writes nothing.
+// Every slot is checked (in range, not written twice) before any row is written.
 void scatter(int elem_bytes, const int32_t* idx, int64_t m, const void* upd, void* out, int64_t rows, int64_t row,
              const Launch& l);
+// The same with an f32 update rounded to f16 or bf16 (`to`) as it is written.
+void scatter_rounded(DType to, const int32_t* idx, int64_t m, const float* upd, void* out, int64_t rows, int64_t row,
+                     const Launch& l);
 
 // ---- small ops in one launch (pack.cu) ----
 // A decode step's ropes and cache writes are a few hundred elements each: a launch costs
@@ -142,10 +146,10 @@ void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& 
 // ---- matrix products (linear.cu, tensor_cores.cu) ----
 // out [m, n] = x [m, k] . w[n, k]^T (+ bias [n]); w in its stored dtype (f32/f16/bf16/q8_0/q4_0).
 // f32 accumulation everywhere. Up to 8 rows: one warp per weight row, bound by the weight
-// bytes. From kTensorCoreRows rows, 16-bit and quantized weights go to the tensor cores
-// (cuBLASLt): x is rounded to the weights' type (bf16 for bf16, f16 otherwise; q8_0/q4_0
-// weights are widened to f16 first, each d * q rounded to f16), as llama.cpp's CUDA backend
-// does. Between the two, and for f32 weights at any size, f32 SIMT tiles.
+// bytes. From kTensorCoreRows rows (9: past the decode kernels' reach), 16-bit and quantized
+// weights go to the tensor cores (cuBLASLt): x is rounded to the weights' type (bf16 for
+// bf16, f16 otherwise; q8_0/q4_0 weights are widened to f16 first, each d * q rounded to
+// f16), as llama.cpp's CUDA backend does. f32 weights: f32 SIMT tiles at any size.
 void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias,
             float* out, const Launch& l);
 // Up to three linears over one x [m, k] (one weight dtype) in one launch, optionally behind
@@ -179,7 +183,7 @@ void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const Linear
 // nothing, for other weights, more than 8 rows, k % 8 != 0 or rows too wide for a block.
 bool gemv16(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 
-inline constexpr int64_t kTensorCoreRows = 64;
+inline constexpr int64_t kTensorCoreRows = 9;
 bool tensor_core_fits(int64_t m, int64_t k, DType w_dt);
 // The scratch a tensor-core linear of x [m, k] by w [n, k] needs (0 when it runs elsewhere).
 int64_t tensor_core_scratch_bytes(int64_t m, int64_t k, int64_t n, DType w_dt);

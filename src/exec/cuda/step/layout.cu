@@ -60,34 +60,48 @@ __global__ void update_slice_kernel(const U* upd, T* out, int64_t outer, int64_t
   }
 }
 
-// One block: every slot is checked (range, written twice) before any row is written.
-template <class T>
-__global__ void scatter_kernel(const int32_t* idx, int64_t m, const T* upd, T* out, int64_t rows, int64_t row,
-                               Launch l) {
-  __shared__ int bad;
-  if (threadIdx.x == 0) bad = 0;
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
-    const int32_t r = idx[i];
-    if (r < -1 || r >= rows) {
-      raise_fault(l.fault, DeviceFault::kScatterSlot, l.eqn, r);
-      bad = 1;
-    }
-    for (int64_t j = 0; j < i && r >= 0; ++j) {
-      if (idx[j] == r) {
-        raise_fault(l.fault, DeviceFault::kScatterTwice, l.eqn, r);
-        bad = 1;
-        break;
-      }
-    }
+// The scatter's checks, before any row is written: every slot in range, none written twice.
+// A block takes kScatterCheck slots and compares each with every slot before it, a shared
+// tile of them at a time (quadratic, but a step's slots number a few thousand at most).
+constexpr int kScatterCheck = 256;
+
+__global__ void scatter_check_kernel(const int32_t* idx, int64_t m, int64_t rows, Launch l) {
+  __shared__ int32_t tile[kScatterCheck];
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kScatterCheck) + threadIdx.x;
+  const int32_t r = i < m ? idx[i] : -1;
+  if (i < m && (r < -1 || r >= rows)) raise_fault(l.fault, DeviceFault::kScatterSlot, l.eqn, r);
+  const int64_t end = (blockIdx.x + 1) * static_cast<int64_t>(kScatterCheck), last = end < m ? end : m;
+  bool twice = false;
+  for (int64_t base = 0; base < last; base += kScatterCheck) {
+    __syncthreads();
+    if (base + threadIdx.x < m) tile[threadIdx.x] = idx[base + threadIdx.x];
+    __syncthreads();
+    const int64_t n = i - base < kScatterCheck ? i - base : kScatterCheck;  // the slots before i in this tile
+    for (int64_t j = 0; j < n && r >= 0 && !twice; ++j) twice = tile[j] == r;
   }
-  __syncthreads();
-  if (bad || faulted(l.fault)) return;
-  for (int64_t i = 0; i < m; ++i) {
+  if (twice) raise_fault(l.fault, DeviceFault::kScatterTwice, l.eqn, r);
+}
+
+// Row idx[i] of out = row i of upd (rounded when U is f32 and T a half type); nothing after a
+// fault of this step, the checks' included.
+template <class T, class U>
+__global__ void scatter_write_kernel(const int32_t* idx, int64_t m, const U* upd, T* out, int64_t row, Launch l) {
+  if (faulted(l.fault)) return;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < m * row;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e / row, j = e % row;
     const int32_t r = idx[i];
-    if (r < 0) continue;
-    for (int64_t j = threadIdx.x; j < row; j += blockDim.x) out[r * row + j] = upd[i * row + j];
+    if (r >= 0) out[r * row + j] = store_as<T>(upd[e]);
   }
+}
+
+template <class T, class U>
+void scatter_as(const int32_t* idx, int64_t m, const U* upd, T* out, int64_t rows, int64_t row, const Launch& l) {
+  if (m == 0) return;
+  cudaStream_t s = stream_of(l);
+  const auto checks = static_cast<unsigned>((m + kScatterCheck - 1) / kScatterCheck);
+  scatter_check_kernel<<<checks, kScatterCheck, 0, s>>>(idx, m, rows, l);
+  scatter_write_kernel<<<blocks_for(m * row), kThreads, 0, s>>>(idx, m, upd, out, row, l);
 }
 
 }  // namespace
@@ -134,12 +148,17 @@ void update_slice_rounded(DType to, const float* upd, void* out, int64_t outer, 
 
 void scatter(int elem_bytes, const int32_t* idx, int64_t m, const void* upd, void* out, int64_t rows, int64_t row,
              const Launch& l) {
-  cudaStream_t s = stream_of(l);
   switch (elem_bytes) {
-    case 4: scatter_kernel<<<1, 512, 0, s>>>(idx, m, static_cast<const uint32_t*>(upd), static_cast<uint32_t*>(out), rows, row, l); break;
-    case 2: scatter_kernel<<<1, 512, 0, s>>>(idx, m, static_cast<const uint16_t*>(upd), static_cast<uint16_t*>(out), rows, row, l); break;
-    default: scatter_kernel<<<1, 512, 0, s>>>(idx, m, static_cast<const uint8_t*>(upd), static_cast<uint8_t*>(out), rows, row, l); break;
+    case 4: scatter_as(idx, m, static_cast<const uint32_t*>(upd), static_cast<uint32_t*>(out), rows, row, l); break;
+    case 2: scatter_as(idx, m, static_cast<const uint16_t*>(upd), static_cast<uint16_t*>(out), rows, row, l); break;
+    default: scatter_as(idx, m, static_cast<const uint8_t*>(upd), static_cast<uint8_t*>(out), rows, row, l); break;
   }
+}
+
+void scatter_rounded(DType to, const int32_t* idx, int64_t m, const float* upd, void* out, int64_t rows, int64_t row,
+                     const Launch& l) {
+  if (to == DType::kBF16) scatter_as(idx, m, upd, static_cast<__nv_bfloat16*>(out), rows, row, l);
+  else scatter_as(idx, m, upd, static_cast<__half*>(out), rows, row, l);
 }
 
 }  // namespace kvf::exec::cuda::step
