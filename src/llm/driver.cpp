@@ -161,7 +161,7 @@ Status Driver::warm_up(int max_rows, int64_t max_chunk) {
   return {};
 }
 
-Result<std::vector<float>> Driver::run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows) {
+Result<std::span<const float>> Driver::run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows) {
   // The read map is compact (a row lists the positions its table still holds), so its
   // width follows the live positions, in powers of two so that few step shapes are traced.
   int64_t live = kv::kBlockTokens;
@@ -234,7 +234,7 @@ Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows)
   // (A row never holds more than max_seq_len tokens, so neither does the padded step.)
   const int64_t padded_t = std::min(pow2_at_least(t), max_seq_len_);
   const int64_t padded_rows = pow2_at_least(static_cast<int64_t>(rows.size()));
-  Result<std::vector<float>> logits = run_rows(rows, padded_t, padded_rows);
+  Result<std::span<const float>> logits = run_rows(rows, padded_t, padded_rows);
   if (!logits) return logits.take_error();
   const int64_t vocab = model_.config.vocab;
   std::vector<RowResult> out;

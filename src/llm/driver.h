@@ -148,7 +148,7 @@ class Driver {
   Result<Sequence*> find(SeqId seq);
   const Sequence* find(SeqId seq) const;
   models::StepSpec step_spec(int64_t t, int64_t cap, int64_t rows) const;
-  Result<std::vector<float>> run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows);
+  Result<std::span<const float>> run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows);
   Status drop_behind_window(Sequence& q);
 
   const models::Model& model_;

@@ -63,10 +63,10 @@ Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
   }
   std::vector<int32_t> pos(tokens.size());
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(pos_ + static_cast<int64_t>(i));
-  Result<std::vector<float>> logits = runner_.run(spec_for(n), {{ir::Slot::kToken, tokens}, {ir::Slot::kPos, pos}});
+  Result<std::span<const float>> logits = runner_.run(spec_for(n), {{ir::Slot::kToken, tokens}, {ir::Slot::kPos, pos}});
   if (!logits) return logits.take_error();
   pos_ += n;
-  return logits;
+  return std::vector<float>(logits->begin(), logits->end());
 }
 
 }  // namespace kvf::llm

@@ -49,6 +49,7 @@ class Sampler {
   const SamplerConfig& config() const { return cfg_; }
 
  private:
+  bool adjusts() const;  // a logit bias or a penalty changes the logits before the draw
   void adjust(std::vector<float>& logits, std::span<const int32_t> history, size_t n_prompt) const;
 
   SamplerConfig cfg_;

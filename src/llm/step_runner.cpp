@@ -127,7 +127,7 @@ Result<exec::Executor*> StepRunner::executor_for(const models::StepSpec& spec) {
   return executors_.emplace(k, std::move(*ex)).first->second.get();
 }
 
-Result<std::vector<float>> StepRunner::run_oracle(const ir::Graph& g, const exec::SlotValues& slots) {
+Result<std::span<const float>> StepRunner::run_oracle(const ir::Graph& g, const exec::SlotValues& slots) {
   Status s = eval::allocate_state(g, oracle_state_);
   if (!s) return s.take_error();
   eval::SlotBindings bind;
@@ -141,7 +141,8 @@ Result<std::vector<float>> StepRunner::run_oracle(const ir::Graph& g, const exec
   Result<eval::Outputs> out = oracle_.run(g, bind, oracle_state_);
   if (!out) return out.take_error();
   const eval::Buffer& logits = out->at("logits");
-  return std::vector<float>(logits.data.begin(), logits.data.end());
+  oracle_logits_.assign(logits.data.begin(), logits.data.end());
+  return std::span<const float>(oracle_logits_);
 }
 
 Status StepRunner::prepare(const models::StepSpec& spec) {
@@ -154,7 +155,7 @@ Status StepRunner::prepare(const models::StepSpec& spec) {
   return ex ? Status() : Status(ex.take_error());
 }
 
-Result<std::vector<float>> StepRunner::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
+Result<std::span<const float>> StepRunner::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
   if (opts_.executor == ExecutorKind::kOracle) {
     if (opts_.decode_attention != nullptr) return oracle_refuses_placement(*opts_.decode_attention);
     Result<const ir::Graph*> g = graph_for(spec);
@@ -165,8 +166,7 @@ Result<std::vector<float>> StepRunner::run(const models::StepSpec& spec, const e
   if (!ex) return ex.take_error();
   Status s = (*ex)->run(slots);
   if (!s) return s.take_error();
-  std::span<const float> out = (*ex)->output("logits");
-  return std::vector<float>(out.begin(), out.end());
+  return (*ex)->output("logits");
 }
 
 }  // namespace kvf::llm

@@ -50,9 +50,10 @@ class StepRunner {
   StepRunner(const models::Model& model, RunnerOptions opts = {});
 
   // Runs one step of shape `spec` on `slots` (token, pos, and the maps of a paged step);
-  // returns the "logits" output, row-major. A refused step (a bad slot, a failed
-  // validation) writes no state.
-  Result<std::vector<float>> run(const models::StepSpec& spec, const exec::SlotValues& slots);
+  // returns the "logits" output, row-major, valid until the next run (a batch's logits are
+  // megabytes: read in place, not copied). A refused step (a bad slot, a failed validation)
+  // writes no state.
+  Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots);
   // Traces, compiles, plans and binds the step of shape `spec` now (compiled executors), so
   // that a refusal (no GPU, a placement the backend does not run) comes before any step has run.
   Status prepare(const models::StepSpec& spec);
@@ -75,13 +76,14 @@ class StepRunner {
   Result<exec::Executor*> executor_for(const models::StepSpec& spec);
   Result<std::unique_ptr<exec::Executor>> bind(plan::Plan plan, const models::StepSpec& spec);
   Result<plan::DeviceCaps> caps();
-  Result<std::vector<float>> run_oracle(const ir::Graph& g, const exec::SlotValues& slots);
+  Result<std::span<const float>> run_oracle(const ir::Graph& g, const exec::SlotValues& slots);
   void note_prepared(std::chrono::steady_clock::time_point since);
 
   const models::Model& model_;
   RunnerOptions opts_;
   eval::Oracle oracle_;
   eval::StateStore oracle_state_;
+  std::vector<float> oracle_logits_;  // the oracle's last logits, as f32
   std::unique_ptr<ThreadPool> pool_;
   exec::StateStore cpu_state_;
   std::unique_ptr<exec::Memory> device_;      // kCuda: the GPU (its memory, stream and weights)

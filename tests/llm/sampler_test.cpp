@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 
 #include "llm/sampler.h"
+#include "testing.h"
 
 namespace kvf {
 namespace {
@@ -25,6 +28,31 @@ std::map<int32_t, int> draw(SamplerConfig cfg, int n, const std::vector<int32_t>
 TEST(Sampler, GreedyIsArgmax) {
   EXPECT_EQ(llm::argmax(kLogits), 1);
   EXPECT_EQ(draw({}, 20), (std::map<int32_t, int>{{1, 20}}));
+}
+
+// argmax is the one left-to-right scan keeping the first strictly larger logit, whatever the
+// length (a tail past its 16 lanes), ties, signed zeros, infinities and NaNs (one at 0 wins:
+// nothing is larger than it).
+TEST(Sampler, ArgmaxIsTheFirstStrictlyLargestOfOneScan) {
+  const auto scan = [](const std::vector<float>& l) {
+    size_t best = 0;
+    for (size_t i = 1; i < l.size(); ++i) best = l[i] > l[best] ? i : best;
+    return static_cast<int32_t>(best);
+  };
+  std::mt19937_64 rng(testing::test_seed());
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> specials{nan, inf, -inf, 0.0f, -0.0f, 3.0f};
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<float> l(1 + rng() % 70);
+    for (float& x : l) {
+      x = static_cast<float>(rng() % 7) - 3.0f;  // many ties
+      if (rng() % 6 == 0) x = specials[rng() % specials.size()];
+    }
+    ASSERT_EQ(llm::argmax(l), scan(l)) << "trial " << trial;
+  }
+  EXPECT_EQ(llm::argmax(std::vector<float>{-0.0f, 0.0f}), 0);
+  EXPECT_EQ(llm::argmax(std::vector<float>{nan, 5.0f}), 0);
+  EXPECT_EQ(llm::argmax(std::vector<float>{1.0f, nan, 5.0f}), 2);
 }
 
 TEST(Sampler, TopKOneAndTinyTopPAreGreedy) {

@@ -181,7 +181,7 @@ TEST(MlaLatent, LiteShapedCachedDecodeEqualsFullForward) {
   for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   llm::StepRunner full(m, {.executor = llm::ExecutorKind::kCpu, .precision = eval::Precision::kNative, .threads = 2,
                            .skip_passes = {}});
-  const std::vector<float> want = testing::must(
+  const std::span<const float> want = testing::must(
       full.run({.n_tokens = n, .capacity = 0, .cached = false}, {{ir::Slot::kToken, ids}, {ir::Slot::kPos, pos}}));
   for (DType kv : {DType::kF32, DType::kF16}) {
     SCOPED_TRACE(dtype_name(kv));

@@ -137,7 +137,8 @@ TEST_P(PagedStep, BatchedRowsEqualEachSequenceAlone) {
   const double tol = kv == DType::kF16 ? 1e-3 : 1e-5;
   for (int64_t s = 0; s <= decodes; ++s) {
     const Batch b = make_batch(pages, in, start, kv);
-    const std::vector<float> logits = testing::must(runner.run(b.spec, b.slots));
+    const std::span<const float> run = testing::must(runner.run(b.spec, b.slots));
+    const std::vector<float> logits(run.begin(), run.end());
     ASSERT_EQ(static_cast<int64_t>(logits.size()), rows * vocab);
     for (int64_t r = 0; r < rows; ++r) {
       const std::vector<double>& alone = want[static_cast<size_t>(r)][static_cast<size_t>(s)];
@@ -178,11 +179,11 @@ TEST(PagedMaps, BadMapsAreRefusedBeforeAnythingRuns) {
     llm::StepRunner clean(m, {.executor = ex, .precision = eval::Precision::kNative, .threads = 2, .skip_passes = {}});
     llm::StepRunner tried(m, {.executor = ex, .precision = eval::Precision::kNative, .threads = 2, .skip_passes = {}});
     const Batch good = make_batch(pages, prompt, {0, 0}, DType::kF32);
-    const std::vector<float> first = testing::must(clean.run(good.spec, good.slots));
+    EXPECT_FALSE(testing::must(clean.run(good.spec, good.slots)).empty());
     ASSERT_TRUE(tried.run(good.spec, good.slots).ok());
 
     auto refused = [&](exec::SlotValues slots, const std::string& what, ErrorCode code = ErrorCode::kInvalidInput) {
-      Result<std::vector<float>> r = tried.run(good.spec, slots);
+      Result<std::span<const float>> r = tried.run(good.spec, slots);
       ASSERT_FALSE(r.ok()) << what;
       EXPECT_EQ(r.error().code(), code) << what;
       EXPECT_NE(r.error().message().find(what), std::string::npos) << r.error().to_string();
@@ -207,10 +208,12 @@ TEST(PagedMaps, BadMapsAreRefusedBeforeAnythingRuns) {
 
     // Decode one token on both: equal only if the refused steps wrote nothing.
     const Batch dec = make_batch(pages, {{7}, {8}}, {3, 2}, DType::kF32);
-    const std::vector<float> a = testing::must(clean.run(dec.spec, dec.slots));
-    const std::vector<float> b = testing::must(tried.run(dec.spec, dec.slots));
+    // A run's logits live until the runner's next run: each is copied before the other runs.
+    const std::span<const float> a_run = testing::must(clean.run(dec.spec, dec.slots));
+    const std::vector<float> a(a_run.begin(), a_run.end());
+    const std::span<const float> b_run = testing::must(tried.run(dec.spec, dec.slots));
+    const std::vector<float> b(b_run.begin(), b_run.end());
     EXPECT_EQ(a, b);
-    EXPECT_FALSE(first.empty());
   }
 }
 
