@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "serve/choice_text.h"
+#include "serve/client_connection.h"
 #include "serve/request.h"
 #include "serve/responses.h"
 
@@ -129,7 +130,7 @@ struct HttpServer::Impl {
   void routes();
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   std::optional<ApiError> prepare(Generation& g, const std::string& body, Endpoint endpoint);
-  void respond_whole(const std::shared_ptr<Generation>& g, httplib::Response& res);
+  void respond_whole(const std::shared_ptr<Generation>& g, const httplib::Request& req, httplib::Response& res);
   void respond_stream(const std::shared_ptr<Generation>& g, httplib::Response& res);
 };
 
@@ -177,8 +178,17 @@ std::optional<ApiError> HttpServer::Impl::prepare(Generation& g, const std::stri
   return std::nullopt;
 }
 
-void HttpServer::Impl::respond_whole(const std::shared_ptr<Generation>& g, httplib::Response& res) {
+// Waits for the whole generation; a client that hangs up meanwhile cancels it at the next
+// step, as a stream's does.
+void HttpServer::Impl::respond_whole(const std::shared_ptr<Generation>& g, const httplib::Request& req,
+                                     httplib::Response& res) {
+  const ClientConnection client = ClientConnection::find({req.local_addr, req.local_port, req.remote_addr, req.remote_port});
+  bool cancelled = false;
   while (!g->all_ended()) {
+    if (!cancelled && client.closed()) {
+      g->model.engine->cancel(*g->job);
+      cancelled = true;
+    }
     for (const JobEvent& ev : g->job->wait(kPoll)) {
       Generation::Choice& c = g->choices[static_cast<size_t>(ev.choice)];
       ChoiceText::Delta d = g->apply(ev);
@@ -257,7 +267,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   g->model = *m;
   if (std::optional<ApiError> e = prepare(*g, req.body, endpoint)) return send_error(res, *e);
   if (g->req.stream) return respond_stream(g, res);
-  respond_whole(g, res);
+  respond_whole(g, req, res);
 }
 
 void HttpServer::Impl::routes() {

@@ -348,6 +348,33 @@ TEST(Server, ClientsThatHangUpMidStreamLeaveNoBlocksInUse) {
             std::string::npos);
 }
 
+// A client that gives up on a whole (non-streamed) response hangs up before anything is
+// written: its request, waiting for the one row behind 4 x 8 sequences of 240 tokens, is
+// cancelled and gives its place back; the others finish in full.
+TEST(Server, AClientThatHangsUpOnAWholeResponseCancelsIt) {
+  KVF_NEED_STORIES(m);
+  const std::string no_eos = std::to_string(m.config.eos);
+  Harness h(std::move(m), {}, /*max_rows=*/1, /*max_waiting=*/64);
+  const auto body = [&](int i) {
+    return json{{"prompt", str_cat("Story ", i)}, {"max_tokens", 240}, {"n", 8}, {"logit_bias", {{no_eos, -100}}}};
+  };
+  std::vector<std::future<json>> ahead;
+  for (int i = 0; i < 4; ++i) ahead.push_back(std::async(std::launch::async, [&, i] { return h.post("/v1/completions", body(i)); }));
+  const auto has = [&](const std::string& line) { return h.metrics.render().find(line) != std::string::npos; };
+  for (int i = 0; i < 500 && !has("kvforge_requests_running 1"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+
+  httplib::Client impatient = h.client();
+  impatient.set_read_timeout(0, 100'000);  // 100 ms, then the client closes the connection
+  auto r = impatient.Post("/v1/completions", body(9).dump(), "application/json");
+  EXPECT_FALSE(r);
+  const std::string cancelled = "kvforge_request_finished_total{finish_reason=\"cancelled\"} 8";
+  for (int i = 0; i < 1000 && !has(cancelled); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(has(cancelled)) << h.metrics.render();
+  for (auto& f : ahead) EXPECT_EQ(f.get()["usage"]["completion_tokens"], 8 * 240);
+  EXPECT_TRUE(has("kvforge_request_finished_total{finish_reason=\"length\"} 32")) << h.metrics.render();
+  EXPECT_EQ(h.engine->used_blocks(), 0);
+}
+
 // Room for one sequence (one row, no queue): a request of two choices never fits, and of
 // eight requests sent at once, those that find the row taken get 503 with Retry-After.
 TEST(Server, AFullQueueAnswers503WithRetryAfter) {
