@@ -153,7 +153,8 @@ std::vector<uint8_t> random_weights(DType dt, int64_t n, int64_t k) {
 const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
 const int64_t kShapes[][2] = {{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}};  // {n, k}
 
-// Args: dtype index, shape index, threads, m.
+// Args: dtype index, shape index, threads, m, and whether the weights are packed ahead where
+// the executor would pack them (1) or each call packs its own panels (0).
 void BM_linear(benchmark::State& state) {
   const DType dt = kDtypes[state.range(0)];
   const int64_t n = kShapes[state.range(1)][0], k = kShapes[state.range(1)][1];
@@ -164,12 +165,16 @@ void BM_linear(benchmark::State& state) {
   std::mt19937 rng(3);
   for (float& v : x) v = std::uniform_real_distribution<float>(-1, 1)(rng);
   const exec::cpu::WeightView view{dt, w.data(), n, k};
+  // As the executor runs it: the weights packed ahead where that pays, once, at bind time.
+  const std::shared_ptr<const exec::cpu::PackedWeights> packed =
+      state.range(4) != 0 ? exec::cpu::pack_weights(pool, view, m) : nullptr;
   for (auto _ : state) {
-    exec::cpu::linear(pool, x.data(), m, k, view, bias.data(), y.data(), n);
+    exec::cpu::linear(pool, x.data(), m, k, view, bias.data(), y.data(), n, packed.get());
     benchmark::ClobberMemory();
   }
   state.SetLabel(std::string(dtype_name(dt)) + " " + std::to_string(n) + "x" + std::to_string(k) + " m=" +
-                 std::to_string(m) + " t=" + std::to_string(pool.size()) + " " + exec::cpu::linear_isa());
+                 std::to_string(m) + " t=" + std::to_string(pool.size()) + " " + exec::cpu::linear_isa() +
+                 (packed ? " packed ahead" : ""));
   if (m == 1) {
     state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
   } else {
@@ -183,7 +188,10 @@ void linear_args(benchmark::internal::Benchmark* b) {
   for (int64_t m : {1, 4, 16, 64, 512}) {
     for (int64_t d = 0; d < 5; ++d) {
       for (int64_t s = 0; s < 4; ++s) {
-        for (int64_t t : {1, 2}) b->Args({d, s, t, m});
+        for (int64_t t : {1, 2}) {
+          b->Args({d, s, t, m, 1});
+          if (is_block_quant(kDtypes[d]) && (m == 16 || m == 64)) b->Args({d, s, t, m, 0});  // the cost of packing per call
+        }
       }
     }
   }

@@ -303,9 +303,9 @@ TEST_P(LinearTest, OneHotRowsReproduceDequantizeRow) {
 }
 
 // One order of the sums (linear_impl.h): every body gives the scalar body's bits, and an x
-// row's outputs are the same bits whether the call holds it alone or among m rows (streamed
-// or packed), at any offset, on one thread or two. This is what makes a request's tokens
-// independent of the batch it runs in.
+// row's outputs are the same bits whether the call holds it alone or among m rows (streamed,
+// packed per call or packed ahead), at any offset, on one thread or two. This is what makes
+// a request's tokens independent of the batch it runs in.
 TEST_P(LinearTest, OneOrderWhateverTheBatch) {
   const DType dt = GetParam();
   const uint64_t seed = testing::test_seed();
@@ -329,12 +329,16 @@ TEST_P(LinearTest, OneOrderWhateverTheBatch) {
       for (const auto& isa : runnable_isas()) {
         for (int64_t rows : {1, 2, 3, 5, 6, 16, 17, 70}) {
           for (int64_t first : {int64_t{0}, m - rows}) {
-            std::vector<float> y(static_cast<size_t>(rows * n));
-            detail::linear_with(*detail::kernels_for(isa), rows % 2 ? one : two, x.data() + first * k, rows, k,
-                                w.view(), b, y.data(), n);
-            const bool same = std::memcmp(y.data(), want.data() + first * n, y.size() * sizeof(float)) == 0;
-            EXPECT_TRUE(same) << isa << " k=" << k << " rows " << first << ".." << first + rows
-                              << (b ? " bias" : "");
+            const detail::Kernels& kern = *detail::kernels_for(isa);
+            ThreadPool& pool = rows % 2 ? one : two;
+            for (const auto& packed : {std::shared_ptr<const PackedWeights>(),
+                                       detail::pack_weights_with(kern, pool, w.view(), rows)}) {
+              std::vector<float> y(static_cast<size_t>(rows * n));
+              detail::linear_with(kern, pool, x.data() + first * k, rows, k, w.view(), b, y.data(), n, packed.get());
+              const bool same = std::memcmp(y.data(), want.data() + first * n, y.size() * sizeof(float)) == 0;
+              EXPECT_TRUE(same) << isa << " k=" << k << " rows " << first << ".." << first + rows
+                                << (b ? " bias" : "") << (packed ? " packed ahead" : "");
+            }
           }
         }
       }
@@ -345,6 +349,24 @@ TEST_P(LinearTest, OneOrderWhateverTheBatch) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Packing ahead: q8_0 and q4_0 weights, for calls past one streaming pass and up to a row
+// block, on the AVX-512 body; one packing per weight view, shared while it is held.
+TEST(Linear, WeightsArePackedAheadOnlyWhereItPaysAndOnce) {
+  std::mt19937_64 rng(testing::test_seed());
+  ThreadPool pool(2);
+  const bool packs = std::string(linear_isa()) == "avx512";
+  const Weights q8 = random_weights(rng, DType::kQ8_0, 70, 64), q4 = random_weights(rng, DType::kQ4_0, 70, 64);
+  const Weights f16 = random_weights(rng, DType::kF16, 70, 64);
+  const std::shared_ptr<const PackedWeights> a = pack_weights(pool, q8.view(), 16);
+  EXPECT_EQ(a != nullptr, packs);
+  EXPECT_EQ(pack_weights(pool, q8.view(), 5), a) << "one packing per weight view";
+  EXPECT_EQ(pack_weights(pool, q4.view(), 64) != nullptr, packs);
+  EXPECT_NE(pack_weights(pool, q4.view(), 64), a);
+  EXPECT_EQ(pack_weights(pool, q8.view(), 4), nullptr) << "four rows stream in one pass";
+  EXPECT_EQ(pack_weights(pool, q8.view(), 65), nullptr) << "past a row block a call packs for itself";
+  EXPECT_EQ(pack_weights(pool, f16.view(), 16), nullptr) << "a float panel would double the weights";
+}
 
 TEST(Linear, PicksTheWidestBodyThisCpuRuns) {
   const std::string isa = linear_isa();

@@ -215,6 +215,10 @@ Status CpuExecutor::bind_ops() {
       continue;
     }
     if (in_prelude[i] && ir::is_fused(e.op)) return internal_error("a validation depends on fused eqn ", i);
+    if (e.op == OpKind::kLinear) {
+      const Ref& w = op.in[1];
+      op.packed = pack_weights(pool_, WeightView{w.dtype(), w.data, w.dim(0), w.dim(1)}, op.in[0].numel / w.dim(1));
+    }
     (in_prelude[i] ? prelude_ : body_).push_back(std::move(op));
   }
   return {};
@@ -228,7 +232,7 @@ Status CpuExecutor::run_op(const Op& op) {
       const Ref& w = op.in[1];
       const WeightView wv{w.dtype(), w.data, w.dim(0), w.dim(1)};
       const float* bias = e.params.has_bias ? op.in[2].f32() : nullptr;
-      linear(pool_, x.f32(), x.numel / wv.k, wv.k, wv, bias, op.out.f32(), wv.n);
+      linear(pool_, x.f32(), x.numel / wv.k, wv.k, wv, bias, op.out.f32(), wv.n, op.packed.get());
       return {};
     }
     case OpKind::kAttention: {

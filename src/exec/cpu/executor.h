@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "exec/attention_backend.h"
+#include "exec/cpu/linear.h"
 #include "exec/cpu/tensor_ref.h"
 #include "exec/executor.h"
 #include "exec/state.h"
@@ -36,6 +37,7 @@ class CpuExecutor final : public Executor {
     Ref out;
     float* scratch = nullptr;
     int placed = -1;  // Attention on the backend: its index among the plan's Attention eqns
+    std::shared_ptr<const PackedWeights> packed;  // Linear: its weights packed ahead, or null
   };
 
   CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "exec/cpu/attention.h"
+
 namespace kvf::exec::cpu {
 namespace {
 
@@ -75,10 +77,12 @@ void softmax_rows(ThreadPool& pool, const Ref& x, const Ref& out) {
 }
 
 void glu(ThreadPool& pool, ir::GluAct act, const Ref& gate, const Ref& up, const Ref& out) {
+  static const bool avx512 = attention_isa_supported(AttentionIsa::kAvx512);
   const float* g = gate.f32();
   const float* u = up.f32();
   float* o = out.f32();
   pool.parallel_for(gate.numel, [&](int64_t i0, int64_t i1) {
+    if (avx512 && glu_avx512(act, g, u, o, i0, i1)) return;
     switch (act) {
       case ir::GluAct::kSilu:
         for (int64_t i = i0; i < i1; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];

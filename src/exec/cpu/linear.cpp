@@ -4,17 +4,35 @@
 #include "exec/cpu/linear.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string_view>
+#include <tuple>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
 
 #include "exec/cpu/linear_impl.h"
+#include "exec/state.h"
 
 namespace kvf::exec::cpu {
+
+class PackedWeights {
+ public:
+  PackedWeights(const detail::Kernels& kern, Buffer bytes, int64_t panel_bytes)
+      : kern(&kern), bytes(std::move(bytes)), panel_bytes(panel_bytes) {}
+  const detail::Kernels* kern;  // the body that packed them, the only one that reads them
+  Buffer bytes;                 // panel p at p * panel_bytes
+  int64_t panel_bytes;
+};
+
 namespace detail {
 namespace {
+
+// Calls of more rows than a GEMM row block pack each panel once per call and use it for
+// every block: packing ahead would save them little.
+constexpr int64_t kPackAheadRows = 64;
 
 // Rows of x per GEMM task: their part of x stays in L2 while one panel sweeps over it.
 constexpr int64_t kGemmRowBlock = 64;
@@ -97,7 +115,7 @@ void run_stream(const Kernels& kern, ThreadPool& pool, const LinearArgs& a) {
       grain);
 }
 
-void run_gemm(const Kernels& kern, ThreadPool& pool, const LinearArgs& a) {
+void run_gemm(const Kernels& kern, ThreadPool& pool, const LinearArgs& a, const PackedWeights* packed) {
   const int64_t nr = kern.panel_cols;
   const int64_t panels = (a.w.n + nr - 1) / nr;
   const int64_t row_blocks = (a.m + kGemmRowBlock - 1) / kGemmRowBlock;
@@ -105,6 +123,8 @@ void run_gemm(const Kernels& kern, ThreadPool& pool, const LinearArgs& a) {
   pool.parallel_for(panels * row_blocks, [&](int64_t t0, int64_t t1) {
     PanelCache& cache = panel_cache();
     cache.j0 = -1;  // the buffer may hold another call's weights
+    cache.packed = packed != nullptr ? static_cast<const uint8_t*>(packed->bytes.data()) : nullptr;
+    cache.packed_panel_bytes = packed != nullptr ? packed->panel_bytes : 0;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t p = t / row_blocks, rb = t % row_blocks;
       const int64_t i0 = rb * kGemmRowBlock, i1 = std::min(a.m, i0 + kGemmRowBlock);
@@ -122,33 +142,68 @@ const Kernels* kernels_for(std::string_view isa) {
   return nullptr;
 }
 
+// Rows up to which a call streams the weights (a panel packed per call would cost more to
+// build than it saves); packed ahead, only up to what one streaming pass serves.
+int64_t stream_rows(const Kernels& kern, const WeightView& w, bool packed) {
+  if (!is_block_quant(w.dtype)) return kern.stream_rows_float;
+  return packed || w.n < kWideWeightRows ? kern.stream_rows_quant : kern.stream_rows_quant_wide;
+}
+
 void linear_with(const Kernels& kern, ThreadPool& pool, const float* x, int64_t m, int64_t x_stride,
-                 const WeightView& w, const float* bias, float* y, int64_t y_stride) {
+                 const WeightView& w, const float* bias, float* y, int64_t y_stride, const PackedWeights* packed) {
   LinearArgs a{.x = x, .m = m, .x_stride = x_stride, .w = w, .bias = bias, .y = y, .y_stride = y_stride, .xq = {}};
   if (m <= 0 || w.n <= 0) return;
   if (w.k == 0) {
     fill_bias(a);
     return;
   }
-  // Few x rows: stream the weights once past all of them (a packed panel would cost more to
-  // build than it saves). More: the packed GEMM.
-  const int64_t stream_rows = !is_block_quant(w.dtype) ? kern.stream_rows_float
-                              : w.n >= kWideWeightRows ? kern.stream_rows_quant_wide
-                                                       : kern.stream_rows_quant;
-  const bool stream = m <= stream_rows;
+  if (packed != nullptr && packed->kern != &kern) packed = nullptr;
+  const bool stream = m <= stream_rows(kern, w, packed != nullptr);
   if (is_block_quant(w.dtype)) quantize_x(kern, pool, a, stream);
   if (stream) {
     run_stream(kern, pool, a);
   } else {
-    run_gemm(kern, pool, a);
+    run_gemm(kern, pool, a, packed);
   }
+}
+
+std::shared_ptr<const PackedWeights> pack_weights_with(const Kernels& kern, ThreadPool& pool, const WeightView& w,
+                                                       int64_t m) {
+  if (kern.pack == nullptr || m <= stream_rows(kern, w, true) || m > kPackAheadRows || w.n <= 0 || w.k <= 0) {
+    return nullptr;
+  }
+  const int64_t panel_bytes = kern.panel_bytes(w);
+  if (panel_bytes == 0) return nullptr;
+  // Weights outlive the executors that hold their packing, so a live entry's address is
+  // still those weights: a new model cannot be mapped there while it lives.
+  using Key = std::tuple<const void*, DType, int64_t, int64_t, const Kernels*>;
+  static std::mutex mu;
+  static std::map<Key, std::weak_ptr<const PackedWeights>> packs;
+  std::lock_guard lock(mu);
+  const Key key{w.data, w.dtype, w.n, w.k, &kern};
+  if (auto live = packs[key].lock()) return live;
+  std::erase_if(packs, [](const auto& entry) { return entry.second.expired(); });
+  const int64_t nr = kern.panel_cols, panels = (w.n + nr - 1) / nr;
+  Result<void*> bytes = host_memory().allocate_zeroed(panels * panel_bytes);
+  if (!bytes) return nullptr;  // per-call packing still works
+  auto packed = std::make_shared<const PackedWeights>(kern, Buffer(&host_memory(), *bytes, panels * panel_bytes), panel_bytes);
+  auto* base = static_cast<uint8_t*>(*bytes);
+  pool.parallel_for(panels, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) kern.pack(w, p * nr, std::min(w.n, (p + 1) * nr), base + p * panel_bytes);
+  });
+  packs[key] = packed;
+  return packed;
 }
 
 }  // namespace detail
 
 void linear(ThreadPool& pool, const float* x, int64_t m, int64_t x_stride, const WeightView& w,
-            const float* bias, float* y, int64_t y_stride) {
-  detail::linear_with(detail::best_kernels(), pool, x, m, x_stride, w, bias, y, y_stride);
+            const float* bias, float* y, int64_t y_stride, const PackedWeights* packed) {
+  detail::linear_with(detail::best_kernels(), pool, x, m, x_stride, w, bias, y, y_stride, packed);
+}
+
+std::shared_ptr<const PackedWeights> pack_weights(ThreadPool& pool, const WeightView& w, int64_t m) {
+  return detail::pack_weights_with(detail::best_kernels(), pool, w, m);
 }
 
 const char* linear_isa() { return detail::best_kernels().isa; }

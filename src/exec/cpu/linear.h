@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -19,10 +20,22 @@ struct WeightView {
   int64_t k = 0;  // input features
 };
 
+// Quantized weights packed ahead for the GEMM: a call of a few rows (a batched decode) would
+// otherwise pack each panel again, at twice the cost of its products for 16 rows. One
+// packing serves every holder over the same weights (the executors of a model's step
+// shapes); it is freed with the last. About 1.2 bytes a weight.
+class PackedWeights;
+
+// The packed form of w for calls of m rows; null where such a call streams the weights or
+// packs cheaply enough per call (m past a row block), where this CPU's body packs nothing
+// ahead, or where the memory (host_memory()) refuses it.
+std::shared_ptr<const PackedWeights> pack_weights(ThreadPool& pool, const WeightView& w, int64_t m);
+
 // y[i, j] = sum_c x[i, c] * w[j, c] + (bias ? bias[j] : 0) for i < m, j < w.n.
 // x is f32 [m, w.k] with row stride x_stride; y is f32 [m, w.n] with row stride y_stride.
+// packed: pack_weights(w) or null; the result is the same either way.
 void linear(ThreadPool& pool, const float* x, int64_t m, int64_t x_stride, const WeightView& w,
-            const float* bias, float* y, int64_t y_stride);
+            const float* bias, float* y, int64_t y_stride, const PackedWeights* packed = nullptr);
 
 // The instruction set linear() dispatches to on this machine: "avx512", "avx2" or "scalar".
 const char* linear_isa();

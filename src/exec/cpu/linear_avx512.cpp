@@ -563,9 +563,13 @@ void gemm_float(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t
 template <DType DT>
 void gemm_quant(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& cache) {
   const int64_t k = a.w.k, nb = k / kQBlock;
-  auto* panel = static_cast<uint8_t*>(cache.buf.get(static_cast<size_t>(nb * kQPanelBlock)));
-  if (cache.j0 != j0) pack_quant<DT>(a.w, j0, j1 - j0, panel);
-  cache.j0 = j0;
+  const uint8_t* panel = cache.packed != nullptr ? cache.packed + (j0 / kNR) * cache.packed_panel_bytes : nullptr;
+  if (panel == nullptr) {
+    auto* own = static_cast<uint8_t*>(cache.buf.get(static_cast<size_t>(nb * kQPanelBlock)));
+    if (cache.j0 != j0) pack_quant<DT>(a.w, j0, j1 - j0, own);
+    cache.j0 = j0;
+    panel = own;
+  }
   const auto* xu = reinterpret_cast<const uint8_t*>(a.xq.q);
   for_row_tiles<kMRQuant>(i0, i1, [&](auto mr, int64_t i) {
     PanelOut o = panel_out(a, i, j0, j1);
@@ -584,6 +588,14 @@ void gemm(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, P
   }
 }
 
+// Quantized weights only: a float panel holds f32, twice an f16 matrix's bytes.
+int64_t panel_bytes(const WeightView& w) { return is_block_quant(w.dtype) ? w.k / kQBlock * kQPanelBlock : 0; }
+
+void pack(const WeightView& w, int64_t j0, int64_t j1, void* panel) {
+  if (w.dtype == DType::kQ8_0) pack_quant<DType::kQ8_0>(w, j0, j1 - j0, static_cast<uint8_t*>(panel));
+  if (w.dtype == DType::kQ4_0) pack_quant<DType::kQ4_0>(w, j0, j1 - j0, static_cast<uint8_t*>(panel));
+}
+
 }  // namespace
 
 const Kernels& avx512_kernels() {
@@ -592,7 +604,7 @@ const Kernels& avx512_kernels() {
   // stream up to m=4 all the same: one pass serves kMaxMX = 4 rows, and a wide weight packs
   // for long (two threads, q8_0 32000x768, m=4: stream 1.3 ms, gemm 9.7 ms); a wide one up
   // to m=16 (m=16: stream 5.7 ms, gemm 7.7 ms).
-  static const Kernels k{"avx512", kNR, 16, kMaxMX, 16, quant_form, quantize, stream, gemm};
+  static const Kernels k{"avx512", kNR, 16, kMaxMX, 16, quant_form, quantize, stream, gemm, panel_bytes, pack};
   return k;
 }
 

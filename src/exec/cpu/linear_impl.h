@@ -87,10 +87,13 @@ class AlignedBuffer {
 };
 
 // A thread's packed weight panel; `j0` names the columns it holds (-1: none) so consecutive
-// tasks on the same panel pack it once. Reset per job by the driver.
+// tasks on the same panel pack it once. Reset per job by the driver. With `packed` set the
+// weights were packed ahead (PackedWeights): panel p lies at packed + p * packed_panel_bytes.
 struct PanelCache {
   AlignedBuffer buf;
   int64_t j0 = -1;
+  const uint8_t* packed = nullptr;
+  int64_t packed_panel_bytes = 0;
 };
 
 inline constexpr int64_t kWideWeightRows = 16384;
@@ -113,13 +116,21 @@ struct Kernels {
   void (*stream)(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
   // Rows [i0, i1) × columns [j0, j1) through packed panels; j0 is a multiple of panel_cols.
   void (*gemm)(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& panel);
+  // Packing ahead (null where gemm takes no packed panels): the bytes of one panel of w (0:
+  // this weight type is not packed ahead), and columns [j0, j1) of w packed into `panel`.
+  int64_t (*panel_bytes)(const WeightView& w);
+  void (*pack)(const WeightView& w, int64_t j0, int64_t j1, void* panel);
 };
 
 // The body named "avx512", "avx2" or "scalar", or null when this CPU cannot run it.
 const Kernels* kernels_for(std::string_view isa);
 // linear() on a chosen body: tests and benchmarks compare every body this CPU can run.
+// packed: made for this body (pack_weights_with) or null.
 void linear_with(const Kernels& kern, ThreadPool& pool, const float* x, int64_t m, int64_t x_stride,
-                 const WeightView& w, const float* bias, float* y, int64_t y_stride);
+                 const WeightView& w, const float* bias, float* y, int64_t y_stride,
+                 const PackedWeights* packed = nullptr);
+std::shared_ptr<const PackedWeights> pack_weights_with(const Kernels& kern, ThreadPool& pool, const WeightView& w,
+                                                       int64_t m);
 
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();
