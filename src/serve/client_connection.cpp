@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 
 namespace kvf::serve {
 namespace {
@@ -44,8 +45,9 @@ ClientConnection ClientConnection::find(const ConnectionAddresses& a) {
   ClientConnection c;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const std::string name = entry.path().filename().string();
     char* end = nullptr;
-    const long fd = std::strtol(entry.path().filename().c_str(), &end, 10);
+    const long fd = std::strtol(name.c_str(), &end, 10);
     if (*end == '\0' && matches(static_cast<int>(fd), a)) {
       c.fd_ = static_cast<int>(fd);
       break;
