@@ -3,7 +3,7 @@
 // against an f64 attention on the host, on fresh random inputs: every head-dim pair, bf16 and f16, dense caches and paged
 // pools of shuffled blocks (16-token pages and pages of one token), live lengths shorter
 // than the capacity (1, 7, 129, 4097 and 0), GQA groups, Lq up to 8, forced and chosen
-// split counts, softcap / ALiBi / sliding window. Outputs and the split scratch are NaN
+// split counts, softcap / ALiBi / sliding window, an additive mask per row. Outputs and the split scratch are NaN
 // before each run; every key the kernel must not read (past a row's length, spare pool
 // rows) is NaN too, so a stray read or an unwritten element fails.
 #include <gtest/gtest.h>
@@ -39,6 +39,8 @@ struct Case {
   float softcap = 0.0f;
   bool alibi = false;
   int window = 0;
+  bool mask = false;     // an additive mask per row over its keys: some -inf, the rest in [-2, 0]
+  bool shared_mask = false;  // one mask row for every batch row (mask_stride 0)
   DecodeKernel kernel = DecodeKernel::kSimt;  // run_case sets it
   // The reference reads the same 16-bit K/V, so what differs is fp32 accumulation alone;
   // 1e-2 is the bound for bf16 inputs, SplitCounts holds the combine to 1e-5.
@@ -54,6 +56,7 @@ struct Case {
     if (softcap > 0) s += " softcap";
     if (alibi) s += " alibi";
     if (window) s += " window" + std::to_string(window);
+    if (mask) s += shared_mask ? " shared-mask" : " mask";
     s += kernel == DecodeKernel::kTensorCores ? " tensor-cores" : " simt";
     return s;
   }
@@ -85,6 +88,10 @@ void run_case_on(const Case& c, uint64_t sd) {
   std::vector<float> slopes(c.hq);
   for (int h = 0; h < c.hq; ++h) slopes[h] = c.alibi ? std::pow(2.0f, -8.0f * (h + 1) / c.hq) : 0.0f;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
+  const int mask_rows = c.mask ? (c.shared_mask ? 1 : c.batch) : 0;
+  std::vector<float> mask(static_cast<size_t>(mask_rows) * keys);
+  for (float& x : mask) x = uni(rng) < -0.6f ? -INFINITY : uni(rng) - 1.0f;
+  const auto mask_at = [&](int b, int t) { return c.mask ? mask[static_cast<size_t>(c.shared_mask ? 0 : b) * keys + t] : 0.0f; };
 
   // f64 reference.
   std::vector<double> ref(static_cast<size_t>(c.batch) * c.hq * c.lq * c.dv, 0.0);
@@ -96,13 +103,13 @@ void run_case_on(const Case& c, uint64_t sd) {
         std::vector<double> s;
         std::vector<int> ts;
         for (int t = 0; t < c.lens[b]; ++t) {
-          if (t > pos || (c.window > 0 && t <= pos - c.window)) continue;
+          if (t > pos || (c.window > 0 && t <= pos - c.window) || mask_at(b, t) == -INFINITY) continue;
           double dot = 0;
           for (int d = 0; d < c.dk; ++d)
             dot += static_cast<double>(qr[d]) * widen16(kl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dk + d]);
           dot *= scale;
           if (c.softcap > 0) dot = c.softcap * std::tanh(dot / c.softcap);
-          dot += static_cast<double>(slopes[h]) * (t - pos);
+          dot += static_cast<double>(slopes[h]) * (t - pos) + mask_at(b, t);
           s.push_back(dot);
           ts.push_back(t);
         }
@@ -142,7 +149,7 @@ void run_case_on(const Case& c, uint64_t sd) {
       }
   }
 
-  DevBuf<float> dq, dout, dslopes;
+  DevBuf<float> dq, dout, dslopes, dmask;
   DevBuf<uint16_t> dk, dv;
   DevBuf<int32_t> dmap, dlens;
   DevBuf<char> dws;
@@ -157,6 +164,10 @@ void run_case_on(const Case& c, uint64_t sd) {
   KVF_CUDA_CHECK(cudaMemcpy(dk.p, kdev.data(), kdev.size() * 2, cudaMemcpyHostToDevice));
   KVF_CUDA_CHECK(cudaMemcpy(dv.p, vdev.data(), vdev.size() * 2, cudaMemcpyHostToDevice));
   KVF_CUDA_CHECK(cudaMemcpy(dlens.p, c.lens.data(), c.lens.size() * 4, cudaMemcpyHostToDevice));
+  if (!mask.empty()) {
+    KVF_CUDA_CHECK(cudaMalloc(&dmask.p, mask.size() * 4));
+    KVF_CUDA_CHECK(cudaMemcpy(dmask.p, mask.data(), mask.size() * 4, cudaMemcpyHostToDevice));
+  }
   if (!map.empty()) {
     KVF_CUDA_CHECK(cudaMalloc(&dmap.p, map.size() * 4));
     KVF_CUDA_CHECK(cudaMemcpy(dmap.p, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
@@ -183,6 +194,8 @@ void run_case_on(const Case& c, uint64_t sd) {
   a.softcap = c.softcap;
   a.alibi = c.alibi ? dslopes.p : nullptr;
   a.window = c.window;
+  a.mask = dmask.p;
+  a.mask_stride = c.shared_mask ? 0 : keys;
   a.out = dout.p;
   a.num_splits = c.splits;
   a.kernel = c.kernel;
@@ -230,11 +243,12 @@ void run_case_on(const Case& c, uint64_t sd) {
   worst_error().add(rel);
 }
 
-// Runs the case on the SIMT kernel and, where it has the head dims, the tensor-core one.
+// Runs the case on the SIMT kernel and, where it has the head dims (and no mask), the
+// tensor-core one.
 void run_case(Case c, uint64_t sd) {
   c.kernel = DecodeKernel::kSimt;
   run_case_on(c, sd);
-  if (c.dk == c.dv && (c.dk == 64 || c.dk == 128)) {
+  if (c.dk == c.dv && (c.dk == 64 || c.dk == 128) && !c.mask) {
     c.kernel = DecodeKernel::kTensorCores;
     run_case_on(c, sd);
   }
@@ -371,6 +385,36 @@ TEST(CudaDecode, SoftcapAlibiWindow) {
   }
 }
 
+// A paged step's mask: added to every head's scores, -inf keys skipped, over rows of 1 to
+// 4097 keys, split or not, alone or with softcap and ALiBi; a mask row that hides every key
+// gives zeros.
+TEST(CudaDecode, AdditiveMaskPerRow) {
+  KVF_NEED_GPU();
+  Worst worst;
+  const uint64_t sd = test_seed();
+  for (int page : {0, 16})
+    for (auto& lens : kLens)
+      for (int dk : {64, 128}) {
+        Case c;
+        c.page = page;
+        c.dk = c.dv = dk;
+        c.lens = lens;
+        c.hq = 32;
+        c.hkv = 4;
+        c.mask = true;
+        c.chunks_from_lens = lens[0] > 1000;
+        run_case(c, sd + page + lens[0] + dk);
+        c.shared_mask = true;
+        c.softcap = 5.0f;
+        c.alibi = true;
+        run_case(c, sd + 7 + page + lens[0] + dk);
+      }
+  Case c;  // a single key, hidden
+  c.lens = {1, 1};
+  c.mask = true;
+  for (uint64_t s = 0; s < 40; ++s) run_case(c, sd + 100 + s);  // about a fifth hide their key
+}
+
 TEST(CudaDecode, FullyMaskedRowsAreZero) {
   KVF_NEED_GPU();
   Worst worst;
@@ -450,6 +494,19 @@ TEST(CudaDecode, PlanRefusals) {
   ASSERT_FALSE(r4.ok());
   EXPECT_EQ(r4.error().code(), ErrorCode::kUnsupported);
   EXPECT_NE(r4.error().to_string().find("tensor-core"), std::string::npos) << r4.error().to_string();
+  a.dk = a.dv = 128;  // a mask: the SIMT kernel's, one query row
+  a.mask = static_cast<const float*>(a.q);
+  Result<DecodePlan> r6 = plan_decode_attention(a);
+  ASSERT_FALSE(r6.ok());
+  EXPECT_EQ(r6.error().code(), ErrorCode::kUnsupported);
+  a.kernel = DecodeKernel::kAuto;
+  Result<DecodePlan> r7 = plan_decode_attention(a);
+  ASSERT_TRUE(r7.ok()) << r7.error().to_string();
+  EXPECT_FALSE(r7.value().tensor_cores);
+  a.lq = 2;
+  Result<DecodePlan> r8 = plan_decode_attention(a);
+  ASSERT_FALSE(r8.ok());
+  EXPECT_EQ(r8.error().code(), ErrorCode::kInvalidInput);
 }
 
 // kAuto takes the tensor cores where they have the head dims, the SIMT kernel elsewhere;

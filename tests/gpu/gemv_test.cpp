@@ -1,10 +1,14 @@
-// The decode linears (m <= 8 rows: exec/cuda/step's gemv kernels) against a double reference
-// on random inputs, for every stored weight type and every epilogue a linear group has: one
-// part with a bias, three parts laid end to end (q, k, v) under a fused RMSNorm, a gated unit
-// over two parts, and a residual add. Column counts are not multiples of what a warp or a
-// block takes, and k runs past one pass of the loads, so the edges are exercised.
+// Linear groups (exec/cuda/step's linear_group) against a double reference on random inputs,
+// for every stored weight type and every epilogue a group has: one part with a bias, three
+// parts laid end to end (q, k, v) under a fused RMSNorm, a gated unit over two parts, and a
+// residual add. Up to 8 rows run on the gemv kernels; from kTensorCoreRows rows 16-bit and
+// quantized weights go to the tensor cores, whose reference rounds x (after the norm) to the
+// weights' 16-bit type and widens quantized weights to f16, as that path promises. Column
+// counts are not multiples of what a warp or a block takes, and k runs past one pass of the
+// loads, so the edges are exercised.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -79,7 +83,12 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
     g.residual = static_cast<const float*>(rd.p);
     g.residual_out = static_cast<float*>(sum.p);
   }
-  const exec::cuda::step::Launch l{device->stream(), device->fault(), 0, device->tensor_cores()};
+  exec::cuda::step::Launch l{device->stream(), device->fault(), 0, device->tensor_cores()};
+  const int64_t most_n = *std::max_element(ns.begin(), ns.end());
+  const int64_t scratch_bytes = exec::cuda::step::tensor_core_scratch_bytes(m, k, most_n, dt);
+  Dev scratch(*device, nullptr, std::max<int64_t>(scratch_bytes, 16));
+  l.tc.scratch = scratch.p;
+  l.tc.scratch_bytes = scratch_bytes;
   exec::cuda::step::linear_group(static_cast<const float*>(xd.p), m, k, dt, g, l);
   ASSERT_TRUE(device->synchronize("gemv").ok());
 
@@ -93,9 +102,17 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
       for (int64_t c = 0; c < k; ++c) xr[static_cast<size_t>(r * k + c)] *= inv * norm_w[static_cast<size_t>(c)];
     }
   }
+  const bool tensor_cores = exec::cuda::step::tensor_core_fits(m, k, dt);
+  if (tensor_cores) {
+    for (double& v : xr) {
+      const auto f = static_cast<float>(v);
+      v = dt == DType::kBF16 ? testing::bf16_to_f32(testing::f32_to_bf16(f)) : testing::f16_to_f32(testing::f32_to_f16(f));
+    }
+  }
   auto dot = [&](size_t p, int64_t r, int64_t j) {
+    const std::vector<double>& wv = tensor_cores ? w[p].widened : w[p].exact;
     double acc = 0;
-    for (int64_t c = 0; c < k; ++c) acc += xr[static_cast<size_t>(r * k + c)] * w[p].exact[static_cast<size_t>(j * k + c)];
+    for (int64_t c = 0; c < k; ++c) acc += xr[static_cast<size_t>(r * k + c)] * wv[static_cast<size_t>(j * k + c)];
     return acc;
   };
   auto fetch = [&](void* p, int64_t n) {
@@ -124,13 +141,16 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
     }
   }
   ASSERT_EQ(got.size(), ref.size());
-  EXPECT_LE(testing::rel_error(got, ref), 1e-5) << dtype_name(dt) << " m " << m << " " << name(epilogue);
+  // The tensor cores' f16 x: where the norm's f32 result and the reference's double one round
+  // to neighbouring 16-bit values, a row moves by ~1e-5; a wrong epilogue moves it by ~1.
+  const double bound = tensor_cores && norm ? 1e-4 : 1e-5;
+  EXPECT_LE(testing::rel_error(got, ref), bound) << dtype_name(dt) << " m " << m << " " << name(epilogue);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Types, Gemv,
     ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
-                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}),
+                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}, int64_t{64}),
                        ::testing::Values(Epilogue::kBias, Epilogue::kQkvNorm, Epilogue::kGluNorm, Epilogue::kResidual)),
     [](const auto& info) {
       return str_cat(dtype_name(std::get<0>(info.param)), "_m", std::get<1>(info.param), "_", name(std::get<2>(info.param)));

@@ -53,7 +53,11 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   if (a.kernel == DecodeKernel::kTensorCores && !has_tc)
     return unsupported("cuda decode_attention: the tensor-core kernel takes head dims (64,64) and (128,128), not (",
                        a.dk, ",", a.dv, ")");
-  const bool tc = has_tc && a.kernel != DecodeKernel::kSimt;
+  if (a.mask != nullptr && a.kernel == DecodeKernel::kTensorCores)
+    return unsupported("cuda decode_attention: the tensor-core kernel takes no mask");
+  if (a.mask != nullptr && (a.lq != 1 || a.mask_stride < 0))
+    return invalid_input("cuda decode_attention: a mask needs lq 1 (lq ", a.lq, ") and a stride >= 0 (", a.mask_stride, ")");
+  const bool tc = has_tc && a.kernel != DecodeKernel::kSimt && a.mask == nullptr;
   const detail::DecodeTraits tr = detail::decode_traits(a.dk, a.dv, tc);
   if (a.batch < 1 || a.q_heads < 1 || a.kv_heads < 1 || a.q_heads % a.kv_heads != 0)
     return invalid_input("cuda decode_attention: batch ", a.batch, ", q_heads ", a.q_heads, ", kv_heads ",
@@ -64,8 +68,9 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   if (!a.q || !a.k || !a.v || !a.lens || !a.out)
     return invalid_input("cuda decode_attention: q, k, v, lens and out must be set");
   if (!detail::aligned(a.k, 16) || !detail::aligned(a.v, 16) || !detail::aligned(a.q, 8) ||
-      !detail::aligned(a.out, 4) || !detail::aligned(a.lens, 4) || !detail::aligned(a.read_map, 4))
-    return invalid_input("cuda decode_attention: k and v must be 16-byte aligned, q 8-byte, out, lens and read_map 4-byte");
+      !detail::aligned(a.out, 4) || !detail::aligned(a.lens, 4) || !detail::aligned(a.read_map, 4) ||
+      !detail::aligned(a.mask, 4))
+    return invalid_input("cuda decode_attention: k and v must be 16-byte aligned, q 8-byte, out, lens, read_map and mask 4-byte");
   const int keys = a.read_map ? a.map_stride : a.capacity;
   if (keys < 1) return invalid_input("cuda decode_attention: ", a.read_map ? "map_stride" : "capacity", " ", keys);
   if (a.max_len < 0 || a.max_len > keys)
@@ -120,6 +125,8 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   p.map = a.read_map;
   p.lens = a.lens;
   p.alibi = a.alibi;
+  p.mask = a.mask;
+  p.mask_stride = a.mask_stride;
   p.out = a.out;
   const size_t rows = static_cast<size_t>(a.batch) * a.q_heads * a.lq;
   p.counters = static_cast<unsigned*>(workspace);

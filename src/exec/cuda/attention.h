@@ -4,7 +4,7 @@
 // (below). See docs/cuda.md.
 //
 // For every batch row b, query head h and query row i (of Lq):
-//   s[t]  = transform(q[b,h,i,:] . key(b, h / n_rep, t) * scale) + alibi[h] * (t - p_i)
+//   s[t]  = transform(q[b,h,i,:] . key(b, h / n_rep, t) * scale) + alibi[h] * (t - p_i) + mask[b, t]
 //   out[b,h,i,:] = sum_t softmax(s)[t] * value(b, h / n_rep, t)
 // over the keys t visible to row i: t <= p_i = len[b] - Lq + i (the query rows are the last
 // Lq positions of the row: Lq = 1 is plain decode, Lq > 1 a speculative verify, causal
@@ -45,6 +45,10 @@ struct DecodeAttentionArgs {
   float softcap = 0.0f;            // 0: none
   const float* alibi = nullptr;    // device f32 [Hq] slopes or null
   int window = 0;                  // 0: none
+  // Lq 1 only: an additive mask over each row's keys, s[t] += mask[b * mask_stride + t]
+  // (-inf hides the key; mask_stride 0: one mask for every row). The SIMT kernel's.
+  const float* mask = nullptr;     // device f32 [B or 1, map_stride or capacity] or null
+  int mask_stride = 0;
   float* out = nullptr;            // device f32 [B, Hq, Lq, dv]
   int num_splits = 0;              // 0: chosen from max_len and the SM count
   // false: split s takes keys [s * chunk, (s + 1) * chunk) of every row, chunk sized from

@@ -251,12 +251,13 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int t = tt[u];
+        const float add = (p.mask != nullptr && t < t1) ? __ldg(p.mask + static_cast<size_t>(b) * p.mask_stride + t) : 0.0f;
 #pragma unroll
         for (int r = 0; r < RB; ++r) {
           float x = s[u][r];
           if (extras) {
             if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-            x = (x + slope[r] * static_cast<float>(t - hi[r])) * kLog2e;
+            x = (x + slope[r] * static_cast<float>(t - hi[r]) + add) * kLog2e;
           }
           s[u][r] = (t < t1 && t <= hi[r] && t > lo[r]) ? x : -INFINITY;
         }

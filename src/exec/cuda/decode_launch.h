@@ -14,6 +14,7 @@ struct DecodeParams {
   const int32_t* map;      // [B, map_stride] or null (dense)
   const int32_t* lens;     // [B]
   const float* alibi;      // [Hq] or null
+  const float* mask;       // [B or 1, mask_stride] additive, Lq 1 (SIMT kernel), or null
   float* out;              // [B, Hq, Lq, dv]
   float* part_acc;         // [B*Hq*Lq, splits, dv] (splits > 1)
   float* part_ml;          // [B*Hq*Lq, splits, 2]  (splits > 1)
@@ -24,6 +25,7 @@ struct DecodeParams {
   int chunk_align;         // keys per pass of the kernel: what a row's chunk is rounded up to
   float scale, softcap;
   int window;
+  int mask_stride;         // 0: one mask row for every batch row
   int kv_f16;              // 0: bf16, 1: f16
   int tensor_cores;        // 1: the mma.sync kernel (decode_mma.cuh), 0: the SIMT kernel
 };

@@ -35,7 +35,7 @@ struct SplitBlock {
   int rb, split, hkv, b, len, chunk, t0, t1;
   int live;        // splits of row b that have keys (at least 1): the blocks its merge waits for
   bool skip;       // a split past the row's length; split 0 always runs, so a row with no keys gets zeros
-  bool extras;     // softcap or ALiBi: scores leave the log2 domain until transformed
+  bool extras;     // softcap, ALiBi or a mask: scores leave the log2 domain until transformed
   float qscale;    // what q is multiplied by: scale, times log2 e without extras
 
   __device__ explicit SplitBlock(const DecodeParams& p)
@@ -49,7 +49,7 @@ struct SplitBlock {
         t1(split == p.splits - 1 ? len : min(t0 + chunk, len)),
         live(len <= 0 ? 1 : min(p.splits, (len + chunk - 1) / chunk)),
         skip(split > 0 && t0 >= len),
-        extras(p.softcap > 0.0f || p.alibi != nullptr),
+        extras(p.softcap > 0.0f || p.alibi != nullptr || p.mask != nullptr),
         qscale(extras ? p.scale : p.scale * kLog2e) {}
 
   // Output row (b, h, i) of the block's query row gr (of n_rep * Lq).

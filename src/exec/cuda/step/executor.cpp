@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "exec/cuda/step/pinned_memory.h"
 #include "exec/step_checks.h"
 #include "ir/printer.h"
 
@@ -330,7 +331,9 @@ Status CudaExecutor::bind_ops() {
   for (const ir::Output& o : g.outputs) {
     if (g.type(o.value).dtype != DType::kF32) continue;
     const Ref& r = refs_[static_cast<size_t>(o.value)];
-    outputs_[o.name] = HostCopy{r, std::vector<float>(static_cast<size_t>(r.numel))};
+    Result<void*> host = pinned_memory().allocate_zeroed(r.numel * 4);
+    if (!host) return host.take_error().context("the output ", o.name);
+    outputs_[o.name] = HostCopy{r, Buffer(&pinned_memory(), *host, r.numel * 4)};
   }
   for (const ir::Validation& c : g.validations) {
     witnesses_.emplace_back(static_cast<size_t>(numel(g.type(c.witness).shape)));
@@ -345,15 +348,17 @@ Status CudaExecutor::bind_ops() {
   return bind_tensor_cores();
 }
 
-// A decode over a dense or paged f16 cache with only a live length (the compiler drops the
-// causal mask that length implies): the split-KV decode kernel runs it, planned once for
-// the capacity and chunked by each row's length at run time, so one captured graph serves
-// every length. Anything else (a mask, f32 K/V, several query rows, a split key, a head
-// width the kernel lacks) stays on attention_rows.
+// A decode over a dense or paged f16 cache with a live length: the split-KV decode kernel
+// runs it, planned once for the capacity and chunked by each row's length at run time, so
+// one captured graph serves every length. A mask shared by the heads (a paged step's causal
+// or windowed mask over its key positions) is added to the scores there; a contiguous
+// decode has none (the compiler drops the causal mask its length implies). Anything else
+// (a mask per head, f32 K/V, several query rows, a split key, a head width the kernel
+// lacks) stays on attention_rows.
 bool CudaExecutor::decode_args(const Op& op, DecodeAttentionArgs& a) const {
   const ir::AttnParams& p = plan_.graph.eqns[static_cast<size_t>(op.eqn)].params.attn;
   const AttentionRows r = attention_rows_of(op);
-  if (p.has_mask || !p.has_len || p.has_shared || r.lq != 1 || !r.kv_f16) return false;
+  if (!p.has_len || p.has_shared || r.lq != 1 || !r.kv_f16 || (p.has_mask && r.mask_heads != 1)) return false;
   if (r.lk > INT32_MAX || r.batch > INT32_MAX || r.hq > INT32_MAX) return false;
   a.kv_type = KvType::kF16;
   a.batch = static_cast<int>(r.batch);
@@ -377,6 +382,8 @@ bool CudaExecutor::decode_args(const Op& op, DecodeAttentionArgs& a) const {
   a.kernel = DecodeKernel::kSimt;
   a.scale = r.scale;
   a.softcap = r.softcap;
+  a.mask = p.has_mask ? r.mask : nullptr;
+  a.mask_stride = r.mask_batch == 1 ? 0 : static_cast<int>(r.lk);
   a.out = r.out;
   return true;
 }
@@ -977,7 +984,7 @@ Status CudaExecutor::run(const SlotValues& slots) {
   s = run_body();
   if (!s) return s;
   for (auto& [name, copy] : outputs_) {
-    s = device_.copy_to_host(copy.host.data(), copy.device.data, copy.device.numel * 4);
+    s = device_.copy_to_host(copy.host.data(), copy.device.data, copy.host.bytes());
     if (!s) return s;
   }
   s = device_.synchronize(plan_.graph.name.c_str());
@@ -1024,7 +1031,8 @@ Status CudaExecutor::run_body() {
 std::span<const float> CudaExecutor::output(const std::string& name) const {
   auto it = outputs_.find(name);
   if (it == outputs_.end()) return {};
-  return {it->second.host.data(), it->second.host.size()};
+  const Buffer& host = it->second.host;
+  return {static_cast<const float*>(host.data()), static_cast<size_t>(host.bytes() / 4)};
 }
 
 }  // namespace kvf::exec::cuda::step

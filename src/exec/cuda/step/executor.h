@@ -91,7 +91,7 @@ class CudaExecutor final : public Executor {
   std::vector<std::pair<ir::Slot, Ref>> slots_;
   struct HostCopy {
     Ref device;
-    std::vector<float> host;
+    Buffer host;  // pinned_memory(): the copy back runs at the link's speed
   };
   std::map<std::string, HostCopy> outputs_;             // the f32 outputs, copied back each run
   std::vector<std::vector<uint8_t>> witnesses_;        // host copies of the validation witnesses

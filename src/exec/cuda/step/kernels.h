@@ -141,6 +141,9 @@ void reduce(bool is_max, DType dt, const void* x, void* out, int64_t outer, int6
             const Launch& l);
 void rmsnorm(const float* x, const float* w, float* out, int64_t rows, int64_t d, double eps, bool unit_offset,
              const Launch& l);
+// The same norm with each result rounded to f16 or bf16 (`half`): a tensor-core linear's x.
+void rmsnorm_to_half(const float* x, const float* w, void* out, DType half, int64_t rows, int64_t d, double eps,
+                     bool unit_offset, const Launch& l);
 void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& l);
 
 // ---- matrix products (linear.cu, tensor_cores.cu) ----
@@ -191,6 +194,10 @@ int64_t tensor_core_scratch_bytes(int64_t m, int64_t k, int64_t n, DType w_dt);
 // shape or refuses the product, and the caller runs another kernel.
 bool linear_tensor_cores(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n,
                          const float* bias, float* out, const Launch& l);
+// A whole linear group on the tensor cores: x rounded to 16 bits once for every part, with
+// the group's norm applied as it is rounded; the residual added by cuBLASLt (beta 1), the
+// glu after the products. False, launching nothing, where one product has no algorithm.
+bool linear_group_tensor_cores(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 // The device's cuBLASLt handle; null when the library cannot start (the SIMT kernels run).
 void* tensor_cores_open();
 void tensor_cores_close(void* handle) noexcept;

@@ -261,6 +261,7 @@ void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const Linear
       default: launch_gemv_group<8>(x, k, w_dt, rb, g, s); return;
     }
   }
+  if (linear_group_tensor_cores(x, m, k, w_dt, g, l)) return;
   if (g.norm_w != nullptr) {
     rmsnorm(x, g.norm_w, g.norm_out, m, k, g.norm_eps, g.norm_unit_offset, l);
     x = g.norm_out;

@@ -52,14 +52,20 @@ __global__ void reduce_i32_kernel(bool is_max, const int32_t* x, int32_t* out, i
   out[blockIdx.x] = static_cast<int32_t>(acc);
 }
 
-__global__ void rmsnorm_kernel(const float* x, const float* w, float* out, int64_t d, double eps, bool unit_offset) {
+__device__ void store(float* o, float v) { *o = v; }
+__device__ void store(__half* o, float v) { *o = __float2half_rn(v); }
+__device__ void store(__nv_bfloat16* o, float v) { *o = __float2bfloat16_rn(v); }
+
+// Out: f32, or a 16-bit type the f32 result is rounded to (the tensor cores' x).
+template <typename Out>
+__global__ void rmsnorm_kernel(const float* x, const float* w, Out* out, int64_t d, double eps, bool unit_offset) {
   const float* xr = x + blockIdx.x * d;
-  float* o = out + blockIdx.x * d;
+  Out* o = out + blockIdx.x * d;
   float ss = 0;
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) ss += xr[c] * xr[c];
   ss = block_reduce(ss, false);
   const float inv = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / static_cast<double>(d) + eps));
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = xr[c] * inv * (unit_offset ? 1.0f + w[c] : w[c]);
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) store(o + c, xr[c] * inv * (unit_offset ? 1.0f + w[c] : w[c]));
 }
 
 __global__ void softmax_kernel(const float* x, float* out, int64_t d) {
@@ -92,6 +98,17 @@ void rmsnorm(const float* x, const float* w, float* out, int64_t rows, int64_t d
              const Launch& l) {
   if (rows == 0) return;
   rmsnorm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream_of(l)>>>(x, w, out, d, eps, unit_offset);
+}
+
+void rmsnorm_to_half(const float* x, const float* w, void* out, DType half, int64_t rows, int64_t d, double eps,
+                     bool unit_offset, const Launch& l) {
+  if (rows == 0) return;
+  const auto grid = static_cast<unsigned>(rows);
+  if (half == DType::kBF16) {
+    rmsnorm_kernel<<<grid, kRowThreads, 0, stream_of(l)>>>(x, w, static_cast<__nv_bfloat16*>(out), d, eps, unit_offset);
+  } else {
+    rmsnorm_kernel<<<grid, kRowThreads, 0, stream_of(l)>>>(x, w, static_cast<__half*>(out), d, eps, unit_offset);
+  }
 }
 
 void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& l) {

@@ -55,10 +55,11 @@ bool set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t
   return cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof v) == CUBLAS_STATUS_SUCCESS;
 }
 
-// Row-major out [m, n] = x16 [m, k] . w16 [n, k]^T is, column-major, out^T = w16^T . x16^T:
-// A = w16 (k x n, leading k, transposed), B = x16 (k x m, leading k), C = D = out (n x m).
-// Chooses the algorithm (false: none); run() then enqueues the product.
-bool plan_product(const Launch& l, cudaDataType_t ab, const void* w16, const void* x16, const float* bias,
+// Row-major out [m, n] = x16 [m, k] . w16 [n, k]^T (+ c [m, n]) is, column-major, out^T =
+// w16^T . x16^T (+ c^T): A = w16 (k x n, leading k, transposed), B = x16 (k x m, leading
+// k), C (c, or out when there is none) and D = out share the layout n x m. Chooses the
+// algorithm (false: none); multiply() then enqueues the product.
+bool plan_product(const Launch& l, cudaDataType_t ab, const void* w16, const void* x16, const float* bias, const float* c,
                   const float* out, int64_t m, int64_t n, int64_t k, Product& p, cublasLtMatmulAlgo_t& algo) {
   const auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
   if (!ok(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) return false;
@@ -80,7 +81,7 @@ bool plan_product(const Launch& l, cudaDataType_t ab, const void* w16, const voi
   if (!set_pref(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(l.tc.workspace_bytes)) ||
       !set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(w16)) ||
       !set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(x16)) ||
-      !set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(out)) ||
+      !set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(c != nullptr ? c : out)) ||
       !set_pref(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(out))) {
     return false;
   }
@@ -94,6 +95,30 @@ bool plan_product(const Launch& l, cudaDataType_t ab, const void* w16, const voi
   algo = best.algo;
   return true;
 }
+
+// Enqueues a planned product: out = w16 . x16 (+ bias) (+ c). False when cuBLASLt refuses it.
+bool multiply(const Launch& l, const Product& p, const cublasLtMatmulAlgo_t& algo, const void* w16, const void* x16,
+              const float* c, float* out) {
+  const float alpha = 1.0f, beta = c != nullptr ? 1.0f : 0.0f;
+  return cublasLtMatmul(static_cast<cublasLtHandle_t>(l.tc.handle), p.op, &alpha, w16, p.a, x16, p.b, &beta,
+                        c != nullptr ? c : out, p.c, out, p.c, &algo, l.tc.workspace,
+                        static_cast<size_t>(l.tc.workspace_bytes), stream_of(l)) == CUBLAS_STATUS_SUCCESS;
+}
+
+// The weights cuBLASLt reads: 16-bit ones as they are, quantized ones widened into the
+// scratch (after x16) first.
+const void* product_weights(const void* w, DType w_dt, int64_t m, int64_t k, const Launch& l) {
+  if (!quantized(w_dt)) return w;
+  return static_cast<uint8_t*>(l.tc.scratch) + aligned(m * k * 2);
+}
+
+void widen_weights(const void* w, DType w_dt, int64_t n, int64_t k, void* widened, const Launch& l) {
+  widen_to_f16_kernel<<<blocks_for(n * k), kThreads, 0, stream_of(l)>>>(
+      w_dt, static_cast<const uint8_t*>(w), stored_row_bytes(w_dt, k), n, k, static_cast<__half*>(widened));
+}
+
+DType half_of(DType w_dt) { return w_dt == DType::kBF16 ? DType::kBF16 : DType::kF16; }
+cudaDataType_t cuda_type(DType half) { return half == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
 }  // namespace
 
@@ -113,25 +138,50 @@ bool linear_tensor_cores(const float* x, int64_t m, int64_t k, DType w_dt, const
       l.tc.scratch_bytes < tensor_core_scratch_bytes(m, k, n, w_dt)) {
     return false;
   }
-  const DType half = w_dt == DType::kBF16 ? DType::kBF16 : DType::kF16;
+  const DType half = half_of(w_dt);
   void* x16 = l.tc.scratch;
-  void* widened = static_cast<uint8_t*>(l.tc.scratch) + aligned(m * k * 2);
-  const void* w16 = quantized(w_dt) ? widened : w;
+  const void* w16 = product_weights(w, w_dt, m, k, l);
   Product p;
   cublasLtMatmulAlgo_t algo{};
-  if (!plan_product(l, half == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F, w16, x16, bias, out, m, n, k, p, algo)) {
-    return false;
-  }
-  if (quantized(w_dt)) {
-    widen_to_f16_kernel<<<blocks_for(n * k), kThreads, 0, stream_of(l)>>>(
-        w_dt, static_cast<const uint8_t*>(w), stored_row_bytes(w_dt, k), n, k, static_cast<__half*>(widened));
-  }
+  if (!plan_product(l, cuda_type(half), w16, x16, bias, nullptr, out, m, n, k, p, algo)) return false;
+  if (quantized(w_dt)) widen_weights(w, w_dt, n, k, const_cast<void*>(w16), l);
   cast(DType::kF32, half, x, x16, m * k, l);
-  const float alpha = 1.0f, beta = 0.0f;
   // Refused at enqueue: the caller's kernel overwrites out; the conversions were harmless.
-  return cublasLtMatmul(static_cast<cublasLtHandle_t>(l.tc.handle), p.op, &alpha, w16, p.a, x16, p.b, &beta, out, p.c, out,
-                        p.c, &algo, l.tc.workspace, static_cast<size_t>(l.tc.workspace_bytes),
-                        stream_of(l)) == CUBLAS_STATUS_SUCCESS;
+  return multiply(l, p, algo, w16, x16, nullptr, out);
+}
+
+bool linear_group_tensor_cores(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if (l.tc.handle == nullptr || !tensor_core_fits(m, k, w_dt) || g.parts < 1 || (g.glu && g.parts != 2)) return false;
+  const bool residual = g.residual_out != nullptr;
+  if (residual && g.parts != 1) return false;
+  const DType half = half_of(w_dt);
+  void* x16 = l.tc.scratch;
+  Product prod[3];
+  cublasLtMatmulAlgo_t algo[3] = {};
+  const void* w16[3];
+  for (int p = 0; p < g.parts; ++p) {
+    const LinearPart& part = g.part[p];
+    if (l.tc.scratch_bytes < tensor_core_scratch_bytes(m, k, part.n, w_dt)) return false;
+    w16[p] = product_weights(part.w, w_dt, m, k, l);
+    float* out = residual ? g.residual_out : part.out;
+    if (!plan_product(l, cuda_type(half), w16[p], x16, part.bias, residual ? g.residual : nullptr, out, m, part.n, k,
+                      prod[p], algo[p])) {
+      return false;
+    }
+  }
+  if (g.norm_w != nullptr) rmsnorm_to_half(x, g.norm_w, x16, half, m, k, g.norm_eps, g.norm_unit_offset, l);
+  else cast(DType::kF32, half, x, x16, m * k, l);
+  for (int p = 0; p < g.parts; ++p) {
+    const LinearPart& part = g.part[p];
+    if (quantized(w_dt)) widen_weights(part.w, w_dt, part.n, k, const_cast<void*>(w16[p]), l);
+    // Refused at enqueue (cuBLASLt planned it, so this is not expected): the caller's
+    // kernels then compute the whole group again over what this wrote.
+    if (!multiply(l, prod[p], algo[p], w16[p], x16, residual ? g.residual : nullptr, residual ? g.residual_out : part.out)) {
+      return false;
+    }
+  }
+  if (g.glu) glu(g.act, g.part[0].out, g.part[1].out, g.glu_out, m * g.part[0].n, l);
+  return true;
 }
 
 void* tensor_cores_open() {
