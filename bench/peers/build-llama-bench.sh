@@ -53,12 +53,19 @@ fi
 #    on (both live under tools/), everything else off. LLAMA_CURL is deprecated in
 #    this llama.cpp (downloads go through cpp-httplib, hence LLAMA_OPENSSL=OFF) but is
 #    kept off explicitly for older bundles.
+#    AMX off: -march=native turns on ggml's AMX kernels wherever the CPU reports AMX, and on
+#    the shared benchmark machine (a VM whose CPU reports amx_int8) their q8_0 mul_mat
+#    segfaults at the first decode. KVF_PEER_AMX=1 keeps them, for a machine where they run.
 build="$out/llama.cpp-build"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-if [ ! -f "$build/CMakeCache.txt" ] || grep -q '^LLAMA_BUILD_SERVER:BOOL=OFF' "$build/CMakeCache.txt"; then
+no_amx=""
+[ "${KVF_PEER_AMX:-0}" = 1 ] || no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+if [ ! -f "$build/CMakeCache.txt" ] || grep -q '^LLAMA_BUILD_SERVER:BOOL=OFF' "$build/CMakeCache.txt" ||
+   ! grep -q "^CMAKE_CXX_FLAGS:STRING=$no_amx\$" "$build/CMakeCache.txt"; then
   cmake -S "$src" -B "$build" "${generator[@]}" -Wno-dev \
     -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx" \
     -DBUILD_SHARED_LIBS=OFF \
     -DGGML_NATIVE=ON \
     -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_HIP=OFF -DGGML_SYCL=OFF \
