@@ -71,9 +71,11 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
     g.part[p] = exec::cuda::step::LinearPart{wd[p]->p, nullptr, ns[p], static_cast<float*>(outs[p]->p)};
   }
   if (epilogue == Epilogue::kBias) g.part[0].bias = static_cast<const float*>(bd.p);
+  Dev normed(*device, nullptr, m * k * 4);  // what the group's norm writes where its products need it whole
   if (norm) {
     g.norm_w = static_cast<const float*>(nd.p);
     g.norm_eps = eps;
+    g.norm_out = static_cast<float*>(normed.p);
   }
   if (glu) {
     g.glu = true;
