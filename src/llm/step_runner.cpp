@@ -104,8 +104,12 @@ Result<std::unique_ptr<exec::Executor>> StepRunner::bind(plan::Plan plan, const 
 #endif
   }
   exec::AttentionBackend* placed = spec.n_tokens == 1 ? opts_.decode_attention : nullptr;
+  // A batch's step shapes run again and again over the same weights: packing them once pays.
+  // One sequence (generate) packs per call: its prefill runs once, and a second copy of its
+  // quantized weights would cost more than it saves.
+  const auto packing = spec.rows > 1 ? exec::cpu::WeightPacking::kAhead : exec::cpu::WeightPacking::kPerCall;
   Result<std::unique_ptr<exec::cpu::CpuExecutor>> ex =
-      exec::cpu::CpuExecutor::create(std::move(plan), cpu_state_, *pool_, placed);
+      exec::cpu::CpuExecutor::create(std::move(plan), cpu_state_, *pool_, placed, packing);
   if (!ex) return ex.take_error();
   return std::unique_ptr<exec::Executor>(std::move(*ex));
 }

@@ -88,12 +88,13 @@ Status check_fused(const ir::Graph& g, const ir::Eqn& e) {
 
 }  // namespace
 
-CpuExecutor::CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention)
-    : plan_(std::move(plan)), state_(state), pool_(pool), attention_(attention) {}
+CpuExecutor::CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention,
+                         WeightPacking packing)
+    : plan_(std::move(plan)), state_(state), pool_(pool), attention_(attention), packing_(packing) {}
 
 Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(plan::Plan plan, StateStore& state, ThreadPool& pool,
-                                                         AttentionBackend* attention) {
-  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(std::move(plan), state, pool, attention));
+                                                         AttentionBackend* attention, WeightPacking packing) {
+  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(std::move(plan), state, pool, attention, packing));
   Status s = state.allocate(ex->plan_.graph);
   if (!s) return s.take_error();
   s = ex->bind_values();
@@ -215,7 +216,7 @@ Status CpuExecutor::bind_ops() {
       continue;
     }
     if (in_prelude[i] && ir::is_fused(e.op)) return internal_error("a validation depends on fused eqn ", i);
-    if (e.op == OpKind::kLinear) {
+    if (e.op == OpKind::kLinear && packing_ == WeightPacking::kAhead) {
       const Ref& w = op.in[1];
       op.packed = pack_weights(pool_, WeightView{w.dtype(), w.data, w.dim(0), w.dim(1)}, op.in[0].numel / w.dim(1));
     }

@@ -15,6 +15,11 @@
 
 namespace kvf::exec::cpu {
 
+// Whether the linears' quantized weights are packed once at bind (pack_weights) or by each
+// call that needs them packed: ahead pays where a step shape runs many times over the same
+// weights (a batch's decode), and keeps a second copy of those weights (~1.2 B a weight).
+enum class WeightPacking { kPerCall, kAhead };
+
 class CpuExecutor final : public Executor {
  public:
   // Binds `plan` to the state buffers (allocating the ones it declares) and the pool, both
@@ -22,7 +27,8 @@ class CpuExecutor final : public Executor {
   // With `attention`, every Attention eqn is placed on that backend (which must outlive the
   // executor and may refuse it: the bind fails with its error); the rest runs here.
   static Result<std::unique_ptr<CpuExecutor>> create(plan::Plan plan, StateStore& state, ThreadPool& pool,
-                                                     AttentionBackend* attention = nullptr);
+                                                     AttentionBackend* attention = nullptr,
+                                                     WeightPacking packing = WeightPacking::kPerCall);
 
   Status run(const SlotValues& slots) override;
   std::span<const float> output(const std::string& name) const override;
@@ -40,7 +46,7 @@ class CpuExecutor final : public Executor {
     std::shared_ptr<const PackedWeights> packed;  // Linear: its weights packed ahead, or null
   };
 
-  CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention);
+  CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention, WeightPacking packing);
   Status bind_values();
   Status bind_ops();
   Status run_op(const Op& op);
@@ -50,6 +56,7 @@ class CpuExecutor final : public Executor {
   StateStore& state_;
   ThreadPool& pool_;
   AttentionBackend* attention_;    // null: attention runs here
+  WeightPacking packing_;
   HostBuffer arena_;
   std::vector<HostBuffer> owned_;  // slots, literals, folded constants, contiguous copies
   std::vector<HostTensor> pinned_;
