@@ -208,7 +208,7 @@ void match_glu(const ir::Graph& g, size_t i, std::vector<Match>& out) {
 
 // ---- linear: matmul(x, transpose(W, {1, 0})) [+ bias]
 
-// A weight as stored: a constant, or cast[f32] of one (f16, bf16, q8_0, q4_0 storage).
+// A weight as stored: a constant, or cast[f32] of one (f16, bf16 or block-quantized storage).
 std::optional<ValueId> stored_constant(const ir::Graph& g, ValueId v) {
   if (const Eqn* cast = def(g, v, OpKind::kCast)) {
     if (cast->params.dtype != DType::kF32) return std::nullopt;
@@ -216,8 +216,7 @@ std::optional<ValueId> stored_constant(const ir::Graph& g, ValueId v) {
   }
   if (g.value(v).kind != ir::ValueKind::kConstant) return std::nullopt;
   const DType dt = g.type(v).dtype;
-  const bool storable = dt == DType::kF32 || dt == DType::kF16 || dt == DType::kBF16 || dt == DType::kQ8_0 ||
-                        dt == DType::kQ4_0;
+  const bool storable = is_float(dt) || is_block_quant(dt);
   return storable ? std::optional<ValueId>(v) : std::nullopt;
 }
 

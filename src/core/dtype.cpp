@@ -1,8 +1,10 @@
-// Element types, half conversions (bit-exact RNE) and q8_0/q4_0 dequantization.
+// Element types, half conversions (bit-exact RNE) and block dequantization.
 #include "core/dtype.h"
 
 #include <cmath>
 #include <cstring>
+
+#include "core/kquants.h"
 
 namespace kvf {
 namespace {
@@ -31,23 +33,27 @@ std::string_view dtype_name(DType dt) {
     case DType::kBool: return "pred";
     case DType::kQ8_0: return "q8_0";
     case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
   }
   return "?";
 }
 
 Result<DType> parse_dtype(std::string_view name) {
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI8, DType::kBool,
-                   DType::kQ8_0, DType::kQ4_0}) {
+                   DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     if (dtype_name(dt) == name) return dt;
   }
-  return invalid_input("unknown dtype '", name, "' (expected f32, f16, bf16, i32, i8, pred, q8_0, q4_0)");
+  return invalid_input("unknown dtype '", name, "' (expected f32, f16, bf16, i32, i8, pred, q8_0, q4_0, q4_k, q5_k, q6_k)");
 }
 
 bool is_float(DType dt) { return dt == DType::kF32 || dt == DType::kF16 || dt == DType::kBF16; }
 bool is_integer(DType dt) { return dt == DType::kI32 || dt == DType::kI8; }
-bool is_block_quant(DType dt) { return dt == DType::kQ8_0 || dt == DType::kQ4_0; }
+bool is_block_quant(DType dt) { return dt == DType::kQ8_0 || dt == DType::kQ4_0 || is_kquant(dt); }
+bool is_kquant(DType dt) { return dt == DType::kQ4_K || dt == DType::kQ5_K || dt == DType::kQ6_K; }
 
-int64_t block_elems(DType dt) { return is_block_quant(dt) ? 32 : 1; }
+int64_t block_elems(DType dt) { return is_kquant(dt) ? kKQuantElems : is_block_quant(dt) ? 32 : 1; }
 
 int64_t block_bytes(DType dt) {
   switch (dt) {
@@ -56,6 +62,9 @@ int64_t block_bytes(DType dt) {
     case DType::kI8: case DType::kBool: return 1;
     case DType::kQ8_0: return sizeof(BlockQ8_0);
     case DType::kQ4_0: return sizeof(BlockQ4_0);
+    case DType::kQ4_K: return sizeof(BlockQ4_K);
+    case DType::kQ5_K: return sizeof(BlockQ5_K);
+    case DType::kQ6_K: return sizeof(BlockQ6_K);
   }
   return 0;
 }
@@ -177,6 +186,9 @@ Status dequantize_row(DType dt, const void* src, float* out, int64_t n) {
         }
       }
       return {};
+    case DType::kQ4_K: dequantize_q4_k(bytes, out, n / kKQuantElems); return {};
+    case DType::kQ5_K: dequantize_q5_k(bytes, out, n / kKQuantElems); return {};
+    case DType::kQ6_K: dequantize_q6_k(bytes, out, n / kKQuantElems); return {};
     case DType::kI32:
     case DType::kI8:
     case DType::kBool:

@@ -19,6 +19,9 @@ enum class DType : uint8_t {
   kBool,  // predicate: the result of compare, the first operand of select
   kQ8_0,  // GGUF block: f16 scale + 32 x int8
   kQ4_0,  // GGUF block: f16 scale + 32 x 4-bit (offset 8)
+  kQ4_K,  // GGUF super-block of 256: 4-bit, 8 scales and mins (core/kquants.h)
+  kQ5_K,  // GGUF super-block of 256: 5-bit, 8 scales and mins
+  kQ6_K,  // GGUF super-block of 256: 6-bit, 16 signed scales
 };
 
 std::string_view dtype_name(DType dt);
@@ -26,7 +29,8 @@ Result<DType> parse_dtype(std::string_view name);
 
 bool is_float(DType dt);         // f32, f16, bf16
 bool is_integer(DType dt);       // i32, i8
-bool is_block_quant(DType dt);   // q8_0, q4_0
+bool is_block_quant(DType dt);   // q8_0, q4_0 and the k-quants
+bool is_kquant(DType dt);        // q4_k, q5_k, q6_k
 int64_t block_elems(DType dt);   // elements per storage block (1 for plain types)
 int64_t block_bytes(DType dt);   // bytes per storage block
 // Bytes that n elements occupy; n must be a multiple of block_elems(dt).

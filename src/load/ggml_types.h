@@ -1,6 +1,6 @@
 // ggml's tensor types as GGUF stores them: ids, block geometry, exact dequantization.
-// Types kvforge computes on directly (f32, f16, bf16, q8_0, q4_0, i32, i8) map to a DType
-// and stay borrowed; the rest are dequantized to f32 at load.
+// Types kvforge computes on directly (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, i32, i8)
+// map to a DType and stay borrowed; the rest are dequantized to f32 at load.
 #pragma once
 
 #include <cstdint>

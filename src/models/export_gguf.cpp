@@ -18,6 +18,9 @@ Result<uint32_t> ggml_type_of(DType dt) {
     case DType::kBF16: return static_cast<uint32_t>(load::GgmlType::kBF16);
     case DType::kQ8_0: return static_cast<uint32_t>(load::GgmlType::kQ8_0);
     case DType::kQ4_0: return static_cast<uint32_t>(load::GgmlType::kQ4_0);
+    case DType::kQ4_K: return static_cast<uint32_t>(load::GgmlType::kQ4_K);
+    case DType::kQ5_K: return static_cast<uint32_t>(load::GgmlType::kQ5_K);
+    case DType::kQ6_K: return static_cast<uint32_t>(load::GgmlType::kQ6_K);
     default: break;
   }
   return unsupported("GGUF export: no ggml type for ", dtype_name(dt));

@@ -59,6 +59,20 @@ Weights random_weights(std::mt19937_64& rng, DType dt, int64_t n, int64_t k) {
     } else if (dt == DType::kF16 || dt == DType::kBF16) {
       const uint16_t h = dt == DType::kF16 ? f32_to_f16_bits(val(rng)) : f32_to_bf16_bits(val(rng));
       std::memcpy(blk, &h, 2);
+    } else if (is_kquant(dt)) {  // raw random bytes (every quant, scale and min), then f16 scales
+      for (int64_t t = 0; t < block_bytes(dt); ++t) blk[t] = static_cast<uint8_t>(byte(rng));
+      // q4_k/q5_k: w = d·sc·q − dmin·m with sc, m < 64; q6_k: w = d·sc·(q − 32), |sc| <= 128.
+      // The mins sit mid-range (dmin = d · the mean quant), as a quantizer puts them, so
+      // that an output is not the small difference of two large sums.
+      if (dt == DType::kQ6_K) {
+        const uint16_t d = f32_to_f16_bits(scale(rng) / 2048.0f);
+        std::memcpy(blk + 208, &d, 2);
+      } else {
+        const float d = scale(rng) / 512.0f;
+        const uint16_t dh = f32_to_f16_bits(d), mh = f32_to_f16_bits(d * (dt == DType::kQ4_K ? 7.5f : 15.5f));
+        std::memcpy(blk, &dh, 2);
+        std::memcpy(blk + 2, &mh, 2);
+      }
     } else {  // scale, then raw random bytes: q8_0 spans -128..127, q4_0 all 16 nibbles
       const uint16_t d = f32_to_f16_bits(scale(rng));
       std::memcpy(blk, &d, 2);
@@ -237,8 +251,9 @@ TEST_P(LinearTest, OddSizesEveryBody) {
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(::testing::Message() << "seed=" << seed);
   std::mt19937_64 rng(seed);
-  const std::vector<int64_t> ks = is_block_quant(dt) ? std::vector<int64_t>{32, 64, 96, 768}
-                                                     : std::vector<int64_t>{1, 7, 64, 96, 768};
+  const std::vector<int64_t> ks = is_kquant(dt)         ? std::vector<int64_t>{256, 512, 768}
+                                  : is_block_quant(dt) ? std::vector<int64_t>{32, 64, 96, 768}
+                                                       : std::vector<int64_t>{1, 7, 64, 96, 768};
   ThreadPool one(1), two(2);
   Errors worst;
   int index = 0;
@@ -275,12 +290,15 @@ TEST_P(LinearTest, LargeShapes) {
 
 // Weight decoding alone: x = 127 · I makes y = 127 · dequant(w)ᵀ, and every body must give
 // exactly float(127 · w) — x quantizes exactly (d = 1, q = 127), so there is one rounding.
+// k-quants scale the integer dot and subtract the min (or scale by sc, then d) in an order of
+// their own (linear_impl.h), not the decoder's: two roundings, each within an f32 step of
+// the row's largest weight.
 TEST_P(LinearTest, OneHotRowsReproduceDequantizeRow) {
   const DType dt = GetParam();
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(::testing::Message() << "seed=" << seed);
   std::mt19937_64 rng(seed);
-  const int64_t n = 37, k = 96;
+  const int64_t n = 37, k = is_kquant(dt) ? 256 : 96;
   const Weights w = random_weights(rng, dt, n, k);
   ThreadPool two(2);
   for (const auto& isa : runnable_isas()) {
@@ -294,7 +312,14 @@ TEST_P(LinearTest, OneHotRowsReproduceDequantizeRow) {
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n; ++j) {
           const float want = static_cast<float>(127.0 * w.deq[static_cast<size_t>(j * k + col0 + i)]);
-          wrong += y[static_cast<size_t>(i * n + j)] != want;
+          const float got = y[static_cast<size_t>(i * n + j)];
+          if (!is_kquant(dt)) {
+            wrong += got != want;
+            continue;
+          }
+          double row_max = 0;
+          for (int64_t c = 0; c < k; ++c) row_max = std::max(row_max, std::fabs(w.deq[static_cast<size_t>(j * k + c)]));
+          wrong += !(std::fabs(got - want) <= 4 * 127.0 * row_max * std::numeric_limits<float>::epsilon());
         }
       }
       EXPECT_EQ(wrong, 0) << "m=" << m;
@@ -314,7 +339,9 @@ TEST_P(LinearTest, OneOrderWhateverTheBatch) {
   ThreadPool one(1), two(2);
   std::uniform_real_distribution<float> val(-1.0f, 1.0f);
   const detail::Kernels& scalar = *detail::kernels_for("scalar");
-  for (int64_t k : is_block_quant(dt) ? std::vector<int64_t>{32, 160} : std::vector<int64_t>{5, 48, 157}) {
+  for (int64_t k : is_kquant(dt)         ? std::vector<int64_t>{256, 512}
+                  : is_block_quant(dt) ? std::vector<int64_t>{32, 160}
+                                       : std::vector<int64_t>{5, 48, 157}) {
     const int64_t n = 37, m = 70;
     const Weights w = random_weights(rng, dt, n, k);
     std::vector<float> x(static_cast<size_t>(m * k)), bias(static_cast<size_t>(n));
@@ -347,7 +374,8 @@ TEST_P(LinearTest, OneOrderWhateverTheBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest,
-                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                                           DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Packing ahead: q8_0 and q4_0 weights, for calls past one streaming pass and up to a row

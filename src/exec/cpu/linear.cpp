@@ -96,10 +96,12 @@ void quantize_x(const Kernels& kern, ThreadPool& pool, LinearArgs& a, bool strea
   const size_t q_bytes = (static_cast<size_t>(a.m * k) + 63) / 64 * 64;
   const size_t d_bytes = (static_cast<size_t>(a.m * nb) * 4 + 63) / 64 * 64;
   const size_t corr_bytes = form == QuantForm::kLaneCorr ? static_cast<size_t>(a.m * nb) * 32 : 0;
-  auto* base = static_cast<unsigned char*>(quant_scratch().get(q_bytes + d_bytes + corr_bytes));
+  const size_t sums_bytes = needs_sums(a.w.dtype) ? static_cast<size_t>(a.m * nb) * 4 : 0;
+  auto* base = static_cast<unsigned char*>(quant_scratch().get(q_bytes + d_bytes + corr_bytes + sums_bytes));
   a.xq.q = reinterpret_cast<int8_t*>(base);
   a.xq.d = reinterpret_cast<float*>(base + q_bytes);
   a.xq.corr = corr_bytes ? reinterpret_cast<int32_t*>(base + q_bytes + d_bytes) : nullptr;
+  a.xq.sums = sums_bytes ? reinterpret_cast<int32_t*>(base + q_bytes + d_bytes + corr_bytes) : nullptr;
   const LinearArgs& args = a;
   pool.parallel_for(a.m, [&](int64_t i0, int64_t i1) { kern.quantize(args, i0, i1, form); },
                     std::max<int64_t>(1, 32768 / std::max<int64_t>(1, k)));
@@ -146,11 +148,13 @@ const Kernels* kernels_for(std::string_view isa) {
 // build than it saves); packed ahead, only up to what one streaming pass serves.
 int64_t stream_rows(const Kernels& kern, const WeightView& w, bool packed) {
   if (!is_block_quant(w.dtype)) return kern.stream_rows_float;
+  if (is_kquant(w.dtype)) return INT64_MAX;  // no packed k-quant panels yet
   return packed || w.n < kWideWeightRows ? kern.stream_rows_quant : kern.stream_rows_quant_wide;
 }
 
-void linear_with(const Kernels& kern, ThreadPool& pool, const float* x, int64_t m, int64_t x_stride,
+void linear_with(const Kernels& body, ThreadPool& pool, const float* x, int64_t m, int64_t x_stride,
                  const WeightView& w, const float* bias, float* y, int64_t y_stride, const PackedWeights* packed) {
+  const Kernels& kern = is_kquant(w.dtype) && !body.kquants ? scalar_kernels() : body;
   LinearArgs a{.x = x, .m = m, .x_stride = x_stride, .w = w, .bias = bias, .y = y, .y_stride = y_stride, .xq = {}};
   if (m <= 0 || w.n <= 0) return;
   if (w.k == 0) {
@@ -169,6 +173,7 @@ void linear_with(const Kernels& kern, ThreadPool& pool, const float* x, int64_t 
 
 std::shared_ptr<const PackedWeights> pack_weights_with(const Kernels& kern, ThreadPool& pool, const WeightView& w,
                                                        int64_t m) {
+  if (is_kquant(w.dtype) && !kern.kquants) return nullptr;
   if (kern.pack == nullptr || m <= stream_rows(kern, w, true) || m > kPackAheadRows || w.n <= 0 || w.k <= 0) {
     return nullptr;
   }

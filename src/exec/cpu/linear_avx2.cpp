@@ -268,7 +268,7 @@ void gemm(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, P
 const Kernels& avx2_kernels() {
   // The GEMM is the streaming kernel over (row block, 16 columns) tasks, so the crossovers
   // only choose how the work is cut.
-  static const Kernels k{"avx2", kNR, 16, 3, 3, quant_form, quantize, stream, gemm, nullptr, nullptr};
+  static const Kernels k{"avx2", kNR, 16, 3, 3, quant_form, quantize, stream, gemm, nullptr, nullptr, false};
   return k;
 }
 

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/kquants.h"
 #include "exec/cpu/linear_impl.h"
 #include "exec/cpu/linear_x86.h"
 
@@ -120,13 +121,16 @@ inline __m256i quantize_block32(const float* x, float* d) {
 
 void quantize(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form) {
   const int64_t k = a.w.k, nb = k / kQBlock;
-  const __m256i offset = _mm256_set1_epi32(a.w.dtype == DType::kQ8_0 ? -128 : -8);
+  const __m256i offset = _mm256_set1_epi32(-lane_offset(a.w.dtype));
   for (int64_t i = i0; i < i1; ++i) {
     for (int64_t b = 0; b < nb; ++b) {
       __m256i q = quantize_block32(a.x + i * a.x_stride + b * kQBlock, a.xq.d + i * nb + b);
-      if (form == QuantForm::kLaneCorr) {
+      if (form == QuantForm::kLaneCorr || a.xq.sums != nullptr) {
         const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.xq.corr + (i * nb + b) * 8), _mm256_mullo_epi32(sums, offset));
+        if (form == QuantForm::kLaneCorr) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.xq.corr + (i * nb + b) * 8), _mm256_mullo_epi32(sums, offset));
+        }
+        if (a.xq.sums != nullptr) a.xq.sums[i * nb + b] = _mm512_reduce_add_epi32(_mm512_zextsi256_si512(sums));
       }
       if (form == QuantForm::kUnsigned) q = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.xq.q + i * k + b * kQBlock), q);
@@ -134,7 +138,11 @@ void quantize(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form) {
   }
 }
 
-QuantForm quant_form(DType, bool stream) { return stream ? QuantForm::kLaneCorr : QuantForm::kUnsigned; }
+// Streamed q4_k/q5_k quants are unsigned already: vpdpbusd takes them against a signed x.
+QuantForm quant_form(DType wt, bool stream) {
+  if (!stream) return QuantForm::kUnsigned;
+  return wt == DType::kQ4_K || wt == DType::kQ5_K ? QuantForm::kSigned : QuantForm::kLaneCorr;
+}
 
 // ---------------------------------------------------------------- streaming (decode)
 
@@ -280,13 +288,144 @@ void dot_quad_quant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, __
   }
 }
 
+// ---------------------------------------------------------------- k-quants, streamed
+
+template <DType DT>
+constexpr bool kKQuant = DT == DType::kQ4_K || DT == DType::kQ5_K || DT == DType::kQ6_K;
+
+template <DType DT>
+constexpr int64_t kKBytes = DT == DType::kQ4_K ? sizeof(BlockQ4_K) : DT == DType::kQ5_K ? sizeof(BlockQ5_K)
+                                                                                         : sizeof(BlockQ6_K);
+
+// A q4_k/q5_k super-block's eight chunk scales and mins as f32, [dsc 0..7, -dmn 0..7]: the
+// 12 packed bytes unpacked four at a time with 32-bit masks (kquant_scale_min's rule).
+inline __m512 kquant_scales(const uint8_t* blk) {
+  const uint32_t a = static_cast<uint32_t>(load_i32(blk + 4)), b = static_cast<uint32_t>(load_i32(blk + 8));
+  const uint32_t c = static_cast<uint32_t>(load_i32(blk + 12));
+  const uint32_t sc_hi = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
+  const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
+  const __m128i bytes = _mm_setr_epi32(static_cast<int>(a & 0x3f3f3f3fu), static_cast<int>(sc_hi),
+                                       static_cast<int>(b & 0x3f3f3f3fu), static_cast<int>(mn_hi));
+  const __m512 mul = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(f16_scale(blk)), _mm512_set1_ps(-f16_scale(blk + 2)));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), mul);
+}
+
+// Four rows of 16 floats to 16 columns of four: column c lands at out + 16 (c % 4) + 4 (c / 4).
+inline void columns4x16(__m512 r0, __m512 r1, __m512 r2, __m512 r3, float* out) {
+  const __m512d a = _mm512_castps_pd(_mm512_unpacklo_ps(r0, r1)), b = _mm512_castps_pd(_mm512_unpackhi_ps(r0, r1));
+  const __m512d c = _mm512_castps_pd(_mm512_unpacklo_ps(r2, r3)), d = _mm512_castps_pd(_mm512_unpackhi_ps(r2, r3));
+  _mm512_store_ps(out, _mm512_castpd_ps(_mm512_unpacklo_pd(a, c)));
+  _mm512_store_ps(out + 16, _mm512_castpd_ps(_mm512_unpackhi_pd(a, c)));
+  _mm512_store_ps(out + 32, _mm512_castpd_ps(_mm512_unpacklo_pd(b, d)));
+  _mm512_store_ps(out + 48, _mm512_castpd_ps(_mm512_unpackhi_pd(b, d)));
+}
+
+inline __m128 column(const float* cols, int c) { return _mm_load_ps(cols + 16 * (c % 4) + 4 * (c / 4)); }
+
+// Chunk C's 32 unsigned quants (core/kquants.h); qh: q5_k's high bits, q6_k's at blk + 128 + 32 h.
+template <DType DT, int C>
+inline __m256i kquant_quants(const uint8_t* blk, __m256i qh) {
+  const __m256i m4 = _mm256_set1_epi8(15);
+  if constexpr (DT == DType::kQ6_K) {
+    constexpr int h = C / 4, cc = C % 4;
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32 * (cc % 2)));
+    const __m256i low = _mm256_and_si256(cc / 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * cc), _mm256_set1_epi8(3));
+    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+  } else {
+    constexpr int64_t base = DT == DType::kQ5_K ? 48 : 16;
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + base + 32 * (C / 2)));
+    __m256i q = _mm256_and_si256(C % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+    if constexpr (DT == DType::kQ5_K) {
+      q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, C), _mm256_set1_epi8(1)), 4));
+    }
+    return q;
+  }
+}
+
+// MX x rows · four k-quant rows, in the order of linear_impl.h. q4_k/q5_k: the unsigned quants
+// against the signed x, then the chunk's scale and its min (times x's block sum); q6_k: lanes
+// from x's corrections (-32 · its lane sums), times each half's scale, then summed exactly.
+template <DType DT, int MX>
+void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, __m128 (&sums)[MX]) {
+  const int64_t nb = k / kQBlock, nsb = k / kKQuantElems;
+#pragma GCC unroll 16
+  for (int xi = 0; xi < MX; ++xi) sums[xi] = _mm_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk[4];
+    __m256i qh[4] = {};
+    __m128i sc16[4] = {};
+    alignas(64) float cols[64];
+    __m128 d4 = _mm_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < 4; ++r) {
+      blk[r] = q.row[r] + sb * kKBytes<DT>;
+      for (int64_t l = 0; l < kKBytes<DT>; l += 64) prefetch_ahead(q, blk[r] + l);
+    }
+    if constexpr (DT == DType::kQ6_K) {
+      __m128i dw16 = _mm_setzero_si128();
+#pragma GCC unroll 16
+      for (int r = 0; r < 4; ++r) {
+        dw16 = insert_u16(dw16, blk[r] + 208, r);
+        sc16[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r] + 192));
+      }
+      d4 = _mm_cvtph_ps(dw16);
+    } else {
+      columns4x16(kquant_scales(blk[0]), kquant_scales(blk[1]), kquant_scales(blk[2]), kquant_scales(blk[3]), cols);
+      if constexpr (DT == DType::kQ5_K) {
+#pragma GCC unroll 16
+        for (int r = 0; r < 4; ++r) qh[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 16));
+      }
+    }
+    [&]<int... C>(std::integer_sequence<int, C...>) {
+      ([&] {
+        const int64_t b = sb * kKQuantChunks + C;
+        __m256i w[4], scv[4];
+#pragma GCC unroll 16
+        for (int r = 0; r < 4; ++r) {
+          if constexpr (DT == DType::kQ6_K) {
+            if constexpr (C % 4 == 0) qh[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 128 + 32 * (C / 4)));
+            constexpr char s0 = static_cast<char>(8 * (C / 4) + 2 * (C % 4)), s1 = static_cast<char>(s0 + 1);
+            scv[r] = _mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc16[r], _mm_setr_epi8(s0, s0, s0, s0, s1, s1, s1, s1, 0, 0, 0, 0, 0, 0, 0, 0)));
+          }
+          w[r] = kquant_quants<DT, C>(blk[r], qh[r]);
+        }
+#pragma GCC unroll 16
+        for (int xi = 0; xi < MX; ++xi) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.q + (i + xi) * k + b * kQBlock));
+          const float dx = xq.d[(i + xi) * nb + b];
+          if constexpr (DT == DType::kQ6_K) {
+            const __m256i cv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.corr + ((i + xi) * nb + b) * 8));
+            const __m128i dots = block_dots(_mm256_mullo_epi32(_mm256_dpbusd_epi32(cv, w[0], xv), scv[0]),
+                                            _mm256_mullo_epi32(_mm256_dpbusd_epi32(cv, w[1], xv), scv[1]),
+                                            _mm256_mullo_epi32(_mm256_dpbusd_epi32(cv, w[2], xv), scv[2]),
+                                            _mm256_mullo_epi32(_mm256_dpbusd_epi32(cv, w[3], xv), scv[3]));
+            sums[xi] = _mm_fmadd_ps(_mm_cvtepi32_ps(dots), _mm_mul_ps(d4, _mm_set1_ps(dx)), sums[xi]);
+          } else {
+            const __m256i z = _mm256_setzero_si256();
+            const __m128i dots = block_dots(_mm256_dpbusd_epi32(z, w[0], xv), _mm256_dpbusd_epi32(z, w[1], xv),
+                                            _mm256_dpbusd_epi32(z, w[2], xv), _mm256_dpbusd_epi32(z, w[3], xv));
+            sums[xi] = _mm_fmadd_ps(_mm_cvtepi32_ps(dots), _mm_mul_ps(column(cols, C), _mm_set1_ps(dx)), sums[xi]);
+            const float t = static_cast<float>(xq.sums[(i + xi) * nb + b]) * dx;
+            sums[xi] = _mm_fmadd_ps(column(cols, 8 + C), _mm_set1_ps(t), sums[xi]);
+          }
+        }
+      }(), ...);
+    }(std::make_integer_sequence<int, kKQuantChunks>{});
+  }
+}
+
 template <DType DT, int MX, int NQ>
 void quads(const LinearArgs& a, int64_t i, int64_t j, const RowQuad (&q)[NQ]) {
   __m128 sums[MX][NQ];
-  if constexpr (DT == DType::kQ8_0 || DT == DType::kQ4_0) {
+  if constexpr (DT == DType::kQ8_0 || DT == DType::kQ4_0 || kKQuant<DT>) {
     static_assert(NQ == 1);
     __m128 s[MX];
-    dot_quad_quant<DT, MX>(a.xq, i, a.w.k, q[0], s);
+    if constexpr (kKQuant<DT>) {
+      dot_quad_kquant<DT, MX>(a.xq, i, a.w.k, q[0], s);
+    } else {
+      dot_quad_quant<DT, MX>(a.xq, i, a.w.k, q[0], s);
+    }
     for (int xi = 0; xi < MX; ++xi) sums[xi][0] = s[xi];
   } else {
     dot_quads_float<DT, MX, NQ>(a.x + i * a.x_stride, a.x_stride, a.w.k, q, sums);
@@ -305,7 +444,7 @@ constexpr int kMaxMX = 4;
 // one float x row), up to kMaxMX x rows per pass over them.
 template <DType DT>
 void stream_rows(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  constexpr bool kFloat = DT != DType::kQ8_0 && DT != DType::kQ4_0;
+  constexpr bool kFloat = DT == DType::kF32 || DT == DType::kF16 || DT == DType::kBF16;
   int64_t j = j0;
   if constexpr (kFloat) {
     for (; i1 - i0 == 1 && j + 8 <= j1; j += 8) {
@@ -331,6 +470,9 @@ void stream(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
     case DType::kBF16: return stream_rows<DType::kBF16>(a, i0, i1, j0, j1);
     case DType::kQ8_0: return stream_rows<DType::kQ8_0>(a, i0, i1, j0, j1);
     case DType::kQ4_0: return stream_rows<DType::kQ4_0>(a, i0, i1, j0, j1);
+    case DType::kQ4_K: return stream_rows<DType::kQ4_K>(a, i0, i1, j0, j1);
+    case DType::kQ5_K: return stream_rows<DType::kQ5_K>(a, i0, i1, j0, j1);
+    case DType::kQ6_K: return stream_rows<DType::kQ6_K>(a, i0, i1, j0, j1);
     default: return;
   }
 }
@@ -589,7 +731,9 @@ void gemm(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, P
 }
 
 // Quantized weights only: a float panel holds f32, twice an f16 matrix's bytes.
-int64_t panel_bytes(const WeightView& w) { return is_block_quant(w.dtype) ? w.k / kQBlock * kQPanelBlock : 0; }
+int64_t panel_bytes(const WeightView& w) {
+  return w.dtype == DType::kQ8_0 || w.dtype == DType::kQ4_0 ? w.k / kQBlock * kQPanelBlock : 0;
+}
 
 void pack(const WeightView& w, int64_t j0, int64_t j1, void* panel) {
   if (w.dtype == DType::kQ8_0) pack_quant<DType::kQ8_0>(w, j0, j1 - j0, static_cast<uint8_t*>(panel));
@@ -604,7 +748,7 @@ const Kernels& avx512_kernels() {
   // stream up to m=4 all the same: one pass serves kMaxMX = 4 rows, and a wide weight packs
   // for long (two threads, q8_0 32000x768, m=4: stream 1.3 ms, gemm 9.7 ms); a wide one up
   // to m=16 (m=16: stream 5.7 ms, gemm 7.7 ms).
-  static const Kernels k{"avx512", kNR, 16, kMaxMX, 16, quant_form, quantize, stream, gemm, panel_bytes, pack};
+  static const Kernels k{"avx512", kNR, 16, kMaxMX, 16, quant_form, quantize, stream, gemm, panel_bytes, pack, true};
   return k;
 }
 

@@ -23,6 +23,7 @@ struct QuantX {
   int8_t* q = nullptr;      // [m, k]: q, or q + 128 as a byte when stored unsigned
   float* d = nullptr;       // [m, k/32]
   int32_t* corr = nullptr;  // [m, k/32, 8] per-lane corrections (QuantForm::kLaneCorr only)
+  int32_t* sums = nullptr;  // [m, k/32] the sum of each block's q (q4_k and q5_k weights only)
 };
 
 // How the quantized rows are stored, chosen by the ISA for the kernel that follows.
@@ -30,9 +31,22 @@ enum class QuantForm {
   kSigned,    // q as int8
   kUnsigned,  // q + 128 as uint8 (the unsigned operand of vpdpbusd)
   // q as int8, plus corr[b][l] = -offset · sum of q over elements 4l..4l+3 of block b, with
-  // offset 128 for q8_0 (weights read as w + 128) and 8 for q4_0 (nibbles read unbiased).
+  // offset 128 for q8_0 (weights read as w + 128), 8 for q4_0 and 32 for q6_k (their
+  // quants read unbiased): lane_offset().
   kLaneCorr,
 };
+
+inline int lane_offset(DType wt) {
+  switch (wt) {
+    case DType::kQ8_0: return 128;
+    case DType::kQ4_0: return 8;
+    case DType::kQ6_K: return 32;
+    default: return 0;
+  }
+}
+
+// Whether x's block sums are needed: the mins of q4_k and q5_k multiply them.
+inline bool needs_sums(DType wt) { return wt == DType::kQ4_K || wt == DType::kQ5_K; }
 
 // The order of the sums. Every body adds the products of one output in this order, so an
 // output's bits depend on its x row and weight row only: not on the body, on how many other
@@ -43,6 +57,11 @@ enum class QuantForm {
 //     lanes then add pairwise, t[l] + t[l + 8], then + 4, + 2, + 1 (reduce_lanes).
 //   q8_0/q4_0: each block's integer dot is exact; the blocks add in increasing order as
 //     fma(float(dot), dw·dx, acc) from acc = 0.
+//   k-quants, per 32-element chunk of a super-block (core/kquants.h) and the x block it meets,
+//     in increasing order from acc = 0, every integer exact:
+//     q4_k, q5_k: acc = fma(float(Σ q·qx), dsc·dx, acc); acc = fma(-dmn, float(Σ qx)·dx, acc)
+//     q6_k:       acc = fma(float(sc0·Σ₀ (q - 32)·qx + sc1·Σ₁ (q - 32)·qx), d·dx, acc)
+//                 (Σ₀ over the chunk's first 16 elements, Σ₁ over the last 16)
 //   bias: added last, y = sum + bias[j] (nothing added without one).
 inline constexpr int kDotLanes = 16;
 
@@ -120,6 +139,9 @@ struct Kernels {
   // this weight type is not packed ahead), and columns [j0, j1) of w packed into `panel`.
   int64_t (*panel_bytes)(const WeightView& w);
   void (*pack)(const WeightView& w, int64_t j0, int64_t j1, void* panel);
+  // Whether the body computes on k-quant weights; linear() gives them to the scalar body
+  // where it does not (same bits, at scalar speed).
+  bool kquants;
 };
 
 // The body named "avx512", "avx2" or "scalar", or null when this CPU cannot run it.
@@ -139,6 +161,9 @@ const Kernels& avx512_kernels();
 // Scalar helpers shared by the bodies (defined in linear_scalar.cpp).
 void quantize_block(const float* x, int8_t* q, float* d);  // one block of 32, the rule above
 void quantize_rows_scalar(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form);
+// Chunk b (of 32 elements) of a k-quant row, dotted with 32 signed q values in the order
+// above; xsum = their sum (q4_k, q5_k).
+float kquant_chunk_dot(DType wt, const void* row, int64_t b, const int8_t* q, float dx, int32_t xsum, float acc);
 // Integer dot of block `b` of weight row `row` (q8_0/q4_0) with 32 signed q values.
 int32_t quant_block_dot(DType wt, const void* row, int64_t b, const int8_t* q);
 // The f16 scale of block `b` of a q8_0/q4_0 row, as f32.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/kquants.h"
 #include "exec/cpu/linear_impl.h"
 
 namespace kvf::exec::cpu::detail {
@@ -20,11 +21,16 @@ void quantize_block(const float* x, int8_t* q, float* d) {
 
 void quantize_rows_scalar(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form) {
   const int64_t k = a.w.k, nb = k / kQBlock;
-  const int offset = a.w.dtype == DType::kQ8_0 ? 128 : 8;
+  const int offset = lane_offset(a.w.dtype);
   for (int64_t i = i0; i < i1; ++i) {
     for (int64_t b = 0; b < nb; ++b) {
       int8_t* q = a.xq.q + i * k + b * kQBlock;
       quantize_block(a.x + i * a.x_stride + b * kQBlock, q, a.xq.d + i * nb + b);
+      if (a.xq.sums != nullptr) {
+        int32_t sum = 0;
+        for (int64_t c = 0; c < kQBlock; ++c) sum += q[c];
+        a.xq.sums[i * nb + b] = sum;
+      }
       if (form == QuantForm::kLaneCorr) {
         int32_t* corr = a.xq.corr + (i * nb + b) * 8;
         for (int l = 0; l < 8; ++l) corr[l] = -offset * (q[4 * l] + q[4 * l + 1] + q[4 * l + 2] + q[4 * l + 3]);
@@ -34,6 +40,21 @@ void quantize_rows_scalar(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm
       }
     }
   }
+}
+
+float kquant_chunk_dot(DType wt, const void* row, int64_t b, const int8_t* q, float dx, int32_t xsum, float acc) {
+  const auto* blk = static_cast<const uint8_t*>(row) + b / kKQuantChunks * block_bytes(wt);
+  KQuantChunk ch;
+  kquant_chunk(wt, blk, static_cast<int>(b % kKQuantChunks), ch);
+  if (wt == DType::kQ6_K) {
+    int32_t half[2] = {0, 0};
+    for (int c = 0; c < 32; ++c) half[c / 16] += (ch.q[c] - 32) * q[c];
+    return std::fma(static_cast<float>(ch.sc[0] * half[0] + ch.sc[1] * half[1]), ch.d * dx, acc);
+  }
+  int32_t dot = 0;
+  for (int c = 0; c < 32; ++c) dot += ch.q[c] * q[c];
+  acc = std::fma(static_cast<float>(dot), ch.dsc * dx, acc);
+  return std::fma(-ch.dmn, static_cast<float>(xsum) * dx, acc);
 }
 
 float quant_block_scale(DType wt, const void* row, int64_t b) {
@@ -93,6 +114,13 @@ float dot_float_row(const LinearArgs& a, int64_t i, const uint8_t* row) {
 float dot_quant_row(const LinearArgs& a, int64_t i, const uint8_t* row) {
   const int64_t nb = a.w.k / kQBlock;
   float acc = 0.0f;
+  if (is_kquant(a.w.dtype)) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int32_t xsum = a.xq.sums != nullptr ? a.xq.sums[i * nb + b] : 0;
+      acc = kquant_chunk_dot(a.w.dtype, row, b, a.xq.q + i * a.w.k + b * kQBlock, a.xq.d[i * nb + b], xsum, acc);
+    }
+    return acc;
+  }
   for (int64_t b = 0; b < nb; ++b) {
     const int32_t dot = quant_block_dot(a.w.dtype, row, b, a.xq.q + i * a.w.k + b * kQBlock);
     acc = std::fma(static_cast<float>(dot), quant_block_scale(a.w.dtype, row, b) * a.xq.d[i * nb + b], acc);
@@ -124,7 +152,7 @@ QuantForm quant_form_scalar(DType, bool) { return QuantForm::kSigned; }
 const Kernels& scalar_kernels() {
   // gemm is stream here, so the crossover does not matter.
   static const Kernels k{"scalar", 16, 4, 4, 4, quant_form_scalar, quantize_rows_scalar, stream_scalar, gemm_scalar, nullptr,
-                         nullptr};
+                         nullptr, true};
   return k;
 }
 

@@ -225,6 +225,9 @@ Status CudaExecutor::check(size_t eqn) const {
   if (out.shape.size() > static_cast<size_t>(kMaxRank)) return unsupported("exec/cuda: rank ", out.shape.size(), " > ", kMaxRank);
   for (ir::ValueId v : e.in) {
     if (g.type(v).shape.size() > static_cast<size_t>(kMaxRank)) return unsupported("exec/cuda: rank > ", kMaxRank);
+    if (is_kquant(g.type(v).dtype)) {
+      return unsupported("exec/cuda: ", dtype_name(g.type(v).dtype), " weights (k-quants run on the CPU: --device cpu)");
+    }
   }
   switch (e.op) {
     case OpKind::kLinear: {
