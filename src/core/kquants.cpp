@@ -54,27 +54,22 @@ void kquant_chunk(DType t, const uint8_t* blk, int c, KQuantChunk& out) {
   out.d = half_at(blk + 208);
 }
 
-void dequantize_q4_k(const uint8_t* src, float* out, int64_t blocks) {
+namespace {
+// q4_k and q5_k: w = dsc·q − dmn, one rounding per operation.
+void dequantize_with_mins(DType t, const uint8_t* src, float* out, int64_t blocks) {
   for (int64_t b = 0; b < blocks; ++b) {
     for (int c = 0; c < kKQuantChunks; ++c) {
       KQuantChunk ch;
-      kquant_chunk(DType::kQ4_K, src + b * sizeof(BlockQ4_K), c, ch);
+      kquant_chunk(t, src + b * block_bytes(t), c, ch);
       for (int l = 0; l < 32; ++l) out[32 * c + l] = ch.dsc * static_cast<float>(ch.q[l]) - ch.dmn;
     }
     out += kKQuantElems;
   }
 }
+}  // namespace
 
-void dequantize_q5_k(const uint8_t* src, float* out, int64_t blocks) {
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int c = 0; c < kKQuantChunks; ++c) {
-      KQuantChunk ch;
-      kquant_chunk(DType::kQ5_K, src + b * sizeof(BlockQ5_K), c, ch);
-      for (int l = 0; l < 32; ++l) out[32 * c + l] = ch.dsc * static_cast<float>(ch.q[l]) - ch.dmn;
-    }
-    out += kKQuantElems;
-  }
-}
+void dequantize_q4_k(const uint8_t* src, float* out, int64_t blocks) { dequantize_with_mins(DType::kQ4_K, src, out, blocks); }
+void dequantize_q5_k(const uint8_t* src, float* out, int64_t blocks) { dequantize_with_mins(DType::kQ5_K, src, out, blocks); }
 
 void dequantize_q6_k(const uint8_t* src, float* out, int64_t blocks) {
   for (int64_t b = 0; b < blocks; ++b) {

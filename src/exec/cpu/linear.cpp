@@ -148,7 +148,6 @@ const Kernels* kernels_for(std::string_view isa) {
 // build than it saves); packed ahead, only up to what one streaming pass serves.
 int64_t stream_rows(const Kernels& kern, const WeightView& w, bool packed) {
   if (!is_block_quant(w.dtype)) return kern.stream_rows_float;
-  if (is_kquant(w.dtype)) return INT64_MAX;  // no packed k-quant panels yet
   return packed || w.n < kWideWeightRows ? kern.stream_rows_quant : kern.stream_rows_quant_wide;
 }
 

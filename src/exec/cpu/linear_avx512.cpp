@@ -702,20 +702,173 @@ void gemm_float(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t
   });
 }
 
+
+// k-quant panel, per 32-weight chunk b: the quants in vpdpbusd order [8 groups][32 columns][4]
+// (q4_k/q5_k unsigned, q6_k as q - 32), then five vectors of 32 columns:
+//   q4_k, q5_k: corr = -128 · (sum of the chunk's quants), dsc, -dmn (f32), unused, unused
+//   q6_k:       corr of weights 0..15, corr of 16..31, sc of each half (i32), d (f32)
+// so that a tile computes each chunk's integers and scales exactly as the stream does.
+constexpr int64_t kKPanelBlock = kQPanelWeights + 5 * kNR * 4;
+
+template <DType DT>
+void pack_kquant(const WeightView& w, int64_t j0, int64_t nj, uint8_t* panel) {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t rb = row_bytes(w), nsb = w.k / kKQuantElems;
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t r0 = 0; r0 < kNR; r0 += 16) {
+    const int64_t rows = std::clamp<int64_t>(nj - r0, 0, 16);
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      alignas(64) float scale[16][16] = {};  // q4_k/q5_k: kquant_scales per row
+      alignas(64) int32_t sc[16][16] = {};   // q6_k: the 16 scales per row
+      alignas(64) float d6[16] = {};
+      for (int t = 0; t < rows; ++t) {
+        const uint8_t* blk = base + (j0 + r0 + t) * rb + sb * kKBytes<DT>;
+        if constexpr (DT == DType::kQ6_K) {
+          _mm512_store_si512(sc[t], _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192))));
+          d6[t] = f16_scale(blk + 208);
+        } else {
+          _mm512_store_ps(scale[t], kquant_scales(blk));
+        }
+      }
+      [&]<int... C>(std::integer_sequence<int, C...>) {
+        ([&] {
+          uint8_t* pb = panel + (sb * kKQuantChunks + C) * kKPanelBlock;
+          __m512 v[16];
+#pragma GCC unroll 16
+          for (int t = 0; t < 16; ++t) {
+            if (t < rows) {
+              const uint8_t* blk = base + (j0 + r0 + t) * rb + sb * kKBytes<DT>;
+              __m256i qh = _mm256_setzero_si256();
+              if constexpr (DT == DType::kQ5_K) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+              if constexpr (DT == DType::kQ6_K) {
+                qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * (C / 4)));
+              }
+              __m256i q = kquant_quants<DT, C>(blk, qh);
+              if constexpr (DT == DType::kQ6_K) q = _mm256_sub_epi8(q, _mm256_set1_epi8(32));
+              v[t] = _mm512_castsi512_ps(_mm512_zextsi256_si512(q));
+            } else {
+              v[t] = _mm512_setzero_ps();
+            }
+          }
+          transpose16(v);
+          __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 16
+          for (int g = 0; g < 8; ++g) {
+            const __m512i wg = _mm512_castps_si512(v[g]);
+            _mm512_store_si512(pb + (g * kNR + r0) * 4, wg);
+            sum[g / 4] = _mm512_dpbusd_epi32(sum[g / 4], ones, wg);
+          }
+          uint8_t* tail = pb + kQPanelWeights + r0 * 4;
+          const __m512i m128 = _mm512_set1_epi32(-128);
+          alignas(64) float f0[16], f1[16];
+          if constexpr (DT == DType::kQ6_K) {
+            alignas(64) int32_t s0[16], s1[16];
+            for (int t = 0; t < 16; ++t) s0[t] = sc[t][2 * C % 8 + 8 * (C / 4)], s1[t] = sc[t][2 * C % 8 + 8 * (C / 4) + 1];
+            _mm512_store_si512(tail, _mm512_mullo_epi32(sum[0], m128));
+            _mm512_store_si512(tail + kNR * 4, _mm512_mullo_epi32(sum[1], m128));
+            _mm512_store_si512(tail + 2 * kNR * 4, _mm512_load_si512(s0));
+            _mm512_store_si512(tail + 3 * kNR * 4, _mm512_load_si512(s1));
+            _mm512_store_ps(tail + 4 * kNR * 4, _mm512_load_ps(d6));
+          } else {
+            for (int t = 0; t < 16; ++t) f0[t] = scale[t][C], f1[t] = scale[t][8 + C];
+            _mm512_store_si512(tail, _mm512_mullo_epi32(_mm512_add_epi32(sum[0], sum[1]), m128));
+            _mm512_store_ps(tail + kNR * 4, _mm512_load_ps(f0));
+            _mm512_store_ps(tail + 2 * kNR * 4, _mm512_load_ps(f1));
+          }
+        }(), ...);
+      }(std::make_integer_sequence<int, kKQuantChunks>{});
+    }
+  }
+}
+
+// MR rows of x (QuantForm::kUnsigned) times a k-quant panel, in the order of linear_impl.h.
+template <DType DT, int MR>
+void tile_kquant(const uint8_t* xu, const float* dx, const int32_t* xsum, int64_t k, const uint8_t* panel,
+                 const PanelOut& o) {
+  const int64_t nb = k / kQBlock;
+  constexpr int kHalves = DT == DType::kQ6_K ? 2 : 1;  // integer sums kept per half chunk
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) acc0[r] = _mm512_setzero_ps(), acc1[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = panel + b * kKPanelBlock;
+    const uint8_t* tail = pb + kQPanelWeights;
+    __m512i s0[kHalves][MR], s1[kHalves][MR];
+#pragma GCC unroll 16
+    for (int h = 0; h < kHalves; ++h) {
+      const __m512i c0 = _mm512_load_si512(tail + h * kNR * 4), c1 = _mm512_load_si512(tail + h * kNR * 4 + 64);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) s0[h][r] = c0, s1[h][r] = c1;
+    }
+#pragma GCC unroll 16
+    for (int g = 0; g < 8; ++g) {
+      constexpr int kSplit = kHalves == 2 ? 4 : 8;
+      const int h = g / kSplit;
+      const __m512i w0 = _mm512_load_si512(pb + g * kNR * 4), w1 = _mm512_load_si512(pb + g * kNR * 4 + 64);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512i xv = _mm512_set1_epi32(load_i32(xu + r * k + b * kQBlock + 4 * g));
+        s0[h][r] = _mm512_dpbusd_epi32(s0[h][r], xv, w0);
+        s1[h][r] = _mm512_dpbusd_epi32(s1[h][r], xv, w1);
+      }
+    }
+    if constexpr (DT == DType::kQ6_K) {
+      const __m512i a0 = _mm512_load_si512(tail + 2 * kNR * 4), a1 = _mm512_load_si512(tail + 2 * kNR * 4 + 64);
+      const __m512i b0 = _mm512_load_si512(tail + 3 * kNR * 4), b1 = _mm512_load_si512(tail + 3 * kNR * 4 + 64);
+      const __m512 d0 = _mm512_load_ps(tail + 4 * kNR * 4), d1 = _mm512_load_ps(tail + 4 * kNR * 4 + 64);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const __m512i t0 = _mm512_add_epi32(_mm512_mullo_epi32(s0[0][r], a0), _mm512_mullo_epi32(s0[1][r], b0));
+        const __m512i t1 = _mm512_add_epi32(_mm512_mullo_epi32(s1[0][r], a1), _mm512_mullo_epi32(s1[1][r], b1));
+        const __m512 d = _mm512_set1_ps(dx[r * nb + b]);
+        acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t0), _mm512_mul_ps(d0, d), acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t1), _mm512_mul_ps(d1, d), acc1[r]);
+      }
+    } else {
+      const __m512 sc0 = _mm512_load_ps(tail + kNR * 4), sc1 = _mm512_load_ps(tail + kNR * 4 + 64);
+      const __m512 mn0 = _mm512_load_ps(tail + 2 * kNR * 4), mn1 = _mm512_load_ps(tail + 2 * kNR * 4 + 64);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const float dxr = dx[r * nb + b];
+        const __m512 d = _mm512_set1_ps(dxr);
+        const __m512 t = _mm512_set1_ps(static_cast<float>(xsum[r * nb + b]) * dxr);
+        acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[0][r]), _mm512_mul_ps(sc0, d), acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[0][r]), _mm512_mul_ps(sc1, d), acc1[r]);
+        acc0[r] = _mm512_fmadd_ps(mn0, t, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(mn1, t, acc1[r]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) store_acc(o, r, acc0[r], acc1[r]);
+}
+
+// q8_0/q4_0 and the k-quants: a panel packed ahead or packed here once per panel, then tiles.
 template <DType DT>
 void gemm_quant(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, PanelCache& cache) {
   const int64_t k = a.w.k, nb = k / kQBlock;
   const uint8_t* panel = cache.packed != nullptr ? cache.packed + (j0 / kNR) * cache.packed_panel_bytes : nullptr;
   if (panel == nullptr) {
-    auto* own = static_cast<uint8_t*>(cache.buf.get(static_cast<size_t>(nb * kQPanelBlock)));
-    if (cache.j0 != j0) pack_quant<DT>(a.w, j0, j1 - j0, own);
+    auto* own = static_cast<uint8_t*>(cache.buf.get(static_cast<size_t>(nb * (kKQuant<DT> ? kKPanelBlock : kQPanelBlock))));
+    if (cache.j0 != j0) {
+      if constexpr (kKQuant<DT>) {
+        pack_kquant<DT>(a.w, j0, j1 - j0, own);
+      } else {
+        pack_quant<DT>(a.w, j0, j1 - j0, own);
+      }
+    }
     cache.j0 = j0;
     panel = own;
   }
   const auto* xu = reinterpret_cast<const uint8_t*>(a.xq.q);
   for_row_tiles<kMRQuant>(i0, i1, [&](auto mr, int64_t i) {
     PanelOut o = panel_out(a, i, j0, j1);
-    tile_quant<decltype(mr)::value>(xu + i * k, a.xq.d + i * nb, k, panel, o);
+    constexpr int kMR = decltype(mr)::value;
+    if constexpr (kKQuant<DT>) {
+      tile_kquant<DT, kMR>(xu + i * k, a.xq.d + i * nb, a.xq.sums ? a.xq.sums + i * nb : nullptr, k, panel, o);
+    } else {
+      tile_quant<kMR>(xu + i * k, a.xq.d + i * nb, k, panel, o);
+    }
   });
 }
 
@@ -726,18 +879,25 @@ void gemm(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, P
     case DType::kBF16: return gemm_float<DType::kBF16>(a, i0, i1, j0, j1, cache);
     case DType::kQ8_0: return gemm_quant<DType::kQ8_0>(a, i0, i1, j0, j1, cache);
     case DType::kQ4_0: return gemm_quant<DType::kQ4_0>(a, i0, i1, j0, j1, cache);
+    case DType::kQ4_K: return gemm_quant<DType::kQ4_K>(a, i0, i1, j0, j1, cache);
+    case DType::kQ5_K: return gemm_quant<DType::kQ5_K>(a, i0, i1, j0, j1, cache);
+    case DType::kQ6_K: return gemm_quant<DType::kQ6_K>(a, i0, i1, j0, j1, cache);
     default: return;
   }
 }
 
 // Quantized weights only: a float panel holds f32, twice an f16 matrix's bytes.
 int64_t panel_bytes(const WeightView& w) {
-  return w.dtype == DType::kQ8_0 || w.dtype == DType::kQ4_0 ? w.k / kQBlock * kQPanelBlock : 0;
+  if (is_kquant(w.dtype)) return w.k / kQBlock * kKPanelBlock;
+  return is_block_quant(w.dtype) ? w.k / kQBlock * kQPanelBlock : 0;
 }
 
 void pack(const WeightView& w, int64_t j0, int64_t j1, void* panel) {
   if (w.dtype == DType::kQ8_0) pack_quant<DType::kQ8_0>(w, j0, j1 - j0, static_cast<uint8_t*>(panel));
   if (w.dtype == DType::kQ4_0) pack_quant<DType::kQ4_0>(w, j0, j1 - j0, static_cast<uint8_t*>(panel));
+  if (w.dtype == DType::kQ4_K) pack_kquant<DType::kQ4_K>(w, j0, j1 - j0, static_cast<uint8_t*>(panel));
+  if (w.dtype == DType::kQ5_K) pack_kquant<DType::kQ5_K>(w, j0, j1 - j0, static_cast<uint8_t*>(panel));
+  if (w.dtype == DType::kQ6_K) pack_kquant<DType::kQ6_K>(w, j0, j1 - j0, static_cast<uint8_t*>(panel));
 }
 
 }  // namespace
