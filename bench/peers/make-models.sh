@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes the benchmark models into build/peers/models/:
-#   llama-125m-f16.gguf, llama-125m-q8_0.gguf  synthetic:llama-125m (seeded N(0, 0.02)
+#   llama-125m-f16.gguf, llama-125m-q8_0.gguf, llama-125m-q4_k_m.gguf
+#                                               synthetic:llama-125m (seeded N(0, 0.02)
 #       weights) converted by `kvforge convert`, with llama.cpp's 32000-token SentencePiece
 #       vocabulary (ggml-vocab-llama-spm.gguf) as its tokenizer
 #   stories260K.gguf                            a link to ../shared/models/stories260K/
@@ -22,7 +23,7 @@ for f in "$vocab" "$stories"; do
 done
 mkdir -p "$out"
 
-for type in f16 q8_0; do
+for type in f16 q8_0 q4_k_m; do
   dst="$out/llama-125m-$type.gguf"
   if [ -f "$dst" ] && [ "${KVF_REMAKE:-0}" != 1 ]; then continue; fi
   # Written under a temporary name so that an interrupted run leaves no half file behind.

@@ -38,7 +38,8 @@ Result<std::unique_ptr<load::Tokenizer>> read_vocab(const std::string& path, int
 Result<models::ExportOptions> export_options(const ConvertOptions& o) {
   models::ExportOptions e;
   if (o.outtype.empty()) return e;
-  Result<DType> dt = parse_dtype(o.outtype);  // CLI11 already limited it to the three names
+  e.q4_k_m = o.outtype == "q4_k_m";
+  Result<DType> dt = parse_dtype(e.q4_k_m ? "q4_k" : o.outtype);  // CLI11 already limited the names
   if (!dt) return dt.take_error().context("--outtype");
   e.outtype = *dt;
   return e;
@@ -79,9 +80,10 @@ Command add_convert_command(CLI::App& parent) {
   add_model_options(*cmd, o->model, kWithTokenizer);
   cmd->add_option("-o,--out", o->out, "output .gguf path")->required();
   cmd->add_option("--outtype", o->outtype,
-                  "f32, f16 or q8_0: the type of the matrices (1-D tensors stay f32; q8_0 falls back to f16 for rows "
-                  "that are not whole 32-element blocks); default: keep each tensor's stored type")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+                  "f32, f16, q8_0, q4_k, q6_k or q4_k_m: the type of the matrices (1-D tensors stay f32; rows that "
+                  "are not whole blocks fall back to q8_0, then f16); q4_k_m is llama.cpp's Q4_K_M mix (q4_k, with "
+                  "output.weight and some layers' attn_v and ffn_down in q6_k); default: keep each tensor's stored type")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_k", "q6_k", "q4_k_m"}));
   cmd->add_option("--vocab", o->vocab,
                   "a GGUF (e.g. llama.cpp's vocab-only ggml-vocab-llama-spm.gguf) whose tokenizer the output carries "
                   "instead of the checkpoint's; its size must equal the model's vocabulary");

@@ -86,4 +86,11 @@ void dequantize_q4_k(const uint8_t* src, float* out, int64_t blocks);
 void dequantize_q5_k(const uint8_t* src, float* out, int64_t blocks);
 void dequantize_q6_k(const uint8_t* src, float* out, int64_t blocks);
 
+// Encoding (core/kquant_encode.cpp), for `kvforge convert`: `blocks` super-blocks of 256
+// values each. Per sub-block, the scale (and q4_k's min) that least-squares fits the values
+// from a min/max start, then the super-block's 6- or 8-bit scale codes, then the quants
+// rounded against the scales as stored. Finite input only.
+void quantize_q4_k(const float* x, uint8_t* out, int64_t blocks);
+void quantize_q6_k(const float* x, uint8_t* out, int64_t blocks);
+
 }  // namespace kvf

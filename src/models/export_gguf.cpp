@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/kquants.h"
 #include "load/ggml_types.h"
 #include "load/gguf_writer.h"
 #include "models/registry.h"
@@ -130,20 +131,51 @@ Result<HostTensor> to_float(DType dt, const Shape& shape, const std::vector<floa
   return out;
 }
 
-// The tensor in the type --outtype asks for (see ExportOptions).
-Result<HostTensor> cast_for_export(const HostTensor& t, DType outtype) {
-  DType want = t.rank() < 2 ? DType::kF32 : outtype;
-  if (want == DType::kQ8_0 && t.shape().back() % block_elems(DType::kQ8_0) != 0) want = DType::kF16;
+Result<HostTensor> to_kquant(DType dt, const Shape& shape, const std::vector<float>& x) {
+  Result<HostTensor> out = HostTensor::zeros(dt, shape);
+  if (!out) return out;
+  const auto blocks = static_cast<int64_t>(x.size()) / kKQuantElems;  // rows are whole super-blocks
+  (dt == DType::kQ4_K ? quantize_q4_k : quantize_q6_k)(x.data(), out->data<uint8_t>(), blocks);
+  return out;
+}
+
+// Q4_K_M's layers with more bits: the first and last eighth, and every third between.
+bool more_bits_layer(int64_t layer, int64_t layers) {
+  return layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
+}
+
+bool wants_more_bits(const std::string& name, int64_t layers) {
+  if (name == "output.weight") return true;
+  if (!name.starts_with("blk.") || !(name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight"))) return false;
+  return more_bits_layer(std::stoll(name.substr(4)), layers);
+}
+
+// The type a tensor is written in (see ExportOptions).
+DType export_type(const std::string& name, const HostTensor& t, DType outtype, bool q4_k_m, int64_t layers) {
+  if (t.rank() < 2) return DType::kF32;
+  DType want = q4_k_m && wants_more_bits(name, layers) ? DType::kQ6_K : outtype;
+  const int64_t row = t.shape().back();
+  if (is_kquant(want) && row % kKQuantElems != 0) want = DType::kQ8_0;
+  if (want == DType::kQ8_0 && row % block_elems(DType::kQ8_0) != 0) want = DType::kF16;
+  return want;
+}
+
+Result<HostTensor> cast_for_export(const HostTensor& t, DType want) {
   if (want == t.dtype()) return t;
   Result<std::vector<float>> x = t.to_f32();
   if (!x) return x.take_error();
   if (want == DType::kQ8_0) return to_q8_0(t.shape(), *x);
+  if (is_kquant(want)) return to_kquant(want, t.shape(), *x);
   return to_float(want, t.shape(), *x);
 }
 
-Status check_outtype(const std::optional<DType>& outtype) {
-  if (!outtype || *outtype == DType::kF32 || *outtype == DType::kF16 || *outtype == DType::kQ8_0) return {};
-  return unsupported("GGUF export: output type ", dtype_name(*outtype), " (expected f32, f16 or q8_0)");
+Status check_outtype(const ExportOptions& o) {
+  if (o.q4_k_m && o.outtype != DType::kQ4_K) return invalid_input("GGUF export: the Q4_K_M mix needs output type q4_k");
+  const std::optional<DType>& t = o.outtype;
+  if (!t || *t == DType::kF32 || *t == DType::kF16 || *t == DType::kQ8_0 || *t == DType::kQ4_K || *t == DType::kQ6_K) {
+    return {};
+  }
+  return unsupported("GGUF export: output type ", dtype_name(*t), " (expected f32, f16, q8_0, q4_k or q6_k)");
 }
 
 }  // namespace
@@ -160,7 +192,7 @@ Status can_export_gguf(const ModelConfig& c) {
 }
 
 Status export_gguf(const Model& m, const std::string& path, const ExportOptions& opts) {
-  Status ok = check_outtype(opts.outtype);
+  Status ok = check_outtype(opts);
   if (ok) ok = can_export_gguf(m.config);
   if (!ok) return ok;
   const ModelConfig& c = m.config;
@@ -185,7 +217,7 @@ Status export_gguf(const Model& m, const std::string& path, const ExportOptions&
   for (const auto& [name, stored] : m.weights.tensors()) {
     Result<HostTensor> laid = gguf_layout(m, name, stored);
     if (!laid) return laid.take_error().context("tensor ", name);
-    if (opts.outtype) laid = cast_for_export(*laid, *opts.outtype);
+    if (opts.outtype) laid = cast_for_export(*laid, export_type(name, *laid, *opts.outtype, opts.q4_k_m, m.config.n_layers));
     if (!laid) return laid.take_error().context("tensor ", name);
     const HostTensor& t = *laid;
     Result<uint32_t> type = ggml_type_of(t.dtype());

@@ -12,11 +12,16 @@
 namespace kvf::models {
 
 struct ExportOptions {
-  // The type of the matrices (f32, f16 or q8_0); nullopt keeps every tensor's stored type.
-  // As llama.cpp's converter does, 1-D tensors (norms, biases) stay f32, and a matrix whose
-  // rows are not whole q8_0 blocks is written f16 instead. f16 rounds to nearest even;
-  // q8_0 takes d = max|x|/127 per 32-element block, stores d as f16 and q = round(x/d).
+  // The type of the matrices (f32, f16, q8_0, q4_k or q6_k); nullopt keeps every tensor's
+  // stored type. As llama.cpp's converter does, 1-D tensors (norms, biases) stay f32, and a
+  // matrix whose rows are not whole blocks of its type falls back: k-quants to q8_0 (rows of
+  // whole 32-element blocks) or f16, q8_0 to f16. f16 rounds to nearest even; q8_0 takes
+  // d = max|x|/127 per 32-element block, stores d as f16 and q = round(x/d); the k-quants
+  // are fitted per sub-block (core/kquants.h).
   std::optional<DType> outtype;
+  // With outtype q4_k, llama.cpp's Q4_K_M mix: output.weight, and attn_v and ffn_down in
+  // the first and last eighth of the layers and every third layer between, as q6_k.
+  bool q4_k_m = false;
   // Hears the bytes of the tensors converted so far and in all.
   std::function<void(int64_t done, int64_t total)> progress;
 };

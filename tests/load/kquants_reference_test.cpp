@@ -2,9 +2,12 @@
 // reference decoders give for them (tests/fixtures/kquants/ggml_dequant.bin, written by
 // tools/kquants/make_reference.sh), compared bit for bit, through the GGUF loader's decoder
 // and, for the types kvforge computes on, through core's dequantize_row and the chunk view
-// the linear kernels read.
+// the linear kernels read. And kvforge's encoders against ggml's reference encoders on the
+// same values (the fixture's second part): no worse a fit.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -17,6 +20,8 @@
 
 namespace kvf {
 namespace {
+
+constexpr uint32_t kEncoded = 0x80000000u;  // a record of ggml's encoding of `want`
 
 struct Reference {
   uint32_t type = 0, blocks = 0, block_bytes = 0;
@@ -56,8 +61,18 @@ size_t mismatches(const std::vector<float>& got, const std::vector<float>& want)
   return bad;
 }
 
+std::vector<Reference> references(bool encoded) {
+  std::vector<Reference> out;
+  for (Reference& r : read_references()) {
+    if (((r.type & kEncoded) != 0) != encoded) continue;
+    r.type &= ~kEncoded;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 TEST(KQuants, DecodeAsGgmlDoesBitForBit) {
-  const std::vector<Reference> refs = read_references();
+  const std::vector<Reference> refs = references(false);
   ASSERT_EQ(refs.size(), 5u) << "q2_k, q3_k, q4_k, q5_k, q6_k";
   for (const Reference& r : refs) {
     const Result<load::GgmlTypeInfo> info = load::ggml_type_info(r.type);
@@ -92,6 +107,45 @@ TEST(KQuants, DecodeAsGgmlDoesBitForBit) {
       }
     }
     EXPECT_EQ(bad, 0u) << "kquant_chunk";
+  }
+}
+
+double rms_error(DType dt, const uint8_t* blocks, const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  EXPECT_TRUE(dequantize_row(dt, blocks, y.data(), static_cast<int64_t>(x.size())).ok());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < x.size(); ++i) err += (double{y[i]} - x[i]) * (double{y[i]} - x[i]), norm += double{x[i]} * x[i];
+  return std::sqrt(err / norm);
+}
+
+// Relative rms error of the decoded values; ggml's reference encoders are the bar (q4_k
+// about 0.08, q6_k about 0.02 on these values): kvforge's fits may not be worse than 1.1x.
+TEST(KQuants, EncodersFitAsWellAsGgmlsReference) {
+  const std::vector<Reference> refs = references(true);
+  ASSERT_EQ(refs.size(), 2u) << "q4_k, q6_k";
+  for (const Reference& r : refs) {
+    const DType dt = *load::ggml_storage_dtype(r.type);
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<uint8_t> ours(r.data.size(), 0xee);
+    (dt == DType::kQ4_K ? quantize_q4_k : quantize_q6_k)(r.want.data(), ours.data(), r.blocks);
+    const double theirs = rms_error(dt, r.data.data(), r.want), mine = rms_error(dt, ours.data(), r.want);
+    std::printf("[ %s ] relative rms error: kvforge %.4f, ggml reference %.4f\n", std::string(dtype_name(dt)).c_str(), mine,
+                theirs);
+    EXPECT_GT(theirs, 0.0);
+    EXPECT_LE(mine, 1.1 * theirs);
+  }
+}
+
+// Constant, zero and one-signed blocks encode to what they hold (no NaN from a zero range).
+TEST(KQuants, EncodersKeepDegenerateBlocks) {
+  for (const float v : {0.0f, 0.75f, -2.5f}) {
+    std::vector<float> x(256, v), y(256);
+    std::vector<uint8_t> b(sizeof(BlockQ6_K));
+    for (const DType dt : {DType::kQ4_K, DType::kQ6_K}) {
+      (dt == DType::kQ4_K ? quantize_q4_k : quantize_q6_k)(x.data(), b.data(), 1);
+      ASSERT_TRUE(dequantize_row(dt, b.data(), y.data(), 256).ok());
+      for (float got : y) ASSERT_NEAR(got, v, 2e-3 * std::fabs(v)) << dtype_name(dt) << " " << v;
+    }
   }
 }
 

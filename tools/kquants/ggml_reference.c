@@ -3,8 +3,10 @@
 // against the llama.cpp source of bench/peers, with -ffp-contract=off: C's one rounding per
 // operation, as the reference defines the types.
 //
-// Output (little-endian): "KQREF1\0\0", then per type: u32 ggml type id, u32 block count,
-// u32 block bytes, the blocks, then 256 f32 per block.
+// Output (little-endian): "KQREF1\0\0", then records of u32 ggml type id, u32 block count,
+// u32 block bytes, the blocks, then 256 f32 per block: first random blocks of q2_k..q6_k
+// and their decoding; then (type id | 0x80000000) bell-shaped values with outliers and
+// ggml's reference encoding of them as q4_k and q6_k, the quality kvforge's encoder is held to.
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +48,26 @@ static void emit(FILE* out, uint32_t type, size_t block_bytes, const size_t* sca
   fwrite(y, 4, kBlocks * 256, out);
 }
 
+// Roughly normal (a sum of four uniforms), with one value in 64 made five times larger.
+static float random_weight(void) {
+  float v = 0.0f;
+  for (int i = 0; i < 4; ++i) v += (float)next_u32() / 4294967296.0f - 0.5f;
+  return next_u32() % 64 == 0 ? 5.0f * v : v;
+}
+
+typedef void (*quant_fn)(const float* x, void* y, int64_t k);
+
+static void emit_quantized(FILE* out, uint32_t type, size_t block_bytes, quant_fn fn) {
+  float x[kBlocks * 256];
+  uint8_t blocks[kBlocks * 256];
+  for (int i = 0; i < kBlocks * 256; ++i) x[i] = random_weight();
+  fn(x, blocks, kBlocks * 256);
+  const uint32_t head[3] = {type | 0x80000000u, kBlocks, (uint32_t)block_bytes};
+  fwrite(head, 4, 3, out);
+  fwrite(blocks, 1, kBlocks * block_bytes, out);
+  fwrite(x, 4, kBlocks * 256, out);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s OUT.bin\n", argv[0]);
@@ -61,5 +83,7 @@ int main(int argc, char** argv) {
   emit(out, GGML_TYPE_Q4_K, sizeof(block_q4_K), q4, 2, (dequant_fn)dequantize_row_q4_K);
   emit(out, GGML_TYPE_Q5_K, sizeof(block_q5_K), q5, 2, (dequant_fn)dequantize_row_q5_K);
   emit(out, GGML_TYPE_Q6_K, sizeof(block_q6_K), q6, 1, (dequant_fn)dequantize_row_q6_K);
+  emit_quantized(out, GGML_TYPE_Q4_K, sizeof(block_q4_K), (quant_fn)quantize_row_q4_K_ref);
+  emit_quantized(out, GGML_TYPE_Q6_K, sizeof(block_q6_K), (quant_fn)quantize_row_q6_K_ref);
   return fclose(out) == 0 ? 0 : 1;
 }

@@ -345,7 +345,8 @@ inline __m256i kquant_quants(const uint8_t* blk, __m256i qh) {
 
 // MX x rows · four k-quant rows, in the order of linear_impl.h. q4_k/q5_k: the unsigned quants
 // against the signed x, then the chunk's scale and its min (times x's block sum); q6_k: lanes
-// from x's corrections (-32 · its lane sums), times each half's scale, then summed exactly.
+// from x's corrections (-32 · its lane sums), summed per half chunk, times the halves' scales
+// (one multiply for the four rows), then the halves added: all exact.
 template <DType DT, int MX>
 void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, __m128 (&sums)[MX]) {
   const int64_t nb = k / kQBlock, nsb = k / kKQuantElems;
@@ -354,7 +355,7 @@ void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, _
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk[4];
     __m256i qh[4] = {};
-    __m128i sc16[4] = {};
+    alignas(64) int8_t sc_by_row[16][4];  // q6_k: scale s of row r at [s][r]
     alignas(64) float cols[64];
     __m128 d4 = _mm_setzero_ps();
 #pragma GCC unroll 16
@@ -363,13 +364,20 @@ void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, _
       for (int64_t l = 0; l < kKBytes<DT>; l += 64) prefetch_ahead(q, blk[r] + l);
     }
     if constexpr (DT == DType::kQ6_K) {
-      __m128i dw16 = _mm_setzero_si128();
+      __m128i dw16 = _mm_setzero_si128(), sc16[4];
 #pragma GCC unroll 16
       for (int r = 0; r < 4; ++r) {
         dw16 = insert_u16(dw16, blk[r] + 208, r);
         sc16[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r] + 192));
       }
       d4 = _mm_cvtph_ps(dw16);
+      // 4 rows x 16 scales to 16 x 4: bytes, then byte pairs interleaved.
+      const __m128i a = _mm_unpacklo_epi8(sc16[0], sc16[1]), b = _mm_unpackhi_epi8(sc16[0], sc16[1]);
+      const __m128i c = _mm_unpacklo_epi8(sc16[2], sc16[3]), d = _mm_unpackhi_epi8(sc16[2], sc16[3]);
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc_by_row[0]), _mm_unpacklo_epi16(a, c));
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc_by_row[4]), _mm_unpackhi_epi16(a, c));
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc_by_row[8]), _mm_unpacklo_epi16(b, d));
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc_by_row[12]), _mm_unpackhi_epi16(b, d));
     } else {
       columns4x16(kquant_scales(blk[0]), kquant_scales(blk[1]), kquant_scales(blk[2]), kquant_scales(blk[3]), cols);
       if constexpr (DT == DType::kQ5_K) {
@@ -380,15 +388,16 @@ void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, _
     [&]<int... C>(std::integer_sequence<int, C...>) {
       ([&] {
         const int64_t b = sb * kKQuantChunks + C;
-        __m256i w[4], scv[4];
+        __m256i w[4], scv = _mm256_setzero_si256();
 #pragma GCC unroll 16
         for (int r = 0; r < 4; ++r) {
           if constexpr (DT == DType::kQ6_K) {
             if constexpr (C % 4 == 0) qh[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 128 + 32 * (C / 4)));
-            constexpr char s0 = static_cast<char>(8 * (C / 4) + 2 * (C % 4)), s1 = static_cast<char>(s0 + 1);
-            scv[r] = _mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc16[r], _mm_setr_epi8(s0, s0, s0, s0, s1, s1, s1, s1, 0, 0, 0, 0, 0, 0, 0, 0)));
           }
           w[r] = kquant_quants<DT, C>(blk[r], qh[r]);
+        }
+        if constexpr (DT == DType::kQ6_K) {  // [the rows' first-half scales | their second-half scales]
+          scv = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_by_row[8 * (C / 4) + 2 * (C % 4)])));
         }
 #pragma GCC unroll 16
         for (int xi = 0; xi < MX; ++xi) {
@@ -396,10 +405,11 @@ void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, _
           const float dx = xq.d[(i + xi) * nb + b];
           if constexpr (DT == DType::kQ6_K) {
             const __m256i cv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.corr + ((i + xi) * nb + b) * 8));
-            const __m128i dots = block_dots(_mm256_mullo_epi32(_mm256_dpbusd_epi32(cv, w[0], xv), scv[0]),
-                                            _mm256_mullo_epi32(_mm256_dpbusd_epi32(cv, w[1], xv), scv[1]),
-                                            _mm256_mullo_epi32(_mm256_dpbusd_epi32(cv, w[2], xv), scv[2]),
-                                            _mm256_mullo_epi32(_mm256_dpbusd_epi32(cv, w[3], xv), scv[3]));
+            const __m256i halves = _mm256_mullo_epi32(
+                half_dots(_mm256_dpbusd_epi32(cv, w[0], xv), _mm256_dpbusd_epi32(cv, w[1], xv),
+                          _mm256_dpbusd_epi32(cv, w[2], xv), _mm256_dpbusd_epi32(cv, w[3], xv)),
+                scv);
+            const __m128i dots = _mm_add_epi32(_mm256_castsi256_si128(halves), _mm256_extracti128_si256(halves, 1));
             sums[xi] = _mm_fmadd_ps(_mm_cvtepi32_ps(dots), _mm_mul_ps(d4, _mm_set1_ps(dx)), sums[xi]);
           } else {
             const __m256i z = _mm256_setzero_si256();
