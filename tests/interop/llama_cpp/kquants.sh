@@ -10,20 +10,9 @@ set -eu
 kvforge=$1; work=$2; models=$3
 here=$(cd "$(dirname "$0")" && pwd)
 vocab="$models/llama.cpp-vocab/ggml-vocab-llama-spm.gguf"
-if [ ! -f "$vocab" ]; then
-  if [ "${KVF_REQUIRE_MODELS:-0}" = 1 ]; then echo "FAIL: $vocab is missing"; exit 1; fi
-  echo "SKIP: $vocab is missing"; exit 77
-fi
-node_major=$(node --version 2>/dev/null | sed 's/^v\([0-9]*\).*/\1/')
-if [ -z "$node_major" ] || [ "$node_major" -lt 20 ]; then
-  if [ "${KVF_REQUIRE_MODELS:-0}" = 1 ]; then echo "FAIL: node >= 20 is needed for node-llama-cpp"; exit 1; fi
-  echo "SKIP: node >= 20 is needed for node-llama-cpp"; exit 77
-fi
-mkdir -p "$work"
-cp "$here/package.json" "$here/package-lock.json" "$here/greedy.mjs" "$work/"
-if [ ! -d "$work/node_modules/node-llama-cpp" ]; then
-  (cd "$work" && npm ci --omit=optional --no-audit --no-fund --loglevel=error)
-fi
+. "$here/peer.sh"
+[ -f "$vocab" ] || skip_or_fail "$vocab is missing"
+peer_setup "$work"
 file="$work/llama-125m.q4_k_m.gguf"
 "$kvforge" convert -m synthetic:llama-125m --vocab "$vocab" --outtype q4_k_m -o "$file"
 prompt=1,9038,2501,263,931

@@ -7,20 +7,9 @@ set -eu
 kvforge=$1; work=$2; models=$3
 here=$(cd "$(dirname "$0")" && pwd)
 bin="$models/stories260K/stories260K.bin"
-if [ ! -f "$bin" ]; then
-  if [ "${KVF_REQUIRE_MODELS:-0}" = 1 ]; then echo "FAIL: $bin is missing"; exit 1; fi
-  echo "SKIP: $bin is missing"; exit 77
-fi
-node_major=$(node --version 2>/dev/null | sed 's/^v\([0-9]*\).*/\1/')
-if [ -z "$node_major" ] || [ "$node_major" -lt 20 ]; then
-  if [ "${KVF_REQUIRE_MODELS:-0}" = 1 ]; then echo "FAIL: node >= 20 is needed for node-llama-cpp"; exit 1; fi
-  echo "SKIP: node >= 20 is needed for node-llama-cpp"; exit 77
-fi
-mkdir -p "$work"
-cp "$here/package.json" "$here/package-lock.json" "$here/greedy.mjs" "$work/"
-if [ ! -d "$work/node_modules/node-llama-cpp" ]; then
-  (cd "$work" && npm ci --omit=optional --no-audit --no-fund --loglevel=error)
-fi
+. "$here/peer.sh"
+[ -f "$bin" ] || skip_or_fail "$bin is missing"
+peer_setup "$work"
 "$kvforge" convert -m "$bin" -o "$work/stories260K.converted.gguf"
 got=$(cd "$work" && node greedy.mjs stories260K.converted.gguf 64 1,403,407,261,378 "Once upon a time")
 want_ids='[432,383,286,261,376,298,315,421,395,317,426,338,401,396,267,337,410,408,419,292,411,322,265,282,295,433,426,385,328,432,358,394,261,370,432,352,266,268,388,426,338,391,266,267,337,335,312,432,398,312,286,267,414,270,333,415,426,13,438,310,439,419,357,336]'
