@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -140,6 +141,11 @@ std::vector<uint8_t> random_weights(DType dt, int64_t n, int64_t k) {
     if (dt == DType::kF32) {
       const float v = 0.01f * static_cast<float>(byte(rng) - 128);
       std::memcpy(&bytes[static_cast<size_t>(at)], &v, 4);
+    } else if (is_kquant(dt)) {  // the f16 scales: d and dmin of q4_k/q5_k, d of q6_k
+      const uint16_t h = f32_to_f16_bits(1e-4f);
+      for (int64_t off : dt == DType::kQ6_K ? std::vector<int64_t>{208} : std::vector<int64_t>{0, 2}) {
+        std::memcpy(&bytes[static_cast<size_t>(at + off)], &h, 2);
+      }
     } else if (dt != DType::kBF16) {  // f16 values, and the f16 scale of q8_0/q4_0 blocks
       const uint16_t h = f32_to_f16_bits(0.001f * static_cast<float>(byte(rng) - 128));
       std::memcpy(&bytes[static_cast<size_t>(at)], &h, 2);
@@ -150,7 +156,8 @@ std::vector<uint8_t> random_weights(DType dt, int64_t n, int64_t k) {
   return bytes;
 }
 
-const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+const DType kDtypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                         DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 const int64_t kShapes[][2] = {{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}};  // {n, k}
 
 // Args: dtype index, shape index, threads, m, and whether the weights are packed ahead where
@@ -186,7 +193,7 @@ void BM_linear(benchmark::State& state) {
 
 void linear_args(benchmark::internal::Benchmark* b) {
   for (int64_t m : {1, 4, 16, 64, 512}) {
-    for (int64_t d = 0; d < 5; ++d) {
+    for (int64_t d = 0; d < static_cast<int64_t>(std::size(kDtypes)); ++d) {
       for (int64_t s = 0; s < 4; ++s) {
         for (int64_t t : {1, 2}) {
           b->Args({d, s, t, m, 1});
