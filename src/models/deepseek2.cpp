@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "models/moe.h"
+
 namespace kvf::models {
 
 using ir::V;
@@ -103,6 +105,10 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
                         : decompressed_attention(heads, mask, attn);
     x = b.name(x + ops::linear(merge_heads(att), W(p + "attn_output.weight", {dim, nh * dv})), "attn_out", li);
     V f = b.name(ops::rmsnorm(x, W(p + "ffn_norm.weight", {dim}), cfg.norm_eps), "ffn_norm", li);
+    if (cfg.routed(l)) {
+      x = b.name(x + moe_ffn(cfg, w, p, f), "ffn_out", li);
+      continue;
+    }
     V gate = ops::linear(f, W(p + "ffn_gate.weight", {cfg.hidden_dim, dim}));
     V up = ops::linear(f, W(p + "ffn_up.weight", {cfg.hidden_dim, dim}));
     x = b.name(x + ops::linear(ops::swiglu(gate, up), W(p + "ffn_down.weight", {dim, cfg.hidden_dim})), "ffn_out", li);

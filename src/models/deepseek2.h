@@ -1,8 +1,8 @@
 // DeepSeek-V2 attention (multi-head latent attention): q projection, a shared low-rank
 // key/value latent (kv_lora_rank) expanded per head, a rotary key part shared by every
 // head, value width independent of the key width; queries direct or through a q_lora_rank
-// bottleneck. Dense SwiGLU MLPs; routed-MoE layers are refused at load. Cached steps keep
-// only the latent: per token and layer the normed c (kv_lora_rank) and the roped k_rot
+// bottleneck. Dense SwiGLU MLPs, and routed-MoE layers (models/moe.h) from
+// first_k_dense_replace on. Cached steps keep only the latent: per token and layer the normed c (kv_lora_rank) and the roped k_rot
 // (qk_rope_head_dim), attended in the absorbed form (family.h latent_attention, docs/kv.md);
 // the full forward decompresses c into per-head keys and values as transformers does.
 #pragma once

@@ -115,6 +115,39 @@ Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   return sliding_from_hf(hf, c, true);
 }
 
+// Routed layers (first_k_dense_replace on): softmax scores, plain top-k ("greedy"), optional
+// renormalization and scaling, shared experts. DeepSeek-V2's grouped top-k and V3's
+// sigmoid scores with a correction bias are refused, naming the setting.
+Status deepseek2_experts_from_hf(const load::HfConfig& hf, ModelConfig& c) {
+  Result<int64_t> dense = hf.get_int_or("first_k_dense_replace", 0);
+  Result<int64_t> experts = hf.get_int_or("n_routed_experts", 0);
+  if (!dense) return dense.take_error();
+  if (!experts) return experts.take_error();
+  if (*dense >= c.n_layers || *experts == 0) return {};  // every layer dense
+  Status s = read_ints(hf, {{"num_experts_per_tok", &c.n_experts_used}, {"moe_intermediate_size", &c.expert_hidden_dim}});
+  if (!s) return s;
+  Result<int64_t> shared = hf.get_int_or("n_shared_experts", 0);
+  if (!shared) return shared.take_error();
+  for (const char* key : {"topk_method", "scoring_func"}) {
+    if (!hf.has(key)) continue;
+    Result<std::string> v = hf.get_string(key);
+    if (!v) return v.take_error();
+    if (*v != (std::string_view(key) == "topk_method" ? "greedy" : "softmax")) {
+      return unsupported(hf.name(), ": ", key, " '", *v, "' (routed experts take softmax scores and a plain top-k so far)");
+    }
+  }
+  Result<bool> norm = hf.get_bool_or("norm_topk_prob", false);
+  if (!norm) return norm.take_error();
+  Result<double> scale = hf.get_float_or("routed_scaling_factor", 1.0);
+  if (!scale) return scale.take_error();
+  c.n_experts = *experts;
+  c.n_shared_experts = *shared;
+  c.first_dense_layers = *dense;
+  c.expert_weights_norm = *norm;
+  c.expert_weights_scale = *scale;
+  return {};
+}
+
 Status deepseek2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   Status s = llama_like_config(hf, c);
   if (!s) return s;
@@ -124,12 +157,8 @@ Status deepseek2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   Result<int64_t> q_lora = hf.get_int_or("q_lora_rank", 0);
   if (!q_lora) return q_lora.take_error();
   c.q_lora_rank = *q_lora;
-  Result<int64_t> dense = hf.get_int_or("first_k_dense_replace", 0);
-  if (!dense) return dense.take_error();
-  if (*dense < c.n_layers) {
-    return unsupported(hf.name(), ": routed-MoE layers (first_k_dense_replace ", *dense, " < ", c.n_layers,
-                       " layers) are not supported yet");
-  }
+  s = deepseek2_experts_from_hf(hf, c);
+  if (!s) return s;
   s = activation_from_hf(hf, c, "hidden_act", "silu", false);
   if (!s) return s;
   c.n_kv_heads = c.n_heads;

@@ -42,9 +42,14 @@ const FamilyNames kDeepseek2Names{
      {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"}, {"self_attn.o_proj.weight", "attn_output.weight"},
      {"post_attention_layernorm.weight", "ffn_norm.weight"},
      {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.up_proj.weight", "ffn_up.weight"},
-     {"mlp.down_proj.weight", "ffn_down.weight"}},
+     {"mlp.down_proj.weight", "ffn_down.weight"},
+     {"mlp.gate.weight", "ffn_gate_inp.weight"},
+     {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+     {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+     {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"}},
     {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
-     {"lm_head.weight", "output.weight"}}};
+     {"lm_head.weight", "output.weight"}},
+    true};
 
 const FamilyNames kGpt2Names{
     "transformer.h.",
@@ -101,6 +106,24 @@ Result<HostTensor> apply_fix(HostTensor t, Fix fix, int64_t n_heads) {
   return c->reshape(t.shape());
 }
 
+namespace {
+
+// "mlp.experts.<e>.{gate,up,down}_proj.weight" -> "blk.<layer>.ffn_{gate,up,down}_exp.<e>.weight"
+std::pair<std::string, Fix> map_expert_name(const std::string& layer, const std::string& suffix) {
+  constexpr std::string_view kPrefix = "mlp.experts.";
+  if (!suffix.starts_with(kPrefix)) return {"", Fix::kNone};
+  const std::string rest = suffix.substr(kPrefix.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string::npos || dot == 0 || dot > 6 || rest.find_first_not_of("0123456789") != dot) return {"", Fix::kNone};
+  const std::string expert = rest.substr(0, dot), proj = rest.substr(dot + 1);
+  for (const char* kind : {"gate", "up", "down"}) {
+    if (proj == str_cat(kind, "_proj.weight")) return {str_cat("blk.", layer, ".ffn_", kind, "_exp.", expert, ".weight"), Fix::kNone};
+  }
+  return {"", Fix::kNone};
+}
+
+}  // namespace
+
 std::pair<std::string, Fix> map_name(const FamilyNames& names, const std::string& hf) {
   for (const NameRule& r : names.global) {
     if (hf == r.hf) return {r.ours, r.fix};
@@ -113,6 +136,7 @@ std::pair<std::string, Fix> map_name(const FamilyNames& names, const std::string
   for (const NameRule& r : names.layer) {
     if (suffix == r.hf) return {str_cat("blk.", layer, ".", r.ours), r.fix};
   }
+  if (names.experts) return map_expert_name(layer, suffix);
   return {"", Fix::kNone};
 }
 

@@ -29,6 +29,7 @@ struct FamilyNames {
   const char* layer_prefix;  // "model.layers." or "transformer.h."
   std::vector<NameRule> layer;
   std::vector<NameRule> global;
+  bool experts = false;  // per-expert matrices "mlp.experts.<e>.<gate|up|down>_proj.weight"
 };
 
 extern const FamilyNames kLlamaNames;     // llama, mistral, qwen2, qwen3

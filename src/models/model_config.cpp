@@ -11,6 +11,28 @@ bool ModelConfig::sliding(int64_t layer) const {
   return layer < static_cast<int64_t>(layer_sliding.size()) && layer_sliding[static_cast<size_t>(layer)];
 }
 
+Status ModelConfig::check_experts() const {
+  if (n_experts == 0) return {};
+  constexpr int64_t kMaxExperts = 4096, kMaxSize = int64_t{1} << 24;
+  if (n_experts < 0 || n_experts > kMaxExperts) {
+    return invalid_input(arch, " config: n_experts = ", n_experts, " must be in 1..", kMaxExperts);
+  }
+  if (n_experts_used < 1 || n_experts_used > n_experts) {
+    return invalid_input(arch, " config: experts per token = ", n_experts_used, " must be in 1..", n_experts);
+  }
+  if (expert_hidden_dim <= 0 || expert_hidden_dim > kMaxSize) {
+    return invalid_input(arch, " config: expert hidden dim = ", expert_hidden_dim, " must be in 1..", kMaxSize);
+  }
+  if (n_shared_experts < 0 || n_shared_experts > kMaxExperts || first_dense_layers < 0) {
+    return invalid_input(arch, " config: shared experts ", n_shared_experts, " and dense layers ", first_dense_layers,
+                         " must not be negative");
+  }
+  if (!std::isfinite(expert_weights_scale) || expert_weights_scale <= 0) {
+    return invalid_input(arch, " config: routed scaling factor ", expert_weights_scale, " must be finite and positive");
+  }
+  return {};
+}
+
 Status ModelConfig::check() const {
   // Bounds far above any published model, low enough that every product below fits.
   constexpr int64_t kMaxSize = int64_t{1} << 24, kMaxLayers = 4096, kMaxMatrix = int64_t{1} << 36;
@@ -51,7 +73,7 @@ Status ModelConfig::check() const {
     return invalid_input(arch, " config: layer_types has ", layer_sliding.size(), " entries for ", n_layers, " layers");
   }
   if (norm_eps <= 0 || rope_theta <= 0) return invalid_input(arch, " config: norm eps and rope theta must be positive");
-  return {};
+  return check_experts();
 }
 
 ir::ops::RopeSpec ModelConfig::rope_spec() const {

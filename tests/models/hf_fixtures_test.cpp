@@ -5,6 +5,7 @@
 // cached decode equal to a full forward over 64 steps.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -41,7 +42,7 @@ TEST_P(HfFixture, CachedDecodeEqualsFullForwardOver64Steps) { testing::expect_ca
 INSTANTIATE_TEST_SUITE_P(Families, HfFixture,
                          ::testing::Combine(::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3",
                                                               "gemma2", "gpt2", "bloom", "deepseek_v2",
-                                                              "deepseek_v2_qlora"),
+                                                              "deepseek_v2_qlora", "deepseek_v2_moe"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle)),
                          [](const auto& info) {
                            return str_cat(std::get<0>(info.param),
@@ -58,13 +59,19 @@ TEST(BuiltinModelOracle, AllPositionLogitsMatchPyTorch) {
   testing::expect_logits_match("kjv", {.executor = llm::ExecutorKind::kOracle}, 1e-4);
 }
 
-// Routed-MoE layers are not traced yet: the checkpoint is refused with a typed error naming
-// the cause, never run with its experts ignored.
-TEST(HfFixtureRefusal, DeepseekMoeLayersAreRefused) {
-  Result<models::Model> m = models::open_model(testing::fixture_dir("deepseek_v2_moe"));
+// Routing rules kvforge does not trace yet are refused naming the setting, never run as
+// another rule.
+TEST(HfFixtureRefusal, UnknownExpertRoutingIsRefused) {
+  const std::string dir = testing::temp_dir("moe_routing");
+  std::filesystem::copy(testing::fixture_dir("deepseek_v2_moe"), dir, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  nlohmann::json cfg;
+  std::ifstream(dir + "/config.json") >> cfg;
+  cfg["topk_method"] = "group_limited_greedy";
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  Result<models::Model> m = models::open_model(dir);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(m.error().message().find("routed-MoE"), std::string::npos) << m.error().message();
+  EXPECT_NE(m.error().message().find("group_limited_greedy"), std::string::npos) << m.error().message();
 }
 
 }  // namespace
