@@ -60,6 +60,13 @@ def configs():
         out["deepseek_v2"] = lambda: deepseek()
         out["deepseek_v2_qlora"] = lambda: deepseek(q_lora_rank=16)  # compressed queries
         out["deepseek_v2_moe"] = lambda: deepseek(first_k_dense_replace=1)  # layer 1 is routed MoE
+    # Mixture-of-experts families (after the others, so that their seeds stay as they were).
+    if hasattr(t, "Qwen3MoeConfig"):  # layer 0 dense (mlp_only_layers), layer 1 routed
+        out["qwen3_moe"] = lambda: t.Qwen3MoeConfig(**base(
+            head_dim=32, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+            norm_topk_prob=True, mlp_only_layers=[0], use_sliding_window=False))
+    if hasattr(t, "MixtralConfig"):
+        out["mixtral"] = lambda: t.MixtralConfig(**base(num_local_experts=4, num_experts_per_tok=2, sliding_window=None))
     return out
 
 

@@ -1,5 +1,6 @@
 #include "models/hf_family_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvf::models {
@@ -96,6 +97,36 @@ Status qwen3_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   return llama_hf_config(hf, c);
 }
 
+// Qwen3-MoE: qwen3 attention; layer l routed unless listed in mlp_only_layers or off the
+// decoder_sparse_step grid ((l + 1) % step != 0); softmax scores, top-k, renormalized with
+// norm_topk_prob; no shared experts.
+Status qwen3_moe_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = qwen3_hf_config(hf, c);
+  if (!s) return s;
+  s = read_ints(hf, {{"num_experts", &c.n_experts},
+                     {"num_experts_per_tok", &c.n_experts_used},
+                     {"moe_intermediate_size", &c.expert_hidden_dim}});
+  if (!s) return s;
+  Result<int64_t> step = hf.get_int_or("decoder_sparse_step", 1);
+  if (!step) return step.take_error();
+  if (*step < 1) return invalid_input(hf.name(), ": decoder_sparse_step ", *step, " must be positive");
+  std::vector<int64_t> dense;
+  if (hf.has("mlp_only_layers")) {
+    Result<std::vector<int64_t>> listed = hf.get_ints("mlp_only_layers");
+    if (!listed) return listed.take_error();
+    dense = *listed;
+  }
+  c.expert_layers.assign(static_cast<size_t>(c.n_layers), false);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const bool listed = std::find(dense.begin(), dense.end(), l) != dense.end();
+    c.expert_layers[static_cast<size_t>(l)] = !listed && (l + 1) % *step == 0;
+  }
+  Result<bool> norm = hf.get_bool_or("norm_topk_prob", false);
+  if (!norm) return norm.take_error();
+  c.expert_weights_norm = *norm;
+  return {};
+}
+
 Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   Status s = llama_like_config(hf, c);
   if (!s) return s;
@@ -142,7 +173,8 @@ Status deepseek2_experts_from_hf(const load::HfConfig& hf, ModelConfig& c) {
   if (!scale) return scale.take_error();
   c.n_experts = *experts;
   c.n_shared_experts = *shared;
-  c.first_dense_layers = *dense;
+  c.expert_layers.assign(static_cast<size_t>(c.n_layers), true);
+  for (int64_t l = 0; l < *dense; ++l) c.expert_layers[static_cast<size_t>(l)] = false;
   c.expert_weights_norm = *norm;
   c.expert_weights_scale = *scale;
   return {};

@@ -18,6 +18,14 @@ const FamilyNames kLlamaNames{
     {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
      {"lm_head.weight", "output.weight"}}};
 
+// Defined after kLlamaNames in this file, so initialized after it.
+const FamilyNames kQwen3MoeNames = [] {
+  FamilyNames n = kLlamaNames;
+  n.layer.push_back({"mlp.gate.weight", "ffn_gate_inp.weight"});
+  n.experts = true;
+  return n;
+}();
+
 const FamilyNames kGemma2Names{
     "model.layers.",
     {{"input_layernorm.weight", "attn_norm.weight"},

@@ -33,6 +33,7 @@ struct FamilyNames {
 };
 
 extern const FamilyNames kLlamaNames;     // llama, mistral, qwen2, qwen3
+extern const FamilyNames kQwen3MoeNames;  // llama's, with the router and per-expert matrices
 extern const FamilyNames kGemma2Names;
 extern const FamilyNames kDeepseek2Names;
 extern const FamilyNames kGpt2Names;

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "models/moe.h"
+
 namespace kvf::models {
 
 using ir::V;
@@ -44,6 +46,10 @@ Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const St
     x = b.name(x + ops::linear(merge_heads(att), W("attn_output.weight", {dim, nh * hd})), "attn_out", li);
     // feed-forward: SwiGLU
     V f = b.name(ops::rmsnorm(x, W("ffn_norm.weight", {dim}), cfg.norm_eps), "ffn_norm", li);
+    if (cfg.routed(l)) {
+      x = b.name(x + moe_ffn(cfg, w, str_cat("blk.", l, "."), f), "ffn_out", li);
+      continue;
+    }
     V gate = ops::linear(f, W("ffn_gate.weight", {cfg.hidden_dim, dim}));
     V up = ops::linear(f, W("ffn_up.weight", {cfg.hidden_dim, dim}));
     x = b.name(x + ops::linear(ops::swiglu(gate, up), W("ffn_down.weight", {dim, cfg.hidden_dim})), "ffn_out", li);

@@ -23,9 +23,11 @@ Status ModelConfig::check_experts() const {
   if (expert_hidden_dim <= 0 || expert_hidden_dim > kMaxSize) {
     return invalid_input(arch, " config: expert hidden dim = ", expert_hidden_dim, " must be in 1..", kMaxSize);
   }
-  if (n_shared_experts < 0 || n_shared_experts > kMaxExperts || first_dense_layers < 0) {
-    return invalid_input(arch, " config: shared experts ", n_shared_experts, " and dense layers ", first_dense_layers,
-                         " must not be negative");
+  if (n_shared_experts < 0 || n_shared_experts > kMaxExperts) {
+    return invalid_input(arch, " config: shared experts = ", n_shared_experts, " must be in 0..", kMaxExperts);
+  }
+  if (static_cast<int64_t>(expert_layers.size()) != n_layers) {
+    return invalid_input(arch, " config: ", expert_layers.size(), " expert-layer flags for ", n_layers, " layers");
   }
   if (!std::isfinite(expert_weights_scale) || expert_weights_scale <= 0) {
     return invalid_input(arch, " config: routed scaling factor ", expert_weights_scale, " must be finite and positive");

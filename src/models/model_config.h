@@ -49,13 +49,13 @@ struct ModelConfig {
   int64_t qk_rope_dim = 0;          // rotary part, shared by every head
   int64_t v_head_dim = 0;
 
-  // Mixture of experts (deepseek2's routed layers, models/moe.h): n_experts > 0 makes every
-  // layer from first_dense_layers on a routed one.
+  // Mixture of experts (models/moe.h): the layers marked in expert_layers route each token
+  // to n_experts_used of n_experts gated units; the others keep a dense MLP.
   int64_t n_experts = 0;            // routed experts per MoE layer
   int64_t n_experts_used = 0;       // experts each token takes (top-k)
   int64_t n_shared_experts = 0;     // always-on experts, as one gated unit of n · expert_hidden_dim
   int64_t expert_hidden_dim = 0;    // each expert's feed-forward width
-  int64_t first_dense_layers = 0;   // layers before the first routed one keep a dense MLP
+  std::vector<bool> expert_layers;  // per layer, when n_experts > 0
   bool expert_weights_norm = false; // the top-k weights renormalized to sum to 1
   double expert_weights_scale = 1.0;
 
@@ -70,7 +70,9 @@ struct ModelConfig {
   int32_t bos = -1, eos = -1;
 
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
-  bool routed(int64_t layer) const { return n_experts > 0 && layer >= first_dense_layers; }
+  bool routed(int64_t layer) const {
+    return n_experts > 0 && layer >= 0 && layer < static_cast<int64_t>(expert_layers.size()) && expert_layers[static_cast<size_t>(layer)];
+  }
   bool sliding(int64_t layer) const;
   Status check() const;
   Status check_experts() const;
