@@ -151,9 +151,8 @@ int64_t stream_rows(const Kernels& kern, const WeightView& w, bool packed) {
   return packed || w.n < kWideWeightRows ? kern.stream_rows_quant : kern.stream_rows_quant_wide;
 }
 
-void linear_with(const Kernels& body, ThreadPool& pool, const float* x, int64_t m, int64_t x_stride,
+void linear_with(const Kernels& kern, ThreadPool& pool, const float* x, int64_t m, int64_t x_stride,
                  const WeightView& w, const float* bias, float* y, int64_t y_stride, const PackedWeights* packed) {
-  const Kernels& kern = is_kquant(w.dtype) && !body.kquants ? scalar_kernels() : body;
   LinearArgs a{.x = x, .m = m, .x_stride = x_stride, .w = w, .bias = bias, .y = y, .y_stride = y_stride, .xq = {}};
   if (m <= 0 || w.n <= 0) return;
   if (w.k == 0) {
@@ -172,7 +171,6 @@ void linear_with(const Kernels& body, ThreadPool& pool, const float* x, int64_t 
 
 std::shared_ptr<const PackedWeights> pack_weights_with(const Kernels& kern, ThreadPool& pool, const WeightView& w,
                                                        int64_t m) {
-  if (is_kquant(w.dtype) && !kern.kquants) return nullptr;
   if (kern.pack == nullptr || m <= stream_rows(kern, w, true) || m > kPackAheadRows || w.n <= 0 || w.k <= 0) {
     return nullptr;
   }

@@ -55,7 +55,7 @@ constexpr int64_t kQ8Bytes = sizeof(BlockQ8_0), kQ4Bytes = sizeof(BlockQ4_0);
 void quantize(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form) {
   const int64_t k = a.w.k, nb = k / kQBlock;
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256i offset = _mm256_set1_epi32(a.w.dtype == DType::kQ8_0 ? -128 : -8);
+  const __m256i offset = _mm256_set1_epi32(-lane_offset(a.w.dtype));
   for (int64_t i = i0; i < i1; ++i) {
     for (int64_t b = 0; b < nb; ++b) {
       const float* x = a.x + i * a.x_stride + b * kQBlock;
@@ -77,9 +77,16 @@ void quantize(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form) {
       const __m256i q16a = _mm256_packs_epi32(q32[0], q32[1]), q16b = _mm256_packs_epi32(q32[2], q32[3]);
       const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
       __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q16a, q16b), order);
-      if (form == QuantForm::kLaneCorr) {
+      if (form == QuantForm::kLaneCorr || a.xq.sums != nullptr) {
         const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.xq.corr + (i * nb + b) * 8), _mm256_mullo_epi32(sums, offset));
+        if (form == QuantForm::kLaneCorr) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.xq.corr + (i * nb + b) * 8), _mm256_mullo_epi32(sums, offset));
+        }
+        if (a.xq.sums != nullptr) {
+          const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+          const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+          a.xq.sums[i * nb + b] = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+        }
       }
       if (form == QuantForm::kUnsigned) q = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.xq.q + i * k + b * kQBlock), q);
@@ -87,8 +94,11 @@ void quantize(const LinearArgs& a, int64_t i0, int64_t i1, QuantForm form) {
   }
 }
 
-// q8_0 uses the sign trick and needs no correction; q4_0 reads raw nibbles and corrects.
-QuantForm quant_form(DType wt, bool) { return wt == DType::kQ4_0 ? QuantForm::kLaneCorr : QuantForm::kSigned; }
+// q8_0 uses the sign trick and needs no correction; q4_0 and q6_k read raw unsigned quants
+// and correct; q4_k and q5_k subtract their mins from x's block sums instead.
+QuantForm quant_form(DType wt, bool) {
+  return wt == DType::kQ4_0 || wt == DType::kQ6_K ? QuantForm::kLaneCorr : QuantForm::kSigned;
+}
 
 // ---------------------------------------------------------------- streaming (decode, quant GEMM)
 
@@ -206,6 +216,69 @@ void dot_quad_quant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, __
   }
 }
 
+// MX x rows · four k-quant rows, in the order of linear_impl.h, as linear_avx512.cpp's
+// dot_quad_kquant computes them: the lane sums from vpmaddubsw (unsigned quants of at most
+// 63 against x, pairs far from saturating) and vpmaddwd, then the same integer and float steps.
+template <DType DT, int MX>
+void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, __m128 (&sums)[MX]) {
+  const int64_t nb = k / kQBlock, nsb = k / kKQuantElems;
+  const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 16
+  for (int xi = 0; xi < MX; ++xi) sums[xi] = _mm_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const KQuadBlock<DT> kb(q.row, sb, q.ahead);
+    const auto& blk = kb.blk;
+    alignas(32) float scale[4][16];  // q4_k/q5_k: [dsc 0..7, -dmn 0..7] per row
+    if constexpr (DT != DType::kQ6_K) {
+#pragma GCC unroll 16
+      for (int r = 0; r < 4; ++r) {
+        const __m128i bytes = kquant_scale_bytes(blk[r]);
+        uint16_t dh, mh;
+        std::memcpy(&dh, blk[r], 2);
+        std::memcpy(&mh, blk[r] + 2, 2);
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+        const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(bytes, bytes)));
+        _mm256_store_ps(scale[r], _mm256_mul_ps(sc, _mm256_set1_ps(_cvtsh_ss(dh))));
+        _mm256_store_ps(scale[r] + 8, _mm256_mul_ps(mn, _mm256_set1_ps(-_cvtsh_ss(mh))));
+      }
+    }
+    [&]<int... C>(std::integer_sequence<int, C...>) {
+      ([&] {
+        const int64_t b = sb * kKQuantChunks + C;
+        __m256i w[4];
+#pragma GCC unroll 16
+        for (int r = 0; r < 4; ++r) w[r] = kquant_quants<DT, C>(blk[r], kquant_high_bits<DT, C>(blk[r]));
+#pragma GCC unroll 16
+        for (int xi = 0; xi < MX; ++xi) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.q + (i + xi) * k + b * kQBlock));
+          const float dx = xq.d[(i + xi) * nb + b];
+          __m256i d[4];
+#pragma GCC unroll 16
+          for (int r = 0; r < 4; ++r) d[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(w[r], xv), ones);
+          if constexpr (DT == DType::kQ6_K) {
+            const __m256i cv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.corr + ((i + xi) * nb + b) * 8));
+            const __m256i scv =
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kb.sc_by_row[8 * (C / 4) + 2 * (C % 4)])));
+            const __m256i halves =
+                _mm256_mullo_epi32(half_dots(_mm256_add_epi32(d[0], cv), _mm256_add_epi32(d[1], cv),
+                                             _mm256_add_epi32(d[2], cv), _mm256_add_epi32(d[3], cv)),
+                                   scv);
+            const __m128i dots = _mm_add_epi32(_mm256_castsi256_si128(halves), _mm256_extracti128_si256(halves, 1));
+            sums[xi] = _mm_fmadd_ps(_mm_cvtepi32_ps(dots), _mm_mul_ps(kb.d6, _mm_set1_ps(dx)), sums[xi]);
+          } else {
+            const __m128 dsc = _mm_setr_ps(scale[0][C], scale[1][C], scale[2][C], scale[3][C]);
+            const __m128 ndmn = _mm_setr_ps(scale[0][8 + C], scale[1][8 + C], scale[2][8 + C], scale[3][8 + C]);
+            const __m128i dots = block_dots(d[0], d[1], d[2], d[3]);
+            sums[xi] = _mm_fmadd_ps(_mm_cvtepi32_ps(dots), _mm_mul_ps(dsc, _mm_set1_ps(dx)), sums[xi]);
+            const float t = static_cast<float>(xq.sums[(i + xi) * nb + b]) * dx;
+            sums[xi] = _mm_fmadd_ps(ndmn, _mm_set1_ps(t), sums[xi]);
+          }
+        }
+      }(), ...);
+    }(std::make_integer_sequence<int, kKQuantChunks>{});
+  }
+}
+
 inline void store_row(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q, const float* sums) {
   float* y = a.y + i * a.y_stride + j;
   for (int r = 0; r < q.count; ++r) y[r] = a.bias ? sums[r] + a.bias[j + r] : sums[r];
@@ -213,9 +286,13 @@ inline void store_row(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& 
 
 template <DType DT, int MX>
 void stream_quad(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q) {
-  if constexpr (DT == DType::kQ8_0 || DT == DType::kQ4_0) {
+  if constexpr (DT == DType::kQ8_0 || DT == DType::kQ4_0 || kKQuant<DT>) {
     __m128 sums[MX];
-    dot_quad_quant<DT, MX>(a.xq, i, a.w.k, q, sums);
+    if constexpr (kKQuant<DT>) {
+      dot_quad_kquant<DT, MX>(a.xq, i, a.w.k, q, sums);
+    } else {
+      dot_quad_quant<DT, MX>(a.xq, i, a.w.k, q, sums);
+    }
     for (int xi = 0; xi < MX; ++xi) {
       alignas(16) float s[4];
       _mm_store_ps(s, sums[xi]);
@@ -233,7 +310,7 @@ void stream_quad(const LinearArgs& a, int64_t i, int64_t j, const RowQuad& q) {
 // Weight rows four at a time; up to kMaxMX x rows share each pass over them.
 template <DType DT>
 void stream_rows(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  constexpr int kMaxMX = DT == DType::kQ8_0 || DT == DType::kQ4_0 ? kMaxMXQuant : kMaxMXFloat;
+  constexpr int kMaxMX = DT == DType::kQ8_0 || DT == DType::kQ4_0 || kKQuant<DT> ? kMaxMXQuant : kMaxMXFloat;
   for (int64_t j = j0; j < j1; j += 4) {
     const RowQuad q = row_quad(a, j, j1);
     int64_t i = i0;
@@ -249,6 +326,9 @@ void stream(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
     case DType::kBF16: return stream_rows<DType::kBF16>(a, i0, i1, j0, j1);
     case DType::kQ8_0: return stream_rows<DType::kQ8_0>(a, i0, i1, j0, j1);
     case DType::kQ4_0: return stream_rows<DType::kQ4_0>(a, i0, i1, j0, j1);
+    case DType::kQ4_K: return stream_rows<DType::kQ4_K>(a, i0, i1, j0, j1);
+    case DType::kQ5_K: return stream_rows<DType::kQ5_K>(a, i0, i1, j0, j1);
+    case DType::kQ6_K: return stream_rows<DType::kQ6_K>(a, i0, i1, j0, j1);
     default: return;
   }
 }
@@ -268,7 +348,7 @@ void gemm(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t j1, P
 const Kernels& avx2_kernels() {
   // The GEMM is the streaming kernel over (row block, 16 columns) tasks, so the crossovers
   // only choose how the work is cut.
-  static const Kernels k{"avx2", kNR, 16, 3, 3, quant_form, quantize, stream, gemm, nullptr, nullptr, false};
+  static const Kernels k{"avx2", kNR, 16, 3, 3, quant_form, quantize, stream, gemm, nullptr, nullptr};
   return k;
 }
 

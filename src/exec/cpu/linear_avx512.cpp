@@ -290,24 +290,10 @@ void dot_quad_quant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, __
 
 // ---------------------------------------------------------------- k-quants, streamed
 
-template <DType DT>
-constexpr bool kKQuant = DT == DType::kQ4_K || DT == DType::kQ5_K || DT == DType::kQ6_K;
-
-template <DType DT>
-constexpr int64_t kKBytes = DT == DType::kQ4_K ? sizeof(BlockQ4_K) : DT == DType::kQ5_K ? sizeof(BlockQ5_K)
-                                                                                         : sizeof(BlockQ6_K);
-
-// A q4_k/q5_k super-block's eight chunk scales and mins as f32, [dsc 0..7, -dmn 0..7]: the
-// 12 packed bytes unpacked four at a time with 32-bit masks (kquant_scale_min's rule).
+// A q4_k/q5_k super-block's eight chunk scales and mins as f32, [dsc 0..7, -dmn 0..7].
 inline __m512 kquant_scales(const uint8_t* blk) {
-  const uint32_t a = static_cast<uint32_t>(load_i32(blk + 4)), b = static_cast<uint32_t>(load_i32(blk + 8));
-  const uint32_t c = static_cast<uint32_t>(load_i32(blk + 12));
-  const uint32_t sc_hi = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
-  const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
-  const __m128i bytes = _mm_setr_epi32(static_cast<int>(a & 0x3f3f3f3fu), static_cast<int>(sc_hi),
-                                       static_cast<int>(b & 0x3f3f3f3fu), static_cast<int>(mn_hi));
   const __m512 mul = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(f16_scale(blk)), _mm512_set1_ps(-f16_scale(blk + 2)));
-  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), mul);
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(kquant_scale_bytes(blk))), mul);
 }
 
 // Four rows of 16 floats to 16 columns of four: column c lands at out + 16 (c % 4) + 4 (c / 4).
@@ -322,27 +308,6 @@ inline void columns4x16(__m512 r0, __m512 r1, __m512 r2, __m512 r3, float* out) 
 
 inline __m128 column(const float* cols, int c) { return _mm_load_ps(cols + 16 * (c % 4) + 4 * (c / 4)); }
 
-// Chunk C's 32 unsigned quants (core/kquants.h); qh: q5_k's high bits, q6_k's at blk + 128 + 32 h.
-template <DType DT, int C>
-inline __m256i kquant_quants(const uint8_t* blk, __m256i qh) {
-  const __m256i m4 = _mm256_set1_epi8(15);
-  if constexpr (DT == DType::kQ6_K) {
-    constexpr int h = C / 4, cc = C % 4;
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32 * (cc % 2)));
-    const __m256i low = _mm256_and_si256(cc / 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * cc), _mm256_set1_epi8(3));
-    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-  } else {
-    constexpr int64_t base = DT == DType::kQ5_K ? 48 : 16;
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + base + 32 * (C / 2)));
-    __m256i q = _mm256_and_si256(C % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-    if constexpr (DT == DType::kQ5_K) {
-      q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, C), _mm256_set1_epi8(1)), 4));
-    }
-    return q;
-  }
-}
-
 // MX x rows · four k-quant rows, in the order of linear_impl.h. q4_k/q5_k: the unsigned quants
 // against the signed x, then the chunk's scale and its min (times x's block sum); q6_k: lanes
 // from x's corrections (-32 · its lane sums), summed per half chunk, times the halves' scales
@@ -353,32 +318,11 @@ void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, _
 #pragma GCC unroll 16
   for (int xi = 0; xi < MX; ++xi) sums[xi] = _mm_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk[4];
+    const KQuadBlock<DT> kb(q.row, sb, q.ahead);
+    const auto& blk = kb.blk;
     __m256i qh[4] = {};
-    alignas(64) int8_t sc_by_row[16][4];  // q6_k: scale s of row r at [s][r]
     alignas(64) float cols[64];
-    __m128 d4 = _mm_setzero_ps();
-#pragma GCC unroll 16
-    for (int r = 0; r < 4; ++r) {
-      blk[r] = q.row[r] + sb * kKBytes<DT>;
-      for (int64_t l = 0; l < kKBytes<DT>; l += 64) prefetch_ahead(q, blk[r] + l);
-    }
-    if constexpr (DT == DType::kQ6_K) {
-      __m128i dw16 = _mm_setzero_si128(), sc16[4];
-#pragma GCC unroll 16
-      for (int r = 0; r < 4; ++r) {
-        dw16 = insert_u16(dw16, blk[r] + 208, r);
-        sc16[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[r] + 192));
-      }
-      d4 = _mm_cvtph_ps(dw16);
-      // 4 rows x 16 scales to 16 x 4: bytes, then byte pairs interleaved.
-      const __m128i a = _mm_unpacklo_epi8(sc16[0], sc16[1]), b = _mm_unpackhi_epi8(sc16[0], sc16[1]);
-      const __m128i c = _mm_unpacklo_epi8(sc16[2], sc16[3]), d = _mm_unpackhi_epi8(sc16[2], sc16[3]);
-      _mm_store_si128(reinterpret_cast<__m128i*>(sc_by_row[0]), _mm_unpacklo_epi16(a, c));
-      _mm_store_si128(reinterpret_cast<__m128i*>(sc_by_row[4]), _mm_unpackhi_epi16(a, c));
-      _mm_store_si128(reinterpret_cast<__m128i*>(sc_by_row[8]), _mm_unpacklo_epi16(b, d));
-      _mm_store_si128(reinterpret_cast<__m128i*>(sc_by_row[12]), _mm_unpackhi_epi16(b, d));
-    } else {
+    if constexpr (DT != DType::kQ6_K) {
       columns4x16(kquant_scales(blk[0]), kquant_scales(blk[1]), kquant_scales(blk[2]), kquant_scales(blk[3]), cols);
       if constexpr (DT == DType::kQ5_K) {
 #pragma GCC unroll 16
@@ -397,7 +341,7 @@ void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, _
           w[r] = kquant_quants<DT, C>(blk[r], qh[r]);
         }
         if constexpr (DT == DType::kQ6_K) {  // [the rows' first-half scales | their second-half scales]
-          scv = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_by_row[8 * (C / 4) + 2 * (C % 4)])));
+          scv = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kb.sc_by_row[8 * (C / 4) + 2 * (C % 4)])));
         }
 #pragma GCC unroll 16
         for (int xi = 0; xi < MX; ++xi) {
@@ -410,7 +354,7 @@ void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, _
                           _mm256_dpbusd_epi32(cv, w[2], xv), _mm256_dpbusd_epi32(cv, w[3], xv)),
                 scv);
             const __m128i dots = _mm_add_epi32(_mm256_castsi256_si128(halves), _mm256_extracti128_si256(halves, 1));
-            sums[xi] = _mm_fmadd_ps(_mm_cvtepi32_ps(dots), _mm_mul_ps(d4, _mm_set1_ps(dx)), sums[xi]);
+            sums[xi] = _mm_fmadd_ps(_mm_cvtepi32_ps(dots), _mm_mul_ps(kb.d6, _mm_set1_ps(dx)), sums[xi]);
           } else {
             const __m256i z = _mm256_setzero_si256();
             const __m128i dots = block_dots(_mm256_dpbusd_epi32(z, w[0], xv), _mm256_dpbusd_epi32(z, w[1], xv),
@@ -748,12 +692,7 @@ void pack_kquant(const WeightView& w, int64_t j0, int64_t nj, uint8_t* panel) {
           for (int t = 0; t < 16; ++t) {
             if (t < rows) {
               const uint8_t* blk = base + (j0 + r0 + t) * rb + sb * kKBytes<DT>;
-              __m256i qh = _mm256_setzero_si256();
-              if constexpr (DT == DType::kQ5_K) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
-              if constexpr (DT == DType::kQ6_K) {
-                qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * (C / 4)));
-              }
-              __m256i q = kquant_quants<DT, C>(blk, qh);
+              __m256i q = kquant_quants<DT, C>(blk, kquant_high_bits<DT, C>(blk));
               if constexpr (DT == DType::kQ6_K) q = _mm256_sub_epi8(q, _mm256_set1_epi8(32));
               v[t] = _mm512_castsi512_ps(_mm512_zextsi256_si512(q));
             } else {
@@ -918,7 +857,7 @@ const Kernels& avx512_kernels() {
   // stream up to m=4 all the same: one pass serves kMaxMX = 4 rows, and a wide weight packs
   // for long (two threads, q8_0 32000x768, m=4: stream 1.3 ms, gemm 9.7 ms); a wide one up
   // to m=16 (m=16: stream 5.7 ms, gemm 7.7 ms).
-  static const Kernels k{"avx512", kNR, 16, kMaxMX, 16, quant_form, quantize, stream, gemm, panel_bytes, pack, true};
+  static const Kernels k{"avx512", kNR, 16, kMaxMX, 16, quant_form, quantize, stream, gemm, panel_bytes, pack};
   return k;
 }
 

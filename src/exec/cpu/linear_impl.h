@@ -139,9 +139,6 @@ struct Kernels {
   // this weight type is not packed ahead), and columns [j0, j1) of w packed into `panel`.
   int64_t (*panel_bytes)(const WeightView& w);
   void (*pack)(const WeightView& w, int64_t j0, int64_t j1, void* panel);
-  // Whether the body computes on k-quant weights; linear() gives them to the scalar body
-  // where it does not (same bits, at scalar speed).
-  bool kquants;
 };
 
 // The body named "avx512", "avx2" or "scalar", or null when this CPU cannot run it.

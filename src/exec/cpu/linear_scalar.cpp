@@ -152,7 +152,7 @@ QuantForm quant_form_scalar(DType, bool) { return QuantForm::kSigned; }
 const Kernels& scalar_kernels() {
   // gemm is stream here, so the crossover does not matter.
   static const Kernels k{"scalar", 16, 4, 4, 4, quant_form_scalar, quantize_rows_scalar, stream_scalar, gemm_scalar, nullptr,
-                         nullptr, true};
+                         nullptr};
   return k;
 }
 
