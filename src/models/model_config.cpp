@@ -11,9 +11,14 @@ bool ModelConfig::sliding(int64_t layer) const {
   return layer < static_cast<int64_t>(layer_sliding.size()) && layer_sliding[static_cast<size_t>(layer)];
 }
 
+namespace {
+// Bounds far above any published model, low enough that every product below fits.
+constexpr int64_t kMaxSize = int64_t{1} << 24;
+}  // namespace
+
 Status ModelConfig::check_experts() const {
   if (n_experts == 0) return {};
-  constexpr int64_t kMaxExperts = 4096, kMaxSize = int64_t{1} << 24;
+  constexpr int64_t kMaxExperts = 4096;
   if (n_experts < 0 || n_experts > kMaxExperts) {
     return invalid_input(arch, " config: n_experts = ", n_experts, " must be in 1..", kMaxExperts);
   }
@@ -36,8 +41,7 @@ Status ModelConfig::check_experts() const {
 }
 
 Status ModelConfig::check() const {
-  // Bounds far above any published model, low enough that every product below fits.
-  constexpr int64_t kMaxSize = int64_t{1} << 24, kMaxLayers = 4096, kMaxMatrix = int64_t{1} << 36;
+  constexpr int64_t kMaxLayers = 4096, kMaxMatrix = int64_t{1} << 36;
   const std::pair<const char*, int64_t> sizes[] = {{"vocab", vocab},           {"dim", dim},
                                                    {"n_layers", n_layers},     {"n_heads", n_heads},
                                                    {"n_kv_heads", n_kv_heads}, {"head_dim", head_dim},

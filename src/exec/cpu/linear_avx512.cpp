@@ -320,26 +320,16 @@ void dot_quad_kquant(const QuantX& xq, int64_t i, int64_t k, const RowQuad& q, _
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const KQuadBlock<DT> kb(q.row, sb, q.ahead);
     const auto& blk = kb.blk;
-    __m256i qh[4] = {};
     alignas(64) float cols[64];
     if constexpr (DT != DType::kQ6_K) {
       columns4x16(kquant_scales(blk[0]), kquant_scales(blk[1]), kquant_scales(blk[2]), kquant_scales(blk[3]), cols);
-      if constexpr (DT == DType::kQ5_K) {
-#pragma GCC unroll 16
-        for (int r = 0; r < 4; ++r) qh[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 16));
-      }
     }
     [&]<int... C>(std::integer_sequence<int, C...>) {
       ([&] {
         const int64_t b = sb * kKQuantChunks + C;
         __m256i w[4], scv = _mm256_setzero_si256();
 #pragma GCC unroll 16
-        for (int r = 0; r < 4; ++r) {
-          if constexpr (DT == DType::kQ6_K) {
-            if constexpr (C % 4 == 0) qh[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[r] + 128 + 32 * (C / 4)));
-          }
-          w[r] = kquant_quants<DT, C>(blk[r], qh[r]);
-        }
+        for (int r = 0; r < 4; ++r) w[r] = kquant_quants<DT, C>(blk[r], kquant_high_bits<DT, C>(blk[r]));
         if constexpr (DT == DType::kQ6_K) {  // [the rows' first-half scales | their second-half scales]
           scv = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kb.sc_by_row[8 * (C / 4) + 2 * (C % 4)])));
         }
@@ -656,7 +646,6 @@ void gemm_float(const LinearArgs& a, int64_t i0, int64_t i1, int64_t j0, int64_t
   });
 }
 
-
 // k-quant panel, per 32-weight chunk b: the quants in vpdpbusd order [8 groups][32 columns][4]
 // (q4_k/q5_k unsigned, q6_k as q - 32), then five vectors of 32 columns:
 //   q4_k, q5_k: corr = -128 · (sum of the chunk's quants), dsc, -dmn (f32), unused, unused
@@ -709,7 +698,6 @@ void pack_kquant(const WeightView& w, int64_t j0, int64_t nj, uint8_t* panel) {
           }
           uint8_t* tail = pb + kQPanelWeights + r0 * 4;
           const __m512i m128 = _mm512_set1_epi32(-128);
-          alignas(64) float f0[16], f1[16];
           if constexpr (DT == DType::kQ6_K) {
             alignas(64) int32_t s0[16], s1[16];
             for (int t = 0; t < 16; ++t) s0[t] = sc[t][2 * C % 8 + 8 * (C / 4)], s1[t] = sc[t][2 * C % 8 + 8 * (C / 4) + 1];
@@ -719,6 +707,7 @@ void pack_kquant(const WeightView& w, int64_t j0, int64_t nj, uint8_t* panel) {
             _mm512_store_si512(tail + 3 * kNR * 4, _mm512_load_si512(s1));
             _mm512_store_ps(tail + 4 * kNR * 4, _mm512_load_ps(d6));
           } else {
+            alignas(64) float f0[16], f1[16];
             for (int t = 0; t < 16; ++t) f0[t] = scale[t][C], f1[t] = scale[t][8 + C];
             _mm512_store_si512(tail, _mm512_mullo_epi32(_mm512_add_epi32(sum[0], sum[1]), m128));
             _mm512_store_ps(tail + kNR * 4, _mm512_load_ps(f0));
