@@ -2,6 +2,7 @@
 #include "models/export_gguf.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "core/kquants.h"
@@ -147,7 +148,10 @@ bool more_bits_layer(int64_t layer, int64_t layers) {
 bool wants_more_bits(const std::string& name, int64_t layers) {
   if (name == "output.weight") return true;
   if (!name.starts_with("blk.") || !(name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight"))) return false;
-  return more_bits_layer(std::stoll(name.substr(4)), layers);
+  int64_t layer = 0;
+  const char* first = name.data() + 4;
+  const auto [end, ec] = std::from_chars(first, name.data() + name.size(), layer);
+  return ec == std::errc() && end != first && *end == '.' && more_bits_layer(layer, layers);
 }
 
 // The type a tensor is written in (see ExportOptions).

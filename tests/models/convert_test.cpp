@@ -32,5 +32,17 @@ TEST(Convert, HfLlamaToGgufKeepsLogits) {
   std::filesystem::remove(out);
 }
 
+// The Q4_K_M mix reads a layer number out of `blk.<n>.` names: a tensor whose name has none
+// there is written like any other matrix, never a crash.
+TEST(Convert, Q4KMixTakesNamesWithoutALayerNumber) {
+  const models::OpenOptions no_tok{.tokenizer_path = "", .check_finite = true, .with_tokenizer = false};
+  models::Model m = testing::must(models::open_model(testing::fixture_dir("llama"), no_tok));
+  m.weights.add("blk.x.attn_v.weight", testing::must(HostTensor::zeros(DType::kF32, {2, 64})));
+  const std::string out = (std::filesystem::temp_directory_path() / str_cat("kvf_convert_mix_", ::getpid(), ".gguf")).string();
+  const Status s = models::export_gguf(m, out, {.outtype = DType::kQ4_K, .q4_k_m = true, .progress = {}});
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().to_string());
+  std::filesystem::remove(out);
+}
+
 }  // namespace
 }  // namespace kvf
