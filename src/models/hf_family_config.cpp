@@ -127,6 +127,19 @@ Status qwen3_moe_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   return {};
 }
 
+// Mixtral: mistral attention; every layer routed over num_local_experts SwiGLU experts of
+// intermediate_size, softmax scores, top-k, always renormalized; no shared experts.
+Status mixtral_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = llama_hf_config(hf, c);
+  if (!s) return s;
+  s = read_ints(hf, {{"num_local_experts", &c.n_experts}, {"num_experts_per_tok", &c.n_experts_used}});
+  if (!s) return s;
+  c.expert_hidden_dim = c.hidden_dim;
+  c.expert_layers.assign(static_cast<size_t>(c.n_layers), true);
+  c.expert_weights_norm = true;
+  return {};
+}
+
 Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   Status s = llama_like_config(hf, c);
   if (!s) return s;

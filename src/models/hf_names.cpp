@@ -22,7 +22,14 @@ const FamilyNames kLlamaNames{
 const FamilyNames kQwen3MoeNames = [] {
   FamilyNames n = kLlamaNames;
   n.layer.push_back({"mlp.gate.weight", "ffn_gate_inp.weight"});
-  n.experts = true;
+  n.experts = kHfExperts;
+  return n;
+}();
+
+const FamilyNames kMixtralNames = [] {
+  FamilyNames n = kLlamaNames;
+  n.layer.push_back({"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"});
+  n.experts = {"block_sparse_moe.experts.", "w1", "w3", "w2"};
   return n;
 }();
 
@@ -57,7 +64,7 @@ const FamilyNames kDeepseek2Names{
      {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"}},
     {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
      {"lm_head.weight", "output.weight"}},
-    true};
+    kHfExperts};
 
 const FamilyNames kGpt2Names{
     "transformer.h.",
@@ -116,16 +123,16 @@ Result<HostTensor> apply_fix(HostTensor t, Fix fix, int64_t n_heads) {
 
 namespace {
 
-// "mlp.experts.<e>.{gate,up,down}_proj.weight" -> "blk.<layer>.ffn_{gate,up,down}_exp.<e>.weight"
-std::pair<std::string, Fix> map_expert_name(const std::string& layer, const std::string& suffix) {
-  constexpr std::string_view kPrefix = "mlp.experts.";
-  if (!suffix.starts_with(kPrefix)) return {"", Fix::kNone};
-  const std::string rest = suffix.substr(kPrefix.size());
+// "<prefix><e>.<gate|up|down>.weight" -> "blk.<layer>.ffn_{gate,up,down}_exp.<e>.weight"
+std::pair<std::string, Fix> map_expert_name(const ExpertNames& names, const std::string& layer, const std::string& suffix) {
+  if (!suffix.starts_with(names.prefix)) return {"", Fix::kNone};
+  const std::string rest = suffix.substr(std::strlen(names.prefix));
   const size_t dot = rest.find('.');
   if (dot == std::string::npos || dot == 0 || dot > 6 || rest.find_first_not_of("0123456789") != dot) return {"", Fix::kNone};
   const std::string expert = rest.substr(0, dot), proj = rest.substr(dot + 1);
-  for (const char* kind : {"gate", "up", "down"}) {
-    if (proj == str_cat(kind, "_proj.weight")) return {str_cat("blk.", layer, ".ffn_", kind, "_exp.", expert, ".weight"), Fix::kNone};
+  const std::pair<const char*, const char*> kinds[] = {{names.gate, "gate"}, {names.up, "up"}, {names.down, "down"}};
+  for (const auto& [hf, kind] : kinds) {
+    if (proj == str_cat(hf, ".weight")) return {str_cat("blk.", layer, ".ffn_", kind, "_exp.", expert, ".weight"), Fix::kNone};
   }
   return {"", Fix::kNone};
 }
@@ -144,7 +151,7 @@ std::pair<std::string, Fix> map_name(const FamilyNames& names, const std::string
   for (const NameRule& r : names.layer) {
     if (suffix == r.hf) return {str_cat("blk.", layer, ".", r.ours), r.fix};
   }
-  if (names.experts) return map_expert_name(layer, suffix);
+  if (names.experts.prefix != nullptr) return map_expert_name(names.experts, layer, suffix);
   return {"", Fix::kNone};
 }
 

@@ -25,15 +25,25 @@ struct NameRule {
   Fix fix = Fix::kNone;
 };
 
+// Per-expert matrices "<prefix><e>.<gate|up|down>.weight" of a layer: blk.N.ffn_{gate,up,down}_exp.<e>.
+struct ExpertNames {
+  const char* prefix = nullptr;  // nullptr: the family has none
+  const char* gate = nullptr;
+  const char* up = nullptr;
+  const char* down = nullptr;
+};
+inline constexpr ExpertNames kHfExperts{"mlp.experts.", "gate_proj", "up_proj", "down_proj"};
+
 struct FamilyNames {
   const char* layer_prefix;  // "model.layers." or "transformer.h."
   std::vector<NameRule> layer;
   std::vector<NameRule> global;
-  bool experts = false;  // per-expert matrices "mlp.experts.<e>.<gate|up|down>_proj.weight"
+  ExpertNames experts;
 };
 
 extern const FamilyNames kLlamaNames;     // llama, mistral, qwen2, qwen3
 extern const FamilyNames kQwen3MoeNames;  // llama's, with the router and per-expert matrices
+extern const FamilyNames kMixtralNames;   // llama's, with block_sparse_moe's router and w1/w3/w2 experts
 extern const FamilyNames kGemma2Names;
 extern const FamilyNames kDeepseek2Names;
 extern const FamilyNames kGpt2Names;

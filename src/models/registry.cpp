@@ -25,6 +25,8 @@ const std::vector<Family>& table() {
        .hf_config = qwen3_hf_config, .hf_names = &kLlamaNames, .gguf_config = qwen_gguf_config},
       {.arch = "qwen3moe", .hf_types = {"qwen3_moe"}, .gguf_arch = "", .trace = trace_llama,
        .hf_config = qwen3_moe_hf_config, .hf_names = &kQwen3MoeNames},
+      {.arch = "mixtral", .hf_types = {"mixtral"}, .gguf_arch = "", .trace = trace_llama,
+       .hf_config = mixtral_hf_config, .hf_names = &kMixtralNames},
       {.arch = "gemma2", .hf_types = {"gemma2"}, .gguf_arch = "", .trace = trace_gemma2,
        .hf_config = gemma2_hf_config, .hf_names = &kGemma2Names},
       {.arch = "gpt2", .hf_types = {"gpt2"}, .gguf_arch = "", .trace = trace_gpt2, .hf_config = gpt2_hf_config,
