@@ -255,4 +255,38 @@ models::Model open_test_model(const std::string& name) {
   return must(models::open_model(spec, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
 }
 
+HostTensor random_weight(DType dt, int64_t n, int64_t k, std::mt19937_64& rng) {
+  HostTensor t = must(HostTensor::zeros(dt, {n, k}));
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const int64_t blocks = n * k / 32;
+  switch (dt) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n * k; ++i) t.data<float>()[i] = u(rng);
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n * k; ++i) t.data<uint16_t>()[i] = f32_to_f16_bits(u(rng));
+      break;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n * k; ++i) t.data<uint16_t>()[i] = f32_to_bf16_bits(u(rng));
+      break;
+    case DType::kQ8_0:
+      for (int64_t i = 0; i < blocks; ++i) {
+        BlockQ8_0& blk = t.data<BlockQ8_0>()[i];
+        blk.d = f32_to_f16_bits(0.01f + 0.01f * std::fabs(u(rng)));
+        for (int8_t& q : blk.qs) q = static_cast<int8_t>(byte(rng) - 128);
+      }
+      break;
+    case DType::kQ4_0:
+      for (int64_t i = 0; i < blocks; ++i) {
+        BlockQ4_0& blk = t.data<BlockQ4_0>()[i];
+        blk.d = f32_to_f16_bits(0.05f + 0.05f * std::fabs(u(rng)));
+        for (uint8_t& q : blk.qs) q = static_cast<uint8_t>(byte(rng));
+      }
+      break;
+    default: ADD_FAILURE() << "no generator for " << dtype_name(dt);
+  }
+  return t;
+}
+
 }  // namespace kvf::testing

@@ -55,6 +55,10 @@ class SeededTest : public ::testing::Test {
   std::mt19937_64 rng_{seed_};
 };
 
+// A weight matrix [n, k] stored as dt (f32, f16, bf16, q8_0 or q4_0; k a multiple of 32 for
+// the block types) with random values: floats in [-1, 1), blocks with random quants.
+HostTensor random_weight(DType dt, int64_t n, int64_t k, std::mt19937_64& rng);
+
 // A constant leaf holding `b` (f32, i32 or pred); names must be unique within a graph.
 ir::V input(ir::Builder& b, const std::string& name, const eval::Buffer& buf);
 

@@ -1,5 +1,5 @@
 // The passes, one file each, and the fixed order they run in (DESIGN.md §3):
-// canonicalize → cse → rope recognition → attention rewrite → dce → fusion.
+// canonicalize → cse → rope recognition → attention rewrite → dce → fusion → moe.
 #pragma once
 
 #include <vector>
@@ -14,6 +14,7 @@ Pass rope_pass();          // rope.cpp: the apply_rope chain -> one Rope eqn
 Pass attention_pass();     // attention.cpp: the ops::attention_* chains -> one Attention eqn
 Pass dce_pass();           // dce.cpp: drops eqns no output, donation or validation needs
 Pass fusion_pass();        // fusion.cpp: rmsnorm, softmax rows, glu, linear (+ bias epilogue)
+Pass moe_pass();           // moe.cpp: the routed experts' sum of fused units -> one Moe eqn
 
 // All of the above, in order.
 std::vector<Pass> default_passes();

@@ -216,4 +216,50 @@ Result<Buffer> eval_linear(const KernelArgs& a) {
   return out;
 }
 
+// Each picked expert's unit as the Linear, Glu, Mul and Add eqns of its chain compute it,
+// rounding where they round under kNative; a row's experts of weight 0 are skipped, the
+// exact 0 they add in the chain.
+Result<Buffer> eval_moe(const KernelArgs& a) {
+  const Buffer &x = *a.in[0], &wt = *a.in[1];
+  const int64_t d = x.shape.back(), rows = x.numel() / d, e = static_cast<int64_t>(a.in.size() - 2) / 3;
+  const int64_t f = a.in[2]->shape[0];
+  Result<Buffer> out = Buffer::zeros(a.out_type.dtype, a.out_type.shape);
+  if (!out) return out;
+  const ir::GluAct act = a.eqn.params.glu;
+  auto body = [&](int64_t begin, int64_t end) {
+    std::vector<double> h(static_cast<size_t>(f));
+    for (int64_t r = begin; r < end; ++r) {
+      const double* xr = x.data.data() + r * d;
+      double* o = out->data.data() + r * d;
+      bool first = true;
+      for (int64_t ex = 0; ex < e; ++ex) {
+        const double w = wt.data[static_cast<size_t>(r * e + ex)];
+        if (w == 0) continue;
+        const Buffer &gate = *a.in[static_cast<size_t>(2 + ex)], &up = *a.in[static_cast<size_t>(2 + e + ex)];
+        const Buffer& down = *a.in[static_cast<size_t>(2 + 2 * e + ex)];
+        for (int64_t j = 0; j < f; ++j) {
+          double g = 0, u = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            g += xr[c] * gate.data[static_cast<size_t>(j * d + c)];
+            u += xr[c] * up.data[static_cast<size_t>(j * d + c)];
+          }
+          g = step(a, g), u = step(a, u);
+          const double s = act == ir::GluAct::kSilu ? silu(g) : act == ir::GluAct::kGeluTanh ? gelu_tanh(g) : gelu_erf(g);
+          h[static_cast<size_t>(j)] = step(a, s * u);
+        }
+        for (int64_t c = 0; c < d; ++c) {
+          double y = 0;
+          for (int64_t j = 0; j < f; ++j) y += h[static_cast<size_t>(j)] * down.data[static_cast<size_t>(c * f + j)];
+          const double term = step(a, step(a, y) * w);
+          o[c] = first ? term : step(a, o[c] + term);
+        }
+        first = false;
+      }
+    }
+  };
+  if (a.pool) a.pool->parallel_for(rows, body, 1);
+  else body(0, rows);
+  return out;
+}
+
 }  // namespace kvf::eval

@@ -160,6 +160,32 @@ Result<TensorType> infer_linear(const Params& p, std::span<const TensorType> in)
   return out;
 }
 
+// x [..., D], weights [..., E], E gate and E up weights [F, D], E down weights [D, F].
+Result<TensorType> infer_moe(std::span<const TensorType> in) {
+  const OpKind op = OpKind::kMoe;
+  if (in.size() < 5 || (in.size() - 2) % 3 != 0) return bad(op, "expects x, weights, then E gate, E up and E down weights");
+  const size_t e = (in.size() - 2) / 3;
+  const TensorType &x = in[0], &w = in[1];
+  if (x.dtype != DType::kF32 || x.shape.empty()) return bad(op, "x must be f32, got ", type_str(x));
+  Shape routed = x.shape;
+  routed.back() = static_cast<int64_t>(e);
+  if (w.dtype != DType::kF32 || w.shape != routed) {
+    return bad(op, "weights must be f32", shape_str(routed), " for ", e, " experts, got ", type_str(w));
+  }
+  const int64_t d = x.shape.back(), f = in[2].shape.size() == 2 ? in[2].shape[0] : -1;
+  for (size_t i = 2; i < in.size(); ++i) {
+    const bool down = i >= 2 + 2 * e;
+    const Shape want = down ? Shape{d, f} : Shape{f, d};
+    const TensorType& m = in[i];
+    const bool stored = is_float(m.dtype) || is_block_quant(m.dtype);
+    if (!stored || m.shape != want || (is_block_quant(m.dtype) && want[1] % block_elems(m.dtype) != 0)) {
+      return bad(op, down ? "down" : i < 2 + e ? "gate" : "up", " weight ", (i - 2) % e, " must be ", shape_str(want),
+                 " of a float or block type in whole blocks, got ", type_str(m));
+    }
+  }
+  return x;
+}
+
 }  // namespace
 
 Result<TensorType> infer_fused(OpKind op, const Params& p, std::span<const TensorType> in) {
@@ -172,6 +198,7 @@ Result<TensorType> infer_fused(OpKind op, const Params& p, std::span<const Tenso
       return in[0];
     case OpKind::kGlu: return infer_glu(in);
     case OpKind::kLinear: return infer_linear(p, in);
+    case OpKind::kMoe: return infer_moe(in);
     default: break;
   }
   return internal_error("infer_fused: ", op_name(op), " is not a fused op");

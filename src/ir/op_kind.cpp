@@ -45,6 +45,7 @@ std::string_view op_name(OpKind op) {
     case OpKind::kSoftmax: return "softmax";
     case OpKind::kGlu: return "glu";
     case OpKind::kLinear: return "linear";
+    case OpKind::kMoe: return "moe";
   }
   return "?";
 }

@@ -42,8 +42,12 @@ enum class OpKind : uint8_t {
   kSoftmax,    // x: over the last axis, max-subtracted
   kGlu,        // gate, up (same shape): act(gate) * up; params.glu
   kLinear,     // x f32 [..., K], weight [N, K] in its stored dtype [, bias [N]] -> f32 [..., N]
+  kMoe,        // x f32 [..., D], weights f32 [..., E], then E gate, E up [F, D] and E down [D, F]
+               // stored weights -> f32 [..., D]: sum over e of weights[..., e] times expert e's
+               // gated unit down_e(act(gate_e x) * up_e x), in e order, skipping the experts whose
+               // weight is 0 (a 0 weight adds an exact 0 in the chain); params.glu
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kLinear) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kMoe) + 1;
 
 enum class CmpDir : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 

@@ -60,7 +60,8 @@ std::string params_str(const Eqn& e) {
       return str_cat("[layout=", p.rope.layout == RopeLayout::kHalf ? "half" : "interleaved",
                      ", rot=", p.rope.rotary_dim, "]");
     case OpKind::kRmsNorm: return str_cat("[eps=", number(p.eps), p.unit_offset ? ", unit_offset" : "", "]");
-    case OpKind::kGlu: return str_cat("[act=", glu_name(p.glu), "]");
+    case OpKind::kGlu:
+    case OpKind::kMoe: return str_cat("[act=", glu_name(p.glu), "]");
     case OpKind::kLinear: return p.has_bias ? "[bias]" : "";
     default: return "";
   }

@@ -146,6 +146,11 @@ Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
                                                             : "attention.streaming";
       scratch[i] = a->scratch_floats * 4;
     }
+    if (e.op == ir::OpKind::kMoe) {
+      const Shape& x = g.type(e.in[0]).shape;
+      const int64_t dim = x.back(), rows = numel(x) / dim;
+      scratch[i] = moe_scratch_floats(rows, dim, g.type(e.in[2]).shape[0]) * 4;
+    }
     p.requests.push_back(std::move(r));
   }
   Result<BufferPlan> b = plan_buffers(g, scratch);

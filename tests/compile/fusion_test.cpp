@@ -216,40 +216,6 @@ TEST_F(Fusion, GluNearMissesStay) {
 
 // ---- linear
 
-HostTensor stored_weight(DType dt, int64_t n, int64_t k, std::mt19937_64& rng) {
-  HostTensor t = must(HostTensor::zeros(dt, {n, k}));
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::uniform_int_distribution<int> byte(0, 255);
-  const int64_t blocks = n * k / 32;
-  switch (dt) {
-    case DType::kF32:
-      for (int64_t i = 0; i < n * k; ++i) t.data<float>()[i] = u(rng);
-      break;
-    case DType::kF16:
-      for (int64_t i = 0; i < n * k; ++i) t.data<uint16_t>()[i] = f32_to_f16_bits(u(rng));
-      break;
-    case DType::kBF16:
-      for (int64_t i = 0; i < n * k; ++i) t.data<uint16_t>()[i] = f32_to_bf16_bits(u(rng));
-      break;
-    case DType::kQ8_0:
-      for (int64_t i = 0; i < blocks; ++i) {
-        BlockQ8_0& blk = t.data<BlockQ8_0>()[i];
-        blk.d = f32_to_f16_bits(0.01f + 0.01f * std::fabs(u(rng)));
-        for (int8_t& q : blk.qs) q = static_cast<int8_t>(byte(rng) - 128);
-      }
-      break;
-    case DType::kQ4_0:
-      for (int64_t i = 0; i < blocks; ++i) {
-        BlockQ4_0& blk = t.data<BlockQ4_0>()[i];
-        blk.d = f32_to_f16_bits(0.05f + 0.05f * std::fabs(u(rng)));
-        for (uint8_t& q : blk.qs) q = static_cast<uint8_t>(byte(rng));
-      }
-      break;
-    default: ADD_FAILURE() << "no generator for " << dtype_name(dt);
-  }
-  return t;
-}
-
 // As models::weight(): the constant, cast to f32 unless stored so.
 V as_f32(ir::Builder& b, const std::string& name, HostTensor t) {
   const DType dt = t.dtype();
@@ -280,7 +246,7 @@ TEST_P(LinearStored, BecomesLinearOverTheStoredConstant) {
   const DType dt = GetParam();
   for (bool with_bias : {false, true}) {
     const eval::Buffer x = testing::random_buffer(rng, {1, 3, 64});
-    const HostTensor w = stored_weight(dt, 5, 64, rng);
+    const HostTensor w = testing::random_weight(dt, 5, 64, rng);
     const eval::Buffer bias = testing::random_buffer(rng, {5});
     ir::Builder b("linear");
     const V bv = with_bias ? testing::input(b, "bias", bias) : V{};
@@ -304,7 +270,7 @@ INSTANTIATE_TEST_SUITE_P(Stored, LinearStored,
 TEST_F(Fusion, LinearBiasStoredInF16KeepsItsCast) {
   SCOPED_TRACE(str_cat("seed ", seed_));
   const eval::Buffer x = random({2, 32});
-  const HostTensor w = stored_weight(DType::kF32, 4, 32, rng_);
+  const HostTensor w = testing::random_weight(DType::kF32, 4, 32, rng_);
   HostTensor bias16 = must(HostTensor::zeros(DType::kF16, {4}));
   std::vector<double> bias(4);
   for (size_t i = 0; i < 4; ++i) {
@@ -326,7 +292,7 @@ TEST_F(Fusion, LinearBiasStoredInF16KeepsItsCast) {
 // embeddings stored in f16): both linears fuse, the cast stays for the gather.
 TEST_F(Fusion, SharedWeightViewsFuseEveryLinearAndKeepWhatOthersRead) {
   SCOPED_TRACE(str_cat("seed ", seed_));
-  const HostTensor w = stored_weight(DType::kF16, 6, 32, rng_);
+  const HostTensor w = testing::random_weight(DType::kF16, 6, 32, rng_);
   ir::Builder b("shared");
   const V wf = as_f32(b, "w", w);
   const V wt = b.transpose(wf, {1, 0});

@@ -6,6 +6,7 @@
 #include "exec/cpu/kernels_generic.h"
 #include "exec/cpu/kernels_rows.h"
 #include "exec/cpu/linear.h"
+#include "exec/cpu/moe.h"
 #include "exec/step_checks.h"
 #include "ir/printer.h"
 
@@ -63,9 +64,10 @@ AttentionSchedule kernel_schedule(const plan::AttentionRequest& r) {
 }
 
 Status check_fused(const ir::Graph& g, const ir::Eqn& e) {
-  for (ir::ValueId v : e.in) {
+  for (size_t i = 0; i < e.in.size(); ++i) {
+    const ir::ValueId v = e.in[i];
     const DType dt = g.type(v).dtype;
-    const bool weight = e.op == OpKind::kLinear && v == e.in[1];
+    const bool weight = (e.op == OpKind::kLinear && i == 1) || (e.op == OpKind::kMoe && i >= 2);
     const bool kv = e.op == OpKind::kAttention && v != e.in[0] && dt == DType::kF16;
     if (dt != DType::kF32 && dt != DType::kI32 && !weight && !kv) {
       return unsupported("exec/cpu: ", ir::op_name(e.op), " over ", ir::type_str(g.type(v)));
@@ -250,8 +252,21 @@ Status CpuExecutor::run_op(const Op& op) {
     case OpKind::kRope: rope_rows(pool_, op.in[0], op.in[1], op.in[2], e.params.rope, op.out); return {};
     case OpKind::kSoftmax: softmax_rows(pool_, op.in[0], op.out); return {};
     case OpKind::kGlu: glu(pool_, e.params.glu, op.in[0], op.in[1], op.out); return {};
+    case OpKind::kMoe: run_moe(e, op); return {};
     default: return run_primitive(e, op.in, op.out, pool_);
   }
+}
+
+void CpuExecutor::run_moe(const ir::Eqn& e, const Op& op) {
+  const auto experts = static_cast<size_t>(op.in.size() - 2) / 3;
+  std::vector<WeightView> w;
+  w.reserve(3 * experts);
+  for (size_t i = 2; i < op.in.size(); ++i) w.push_back({op.in[i].dtype(), op.in[i].data, op.in[i].dim(0), op.in[i].dim(1)});
+  const std::span<const WeightView> all(w);
+  const int64_t dim = op.in[0].shape().back();
+  moe(pool_, {.x = op.in[0].f32(), .weights = op.in[1].f32(), .rows = op.in[0].numel / dim, .dim = dim,
+              .ffn = w.front().n, .gate = all.subspan(0, experts), .up = all.subspan(experts, experts),
+              .down = all.subspan(2 * experts, experts), .act = e.params.glu, .out = op.out.f32(), .scratch = op.scratch});
 }
 
 Status CpuExecutor::run(const SlotValues& slots) {
