@@ -98,12 +98,14 @@ Status qwen3_hf_config(const load::HfConfig& hf, ModelConfig& c) {
 }
 
 // Qwen3-MoE: qwen3 attention; layer l routed unless listed in mlp_only_layers or off the
-// decoder_sparse_step grid ((l + 1) % step != 0); softmax scores, top-k, renormalized with
-// norm_topk_prob; no shared experts.
+// decoder_sparse_step grid ((l + 1) % step != 0); num_experts (or num_local_experts) of
+// moe_intermediate_size, softmax scores, top-k, renormalized with norm_topk_prob; no shared
+// experts.
 Status qwen3_moe_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   Status s = qwen3_hf_config(hf, c);
   if (!s) return s;
-  s = read_ints(hf, {{"num_experts", &c.n_experts},
+  // transformers 5 writes the expert count as num_local_experts, earlier releases as num_experts.
+  s = read_ints(hf, {{hf.has("num_local_experts") ? "num_local_experts" : "num_experts", &c.n_experts},
                      {"num_experts_per_tok", &c.n_experts_used},
                      {"moe_intermediate_size", &c.expert_hidden_dim}});
   if (!s) return s;

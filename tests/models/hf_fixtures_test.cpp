@@ -42,7 +42,7 @@ TEST_P(HfFixture, CachedDecodeEqualsFullForwardOver64Steps) { testing::expect_ca
 INSTANTIATE_TEST_SUITE_P(Families, HfFixture,
                          ::testing::Combine(::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3",
                                                               "gemma2", "gpt2", "bloom", "deepseek_v2",
-                                                              "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral"),
+                                                              "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral", "qwen3_moe"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle)),
                          [](const auto& info) {
                            return str_cat(std::get<0>(info.param),
