@@ -110,6 +110,13 @@ Result<HostTensor> HostTensor::reshape(Shape shape) const {
   return t;
 }
 
+Result<HostTensor> HostTensor::index0(int64_t i) const {
+  if (!is_contiguous() || rank() < 2) return invalid_input("index0 of ", shape_str(shape_), ": needs a contiguous tensor of rank 2 or more");
+  if (i < 0 || i >= shape_[0]) return invalid_input("index0: ", i, " is outside axis 0 of ", shape_str(shape_));
+  const int64_t bytes = nbytes() / shape_[0];
+  return borrow(dtype_, Shape(shape_.begin() + 1, shape_.end()), static_cast<const char*>(data_) + i * bytes, bytes, owner_);
+}
+
 Result<HostTensor> HostTensor::permute(const std::vector<int64_t>& perm) const {
   if (is_block_quant(dtype_)) return unsupported("permute of block-quantized ", dtype_name(dtype_));
   if (perm.size() != shape_.size()) return invalid_input("permute: perm rank differs from tensor rank");

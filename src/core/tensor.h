@@ -51,6 +51,9 @@ class HostTensor {
 
   // Same bytes, new shape (contiguous tensors only; element count must match).
   Result<HostTensor> reshape(Shape shape) const;
+  // Entry i of axis 0 (rank >= 2, contiguous; any dtype: the rows stay whole blocks): a view
+  // of those bytes that keeps this tensor's storage alive.
+  Result<HostTensor> index0(int64_t i) const;
   // Same bytes, axes reordered (plain dtypes only): a strided view.
   Result<HostTensor> permute(const std::vector<int64_t>& perm) const;
   // A fresh owning, row-major copy of this (possibly strided) view; plain dtypes only.

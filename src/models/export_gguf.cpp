@@ -1,4 +1,4 @@
-// GGUF export for the llama family.
+// GGUF export for the llama and qwen3moe families.
 #include "models/export_gguf.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include "core/kquants.h"
 #include "load/ggml_types.h"
 #include "load/gguf_writer.h"
+#include "models/gguf_names.h"
 #include "models/registry.h"
 
 namespace kvf::models {
@@ -95,9 +96,9 @@ Result<HostTensor> halves_to_pairs(const HostTensor& t, int64_t heads) {
   return c->reshape({rows, cols});
 }
 
-// The tensor as GGUF llama stores it.
+// The tensor as GGUF stores it: llama's q/k rows in rope pairs; qwen's as HF keeps them.
 Result<HostTensor> gguf_layout(const Model& m, const std::string& name, const HostTensor& t) {
-  if (m.config.rope_layout == ir::ops::RopeLayout::kInterleaved) return t;
+  if (m.config.rope_layout == ir::ops::RopeLayout::kInterleaved || m.config.arch != "llama") return t;
   if (name.ends_with("attn_q.weight")) return halves_to_pairs(t, m.config.n_heads);
   if (name.ends_with("attn_k.weight")) return halves_to_pairs(t, m.config.n_kv_heads);
   return t;
@@ -189,8 +190,19 @@ Status can_export_gguf(const ModelConfig& c) {
   if (family == nullptr || !family->gguf_export) {
     return unsupported("GGUF export: architecture ", c.arch, " is not supported yet");
   }
-  if (c.rotary_dim != 0 || !c.rope_inv_freq.empty() || c.sliding_window > 0 || c.attn_bias || c.qk_norm) {
-    return unsupported("GGUF export: only plain llama models (full rotary, unscaled rope, no window or biases) so far");
+  const bool qwen3moe = c.arch == "qwen3moe";
+  if (c.rotary_dim != 0 || !c.rope_inv_freq.empty() || c.sliding_window > 0 || c.attn_bias || c.qk_norm != qwen3moe) {
+    return unsupported("GGUF export: only plain llama and qwen3moe models (full rotary, unscaled rope, no window or "
+                       "biases) so far");
+  }
+  if (qwen3moe) {
+    if (c.rope_layout != ir::ops::RopeLayout::kHalf) return unsupported("GGUF export: qwen3moe with interleaved rope pairs");
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      if (!c.routed(l)) return unsupported("GGUF export: qwen3moe layer ", l, " is dense (llama.cpp routes every layer)");
+    }
+    if (!c.expert_weights_norm || c.expert_weights_scale != 1.0) {
+      return unsupported("GGUF export: qwen3moe without renormalized top-k weights (llama.cpp renormalizes them)");
+    }
   }
   return {};
 }
@@ -200,38 +212,56 @@ Status export_gguf(const Model& m, const std::string& path, const ExportOptions&
   if (ok) ok = can_export_gguf(m.config);
   if (!ok) return ok;
   const ModelConfig& c = m.config;
+  const std::string arch(family_by_arch(c.arch)->gguf_arch);
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   load::GgufWriter w;
-  w.set_string("general.architecture", "llama");
+  w.set_string("general.architecture", arch);
   w.set_string("general.name", m.source);
-  w.set_u32("llama.context_length", static_cast<uint32_t>(c.context));
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(c.dim));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(c.n_layers));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(c.hidden_dim));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(c.n_heads));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim));
-  w.set_f32("llama.rope.freq_base", static_cast<float>(c.rope_theta));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
+  w.set_u32(arch + ".context_length", u32(c.context));
+  w.set_u32(arch + ".embedding_length", u32(c.dim));
+  w.set_u32(arch + ".block_count", u32(c.n_layers));
+  w.set_u32(arch + ".feed_forward_length", u32(c.hidden_dim));
+  w.set_u32(arch + ".attention.head_count", u32(c.n_heads));
+  w.set_u32(arch + ".attention.head_count_kv", u32(c.n_kv_heads));
+  if (c.head_dim * c.n_heads != c.dim) {
+    w.set_u32(arch + ".attention.key_length", u32(c.head_dim));
+    w.set_u32(arch + ".attention.value_length", u32(c.head_dim));
+  }
+  w.set_u32(arch + ".rope.dimension_count", u32(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim));
+  w.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
+  if (c.n_experts > 0) {
+    w.set_u32(arch + ".expert_count", u32(c.n_experts));
+    w.set_u32(arch + ".expert_used_count", u32(c.n_experts_used));
+    w.set_u32(arch + ".expert_feed_forward_length", u32(c.expert_hidden_dim));
+  }
   if (m.tokenizer) {
     Status s = write_tokenizer(m.tokenizer->vocab(), w);
     if (!s) return s;
   }
+  Result<std::vector<GgufTensorSource>> sources = gguf_sources(m.weights);
+  if (!sources) return sources.take_error().context("GGUF export");
   int64_t total = 0, done = 0;
   for (const auto& [name, stored] : m.weights.tensors()) total += stored.nbytes();
-  for (const auto& [name, stored] : m.weights.tensors()) {
-    Result<HostTensor> laid = gguf_layout(m, name, stored);
-    if (!laid) return laid.take_error().context("tensor ", name);
-    if (opts.outtype) laid = cast_for_export(*laid, export_type(name, *laid, *opts.outtype, opts.q4_k_m, m.config.n_layers));
-    if (!laid) return laid.take_error().context("tensor ", name);
-    const HostTensor& t = *laid;
+  for (const GgufTensorSource& src : *sources) {
+    std::vector<HostTensor> parts;  // each in its GGUF layout and type
+    for (const auto& [name, stored] : src.parts) {
+      Result<HostTensor> laid = gguf_layout(m, name, *stored);
+      if (laid && opts.outtype) laid = cast_for_export(*laid, export_type(src.name, *laid, *opts.outtype, opts.q4_k_m, c.n_layers));
+      if (!laid) return laid.take_error().context("tensor ", name);
+      parts.push_back(std::move(*laid));
+      done += stored->nbytes();
+    }
+    Result<HostTensor> whole = parts.size() == 1 ? Result<HostTensor>(std::move(parts.front())) : stack(parts);
+    if (!whole) return whole.take_error().context("tensor ", src.name);
+    const HostTensor& t = *whole;
     Result<uint32_t> type = ggml_type_of(t.dtype());
-    if (!type) return type.take_error().context("tensor ", name);
-    if (!t.is_contiguous()) return internal_error("GGUF export: tensor ", name, " is a strided view");
+    if (!type) return type.take_error().context("tensor ", src.name);
+    if (!t.is_contiguous()) return internal_error("GGUF export: tensor ", src.name, " is a strided view");
     std::vector<int64_t> ne(t.shape().rbegin(), t.shape().rend());
     const auto* bytes = static_cast<const uint8_t*>(t.raw());
-    Status s = w.add_tensor(name, *type, std::move(ne), {bytes, static_cast<size_t>(t.nbytes())});
+    Status s = w.add_tensor(src.name, *type, std::move(ne), {bytes, static_cast<size_t>(t.nbytes())});
     if (!s) return s;
-    done += stored.nbytes();
     if (opts.progress) opts.progress(done, total);
   }
   return w.write(path);

@@ -1,5 +1,6 @@
 #include "models/gguf_family_config.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace kvf::models {
@@ -37,6 +38,23 @@ Status llama_gguf_config(const load::GgufFile& f, const std::string& arch, Model
 
 Status qwen_gguf_config(const load::GgufFile& f, const std::string& arch, ModelConfig& c) {
   return llama_like_gguf_config(f, arch, ir::ops::RopeLayout::kHalf, c);
+}
+
+// llama.cpp's qwen3moe: qwen3 with every layer routed, softmax top-k renormalized.
+Status qwen3moe_gguf_config(const load::GgufFile& f, const std::string& arch, ModelConfig& c) {
+  Status s = qwen_gguf_config(f, arch, c);
+  if (!s) return s;
+  const std::pair<const char*, int64_t*> experts[] = {{"expert_count", &c.n_experts},
+                                                      {"expert_used_count", &c.n_experts_used},
+                                                      {"expert_feed_forward_length", &c.expert_hidden_dim}};
+  for (const auto& [k, out] : experts) {
+    Result<int64_t> v = f.get_int(str_cat(arch, ".", k));
+    if (!v) return v.take_error();
+    *out = *v;
+  }
+  c.expert_layers.assign(static_cast<size_t>(std::max<int64_t>(c.n_layers, 0)), true);
+  c.expert_weights_norm = true;
+  return {};
 }
 
 }  // namespace kvf::models

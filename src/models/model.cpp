@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "load/gguf.h"
+#include "models/gguf_names.h"
 #include "load/llama2c.h"
 #include "load/vocab_readers.h"
 #include "models/hf_checkpoint.h"
@@ -84,7 +85,8 @@ Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
   for (const load::GgufTensorInfo& t : f->tensors) {
     Result<HostTensor> h = f->tensor(t.name);
     if (!h) return h.take_error();
-    m.weights.add(t.name, std::move(*h));
+    Status added = add_gguf_tensor(m.weights, t.name, *h);
+    if (!added) return added.take_error().context(path);
   }
   if (!m.weights.has("token_embd.weight")) return invalid_input(path, ": missing tensor token_embd.weight");
   m.config.vocab = m.weights.tensors().at("token_embd.weight").shape()[0];

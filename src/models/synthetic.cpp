@@ -34,6 +34,30 @@ Shapes llama_shapes(const ModelConfig& c) {
   return s;
 }
 
+// llama's attention with q/k norms; every layer routed over n_experts SwiGLU experts.
+Shapes qwen3moe_shapes(const ModelConfig& c) {
+  Shapes s;
+  for (auto& [name, shape] : llama_shapes(c)) {
+    if (name.find(".ffn_gate.") == std::string::npos && name.find(".ffn_up.") == std::string::npos &&
+        name.find(".ffn_down.") == std::string::npos) {
+      s.emplace_back(name, shape);
+    }
+  }
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = str_cat("blk.", l, ".");
+    s.insert(s.end(), {{p + "attn_q_norm.weight", {c.head_dim}},
+                       {p + "attn_k_norm.weight", {c.head_dim}},
+                       {p + "ffn_gate_inp.weight", {c.n_experts, c.dim}}});
+    for (int64_t e = 0; e < c.n_experts; ++e) {
+      const std::string id = str_cat("_exp.", e, ".weight");
+      s.insert(s.end(), {{p + "ffn_gate" + id, {c.expert_hidden_dim, c.dim}},
+                         {p + "ffn_up" + id, {c.expert_hidden_dim, c.dim}},
+                         {p + "ffn_down" + id, {c.dim, c.expert_hidden_dim}}});
+    }
+  }
+  return s;
+}
+
 Shapes gpt2_shapes(const ModelConfig& c) {
   Shapes s{{"token_embd.weight", {c.vocab, c.dim}}, {"position_embd.weight", {c.context, c.dim}}};
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -61,13 +85,17 @@ struct Preset {
   Shapes (*shapes)(const ModelConfig&);   // its weights' names and shapes
   int64_t vocab, dim, layers, heads, kv_heads, hidden, context;
   Init init = Init::kFanIn;
+  int64_t experts = 0, experts_used = 0;  // routed layers (hidden is then each expert's width)
 };
 
 // Shapes of published models (llama2.c's stories, TinyLlama, GPT-2 small), and the
 // benchmark model: llama-125m, a GQA llama of ~125M parameters whose 32000-token vocabulary
 // fits llama.cpp's ggml-vocab-llama-spm.gguf (`kvforge convert --vocab`); its context is
 // long enough for decode at depth 16384. gpt2-124m is GPT-2 small with a 4096-position
-// table (GPT-2 has 1024), so that seed 003's decode curve reaches a 4k context.
+// table (GPT-2 has 1024), so that seed 003's decode curve reaches a 4k context. The
+// qwen3moe presets take the same vocabulary: qwen3moe-0.5b is a Qwen3-MoE of ~0.5B
+// parameters (8 experts, 2 a token: ~0.17B active), the mixture-of-experts benchmark model;
+// qwen3moe-tiny its 2-layer miniature for tests.
 constexpr Preset kPresets[] = {
     {"llama-260k", "llama", llama_shapes, 512, 64, 5, 8, 4, 172, 512},
     {"llama-15m", "llama", llama_shapes, 32000, 288, 6, 6, 6, 768, 256},
@@ -75,6 +103,8 @@ constexpr Preset kPresets[] = {
     {"llama-125m", "llama", llama_shapes, 32000, 768, 12, 12, 4, 2048, 32768, Init::kNormal},
     {"llama-1.1b", "llama", llama_shapes, 32000, 2048, 22, 32, 4, 5632, 2048},
     {"gpt2-124m", "gpt2", gpt2_shapes, 50257, 768, 12, 12, 12, 3072, 4096},
+    {"qwen3moe-tiny", "qwen3moe", qwen3moe_shapes, 32000, 128, 2, 4, 2, 64, 2048, Init::kFanIn, 4, 2},
+    {"qwen3moe-0.5b", "qwen3moe", qwen3moe_shapes, 32000, 1024, 16, 16, 4, 1024, 4096, Init::kNormal, 8, 2},
 };
 
 bool is_norm_weight(const std::string& name) {
@@ -156,6 +186,15 @@ Result<Model> open_synthetic(const std::string& spec, uint64_t seed) {
   c.hidden_dim = preset->hidden;
   c.context = preset->context;
   c.rope_layout = ir::ops::RopeLayout::kInterleaved;  // as llama2.c's models (and GGUF) store them
+  if (preset->experts > 0) {  // qwen3moe: rotate-half rope and q/k norms, as Qwen stores them
+    c.rope_layout = ir::ops::RopeLayout::kHalf;
+    c.qk_norm = true;
+    c.n_experts = preset->experts;
+    c.n_experts_used = preset->experts_used;
+    c.expert_hidden_dim = preset->hidden;
+    c.expert_layers.assign(static_cast<size_t>(c.n_layers), true);
+    c.expert_weights_norm = true;
+  }
   c.bos = 1;
   c.eos = 2;
   m.weights = Weights(m.source);

@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "testing.h"
+
 namespace kvf {
 namespace {
 
@@ -71,6 +73,22 @@ TEST(HostTensor, ZerosSizesPerDType) {
     ASSERT_TRUE(t.ok()) << dtype_name(c.dt) << shape_str(c.shape);
     EXPECT_EQ(t->nbytes(), c.bytes) << dtype_name(c.dt) << shape_str(c.shape);
   }
+}
+
+TEST(HostTensor, Index0ViewsOneSlabOfAnyDType) {
+  const std::vector<float> v{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  const HostTensor t = testing::must(HostTensor::from_f32({3, 2, 2}, v));
+  const HostTensor mid = testing::must(t.index0(1));
+  EXPECT_EQ(mid.shape(), (Shape{2, 2}));
+  EXPECT_EQ(mid.data<float>()[0], 4.0f);
+  EXPECT_FALSE(mid.owning());
+  EXPECT_FALSE(t.index0(3).ok());
+  EXPECT_FALSE(t.index0(-1).ok());
+  EXPECT_FALSE(testing::must(HostTensor::from_f32({4}, {v.data(), 4})).index0(0).ok());  // rank 1
+  const HostTensor q = testing::must(HostTensor::zeros(DType::kQ8_0, {2, 3, 64}));
+  const HostTensor second = testing::must(q.index0(1));
+  EXPECT_EQ(second.shape(), (Shape{3, 64}));
+  EXPECT_EQ(static_cast<const char*>(second.raw()) - static_cast<const char*>(q.raw()), q.nbytes() / 2);
 }
 
 TEST(HostTensor, RefusesBadShapes) {

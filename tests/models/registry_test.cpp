@@ -49,7 +49,7 @@ TEST(Registry, KnownFamiliesListsEachKey) {
             "llama, mistral, qwen2, qwen3, qwen3moe, mixtral, gemma2, gpt2, bloom, deepseek2");
   EXPECT_EQ(models::known_families(models::FamilyKey::kHfType),
             "llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, gemma2, gpt2, bloom, deepseek_v2");
-  EXPECT_EQ(models::known_families(models::FamilyKey::kGguf), "llama, mistral, qwen2, qwen3");
+  EXPECT_EQ(models::known_families(models::FamilyKey::kGguf), "llama, mistral, qwen2, qwen3, qwen3moe");
 }
 
 // Each fixture checkpoint opens as the family its model_type names, with that family's
@@ -90,7 +90,7 @@ TEST(Registry, AGgufArchitectureWithoutAReaderIsRefusedNamingTheReadersThereAre)
   fs::remove(path);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(m.error().message().find("GGUF architecture 'gemma2' is not supported (GGUF: llama, mistral, qwen2, qwen3;"),
+  EXPECT_NE(m.error().message().find("GGUF architecture 'gemma2' is not supported (GGUF: llama, mistral, qwen2, qwen3, qwen3moe;"),
             std::string::npos)
       << m.error().to_string();
 }
