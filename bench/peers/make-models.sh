@@ -4,6 +4,8 @@
 #                                               synthetic:llama-125m (seeded N(0, 0.02)
 #       weights) converted by `kvforge convert`, with llama.cpp's 32000-token SentencePiece
 #       vocabulary (ggml-vocab-llama-spm.gguf) as its tokenizer
+#   qwen3moe-0.5b-q8_0.gguf                     synthetic:qwen3moe-0.5b the same way (GGUF
+#       architecture qwen3moe: 8 experts a layer, 2 a token)
 #   stories260K.gguf                            a link to ../shared/models/stories260K/
 #   make-models.sh [KVFORGE] [OUT_DIR]   (defaults: build/src/kvforge, build/peers/models)
 # Idempotent: existing files are kept (KVF_REMAKE=1 rewrites them).
@@ -30,5 +32,10 @@ for type in f16 q8_0 q4_k_m; do
   "$kvforge" convert -m synthetic:llama-125m --vocab "$vocab" --outtype "$type" -o "$dst.tmp.gguf"
   mv "$dst.tmp.gguf" "$dst"
 done
+dst="$out/qwen3moe-0.5b-q8_0.gguf"
+if [ ! -f "$dst" ] || [ "${KVF_REMAKE:-0}" = 1 ]; then
+  "$kvforge" convert -m synthetic:qwen3moe-0.5b --vocab "$vocab" --outtype q8_0 -o "$dst.tmp.gguf"
+  mv "$dst.tmp.gguf" "$dst"
+fi
 ln -sfn "$(cd "$(dirname "$stories")" && pwd)/stories260K.gguf" "$out/stories260K.gguf"
 ls -l "$out"
