@@ -19,7 +19,6 @@
 
 #include "event_timer.h"
 #include "exec/cuda/step/gemv_bulk.cuh"
-#include "exec/cuda/step/gemv_pipe.cuh"
 
 namespace {
 
@@ -97,44 +96,6 @@ Launcher bulk() {
   };
 }
 
-// What the step runs: the register kernel behind a fused norm, the bulk-copy kernel otherwise.
-template <int MR>
-Launcher mix() {
-  return [](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
-    using namespace kvf::exec::cuda::step;
-    if (g.norm_w == nullptr) gemv_bulk_detail::launch_any_rows<MR, DType::kF16>(x, MR, k, g, s, true);
-    else if (g.glu) gemv16_detail::launch<MR, DType::kF16, 1, 8, 8, true>(x, k, g, s, true);
-    else gemv16_detail::launch<MR, DType::kF16, 2, 8, 8, false>(x, k, g, s, true);
-  };
-}
-
-// Each group prefetches into L2 the first `cap` bytes (0: all) of each part of the group that
-// runs after it in the layer order (the last down: the first QKV); cap < 0: none.
-void set_prefetch(Model& md, int64_t cap) {
-  std::vector<LinearGroup*> order;
-  for (Layer& L : md.layers) order.insert(order.end(), {&L.qkv, &L.o, &L.gate_up, &L.down});
-  for (size_t i = 0; i < order.size(); ++i) {
-    LinearGroup& g = *order[i];
-    const LinearGroup& next = *order[(i + 1) % order.size()];
-    const int64_t k = (i + 1) % 4 == 3 ? kFfn : kHidden;  // the down projection reads the ffn width
-    for (int p = 0; p < 3; ++p) {
-      const bool on = cap >= 0 && p < next.parts;
-      const int64_t bytes = on ? 2 * next.part[p].n * k : 0;
-      g.prefetch[p] = on ? next.part[p].w : nullptr;
-      g.prefetch_bytes[p] = cap > 0 ? std::min(cap, bytes) : bytes;
-    }
-  }
-}
-
-template <int MR, int C, int G, int W, int BPS>
-Launcher pipe() {
-  return [](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
-    using namespace kvf::exec::cuda::step::gemv_pipe_detail;
-    if (g.glu) launch<MR, DType::kF16, (C > 1 ? C / 2 : 1), G, W, true>(x, MR, k, g, s, true, BPS);
-    else launch<MR, DType::kF16, C, G, W, false>(x, MR, k, g, s, true, BPS);
-  };
-}
-
 // Median microseconds per replay of what `enqueue` puts on the stream, captured as one graph.
 double time_graph(const std::function<void(cudaStream_t)>& enqueue) {
   return 1e3 * kvf::bench_cuda::median_graph_ms(3, 15, 1, [&](int, cudaStream_t st) { enqueue(st); });
@@ -155,7 +116,6 @@ int main(int argc, char** argv) {
   struct Named {
     const char* name;
     Launcher go;
-    int64_t prefetch = -1;  // set_prefetch's cap
   };
   std::vector<Named> shapes;
   if (rows == 1) {
@@ -164,21 +124,15 @@ int main(int argc, char** argv) {
               {"C1 G8 W4 pdl", shape<1, 1, 8, 4, true>()}, {"C4 G2 W4 pdl", shape<1, 4, 2, 4, true>()},
               {"C8 G2 W4 pdl", shape<1, 8, 2, 4, true>()}, {"C4 G4 W8 pdl", shape<1, 4, 4, 8, true>()},
               {"C2 G8 W8 pdl", shape<1, 2, 8, 8, true>()}, {"bulk -", bulk<1, false>()},
-              {"bulk pdl", bulk<1, true>()}, {"pipe C2 G4 W16", pipe<1, 2, 4, 16, 0>()},
-              {"mix", mix<1>()}, {"mix pf all", mix<1>(), 0}, {"mix pf 1MB", mix<1>(), 1 << 20},
-              {"mix pf 4MB", mix<1>(), 4 << 20}, {"mix pf 12MB", mix<1>(), 12 << 20},
-              {"C2 G8 W8 pf all", shape<1, 2, 8, 8, true>(), 0}, {"bulk pf all", bulk<1, true>(), 0},
-              {"pipe W16 pf all", pipe<1, 2, 4, 16, 0>(), 0}, {"pipe W16 pf 4MB", pipe<1, 2, 4, 16, 0>(), 4 << 20}};
+              {"bulk pdl", bulk<1, true>()}};
   } else {
     shapes = {{"C2 G4 W4 -", shape<8, 2, 4, 4, false>()}, {"C2 G4 W4 pdl", shape<8, 2, 4, 4, true>()},
               {"C1 G4 W4 pdl", shape<8, 1, 4, 4, true>()}, {"C2 G2 W4 pdl", shape<8, 2, 2, 4, true>()},
-              {"C4 G2 W4 pdl", shape<8, 4, 2, 4, true>()}, {"bulk pdl", bulk<8, true>()},
-              {"bulk pf all", bulk<8, true>(), 0}, {"bulk pf 4MB", bulk<8, true>(), 4 << 20}};
+              {"C4 G2 W4 pdl", shape<8, 4, 2, 4, true>()}, {"bulk pdl", bulk<8, true>()}};
   }
   std::printf("TinyLlama-1.1B layer linears, f16 weights, %d row(s) of x, %d layers per graph\n", rows, kLayers);
   std::printf("%-14s %9s %8s | %8s %8s %8s %8s  (TB/s alone)\n", "shape", "us/layer", "TB/s", "qkv", "o", "gate_up", "down");
   for (const Named& sh : shapes) {
-    set_prefetch(md, sh.prefetch);
     // One eager pass first, outside any graph: a warm-up, and a launch error shows here.
     for (const Layer& L : md.layers) {
       sh.go(md.h, kHidden, L.qkv, nullptr);
@@ -204,10 +158,8 @@ int main(int argc, char** argv) {
     const double o = each([](const Layer& L) { return L.o; }, md.attn, kHidden) / kLayers;
     const double gu = each([](const Layer& L) { return L.gate_up; }, md.h2, kHidden) / kLayers;
     const double down = each([](const Layer& L) { return L.down; }, md.gated, kFfn) / kLayers;
-    // With prefetches the linears alone read other kinds' weights too: only the layer counts.
-    if (sh.prefetch >= 0) std::printf("%-16s %9.2f %8.2f |\n", sh.name, layer, mb_layer / layer);
-    else std::printf("%-16s %9.2f %8.2f | %8.2f %8.2f %8.2f %8.2f\n", sh.name, layer, mb_layer / layer, mb_qkv / qkv,
-                     mb_o / o, mb_gu / gu, mb_down / down);
+    std::printf("%-14s %9.2f %8.2f | %8.2f %8.2f %8.2f %8.2f\n", sh.name, layer, mb_layer / layer,
+                mb_qkv / qkv, mb_o / o, mb_gu / gu, mb_down / down);
   }
   return 0;
 }

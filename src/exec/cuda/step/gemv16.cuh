@@ -66,23 +66,6 @@ __device__ void block_inv_rms(const float* x, int64_t k, double eps, float* inv,
   __syncthreads();
 }
 
-// This block's share of the group's prefetch ranges, into L2 (one thread issues them).
-__device__ inline void prefetch_l2_share(const LinearGroup& g) {
-  if (threadIdx.x != 0) return;
-  constexpr int64_t kChunk = 64 * 1024;
-  for (int p = 0; p < 3; ++p) {
-    const int64_t bytes = g.prefetch_bytes[p] & ~int64_t{15};
-    if (bytes <= 0) continue;
-    const int64_t per = (bytes / 16 + gridDim.x - 1) / gridDim.x * 16;
-    const int64_t begin = per * blockIdx.x, end = begin + per < bytes ? begin + per : bytes;
-    for (int64_t o = begin; o < end; o += kChunk) {
-      const auto n = static_cast<uint32_t>(end - o < kChunk ? end - o : kChunk);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(g.prefetch[p]) + o), "r"(n)
-                   : "memory");
-    }
-  }
-}
-
 // x's 8 elements of group i for each of its first `rows` rows (times the norm's weight when
 // one is fused); zeros for the rows past them.
 template <int MR>
@@ -160,7 +143,6 @@ __global__ void __launch_bounds__(W * 32) gemv16_kernel(const float* x, int64_t 
       for (int r = 0; r < R; ++r) raw[r][u] = i < row_elems ? rows[r][i] : make_uint4(0, 0, 0, 0);
     }
     if (base == 0) {  // every thread gets here
-      prefetch_l2_share(g);
       // What the kernel in front writes (x, the residual, the outputs' old readers) is
       // touched only after it has finished; without PDL this returns at once.
       asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -20,7 +20,6 @@ using gemv16_detail::block_inv_rms;
 using gemv16_detail::Column;
 using gemv16_detail::column_of;
 using gemv16_detail::load_x;
-using gemv16_detail::prefetch_l2_share;
 using gemv16_detail::store_column;
 using gemv16_detail::widen;
 namespace tma = detail::tma;
@@ -56,7 +55,6 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
-  prefetch_l2_share(g);
   // The weights never depend on the kernel in front; x, the residual and the outputs' old
   // readers do, and are touched only after it has finished.
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -180,11 +180,6 @@ struct LinearGroup {
   float* glu_out = nullptr;
   const float* residual = nullptr;
   float* residual_out = nullptr;
-  // Weights of a later launch (up to three ranges) that the decode kernels bring into L2
-  // while they stream their own, each block a share: a decode step reads every weight once,
-  // so without it a launch's first weights set out only when it starts.
-  const void* prefetch[3] = {};
-  int64_t prefetch_bytes[3] = {};
 };
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 // The decode form of linear_group over f16/bf16 weights (gemv16.cu): false, launching
