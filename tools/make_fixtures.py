@@ -67,6 +67,24 @@ def configs():
             norm_topk_prob=True, mlp_only_layers=[0], use_sliding_window=False))
     if hasattr(t, "MixtralConfig"):
         out["mixtral"] = lambda: t.MixtralConfig(**base(num_local_experts=4, num_experts_per_tok=2, sliding_window=None))
+    # More families (appended, so that the seeds above stay as they were).
+    if hasattr(t, "DeepseekV3Config"):  # layer 1 routed: sigmoid scores, a correction bias, grouped top-k
+        out["deepseek_v3"] = lambda: t.DeepseekV3Config(**base(
+            num_key_value_heads=HEADS, q_lora_rank=16, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+            v_head_dim=24, first_k_dense_replace=1, moe_intermediate_size=32, n_routed_experts=4,
+            num_experts_per_tok=2, n_shared_experts=1, n_group=2, topk_group=1, routed_scaling_factor=2.5,
+            norm_topk_prob=True))
+    if hasattr(t, "Qwen2MoeConfig"):  # layer 0 dense, layer 1 routed with a gated shared expert
+        out["qwen2_moe"] = lambda: t.Qwen2MoeConfig(**base(
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+            decoder_sparse_step=1, mlp_only_layers=[0], norm_topk_prob=False, use_sliding_window=False))
+    if hasattr(t, "Gemma3TextConfig"):  # local (window 16) and global layers with their own rope bases
+        out["gemma3"] = lambda: t.Gemma3TextConfig(**base(
+            num_hidden_layers=4, head_dim=16, query_pre_attn_scalar=24, sliding_window=16,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+            hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True))
+    if hasattr(t, "Phi3Config"):  # fused qkv and gate-up projections
+        out["phi3"] = lambda: t.Phi3Config(**base(pad_token_id=0))
     return out
 
 
@@ -78,7 +96,7 @@ def randomize(model, family, gen):
             if name.endswith("bias"):
                 p.copy_(torch.empty_like(p).uniform_(-0.1, 0.1, generator=gen))
             elif p.ndim == 1:
-                centre = 0.0 if family == "gemma2" else 1.0  # gemma's RMSNorm scales by (1 + w)
+                centre = 0.0 if family in ("gemma2", "gemma3") else 1.0  # gemma's RMSNorm scales by (1 + w)
                 p.copy_(centre + torch.empty_like(p).uniform_(-0.3, 0.3, generator=gen))
             else:
                 p.copy_(torch.empty_like(p).normal_(0.0, 0.12, generator=gen))

@@ -12,6 +12,7 @@ namespace kvf::ir::ops {
 
 // ---- activations (activation.cpp)
 V silu(V x);                 // x / (1 + exp(-x))
+V sigmoid(V x);              // 1 / (1 + exp(-x))
 V gelu_erf(V x);             // 0.5 x (1 + erf(x / sqrt 2))
 V gelu_tanh(V x);            // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 V swiglu(V gate, V up);      // silu(gate) * up

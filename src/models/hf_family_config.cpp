@@ -97,15 +97,14 @@ Status qwen3_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   return llama_hf_config(hf, c);
 }
 
-// Qwen3-MoE: qwen3 attention; layer l routed unless listed in mlp_only_layers or off the
+namespace {
+
+// Qwen's routed layers: layer l routed unless listed in mlp_only_layers or off the
 // decoder_sparse_step grid ((l + 1) % step != 0); num_experts (or num_local_experts) of
-// moe_intermediate_size, softmax scores, top-k, renormalized with norm_topk_prob; no shared
-// experts.
-Status qwen3_moe_hf_config(const load::HfConfig& hf, ModelConfig& c) {
-  Status s = qwen3_hf_config(hf, c);
-  if (!s) return s;
+// moe_intermediate_size, softmax scores, top-k, renormalized with norm_topk_prob.
+Status qwen_experts_from_hf(const load::HfConfig& hf, ModelConfig& c) {
   // transformers 5 writes the expert count as num_local_experts, earlier releases as num_experts.
-  s = read_ints(hf, {{hf.has("num_local_experts") ? "num_local_experts" : "num_experts", &c.n_experts},
+  Status s = read_ints(hf, {{hf.has("num_local_experts") ? "num_local_experts" : "num_experts", &c.n_experts},
                      {"num_experts_per_tok", &c.n_experts_used},
                      {"moe_intermediate_size", &c.expert_hidden_dim}});
   if (!s) return s;
@@ -126,6 +125,32 @@ Status qwen3_moe_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   Result<bool> norm = hf.get_bool_or("norm_topk_prob", false);
   if (!norm) return norm.take_error();
   c.expert_weights_norm = *norm;
+  return {};
+}
+
+}  // namespace
+
+// Qwen3-MoE: qwen3 attention, Qwen's routed layers, no shared experts.
+Status qwen3_moe_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = qwen3_hf_config(hf, c);
+  if (!s) return s;
+  return qwen_experts_from_hf(hf, c);
+}
+
+// Qwen2-MoE: qwen2 attention (q/k/v biases), Qwen's routed layers, and one shared expert of
+// shared_expert_intermediate_size gated by sigmoid(x · shared_expert_gate).
+Status qwen2_moe_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = llama_hf_config(hf, c);
+  if (!s) return s;
+  s = qwen_experts_from_hf(hf, c);
+  if (!s) return s;
+  Result<int64_t> shared = hf.get_int_or("shared_expert_intermediate_size", 0);
+  if (!shared) return shared.take_error();
+  if (*shared > 0) {
+    c.n_shared_experts = 1;
+    c.shared_expert_hidden_dim = *shared;
+    c.shared_expert_gated = true;
+  }
   return {};
 }
 
@@ -161,9 +186,10 @@ Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   return sliding_from_hf(hf, c, true);
 }
 
-// Routed layers (first_k_dense_replace on): softmax scores, plain top-k ("greedy"), optional
-// renormalization and scaling, shared experts. DeepSeek-V2's grouped top-k and V3's
-// sigmoid scores with a correction bias are refused, naming the setting.
+// Routed layers (first_k_dense_replace on), optional renormalization and scaling, shared
+// experts. DeepSeek-V2: softmax scores and a plain top-k ("greedy"; its grouped top-k is
+// refused, naming the setting). DeepSeek-V3: sigmoid scores with a correction bias, picked
+// within the topk_group best of n_group groups.
 Status deepseek2_experts_from_hf(const load::HfConfig& hf, ModelConfig& c) {
   Result<int64_t> dense = hf.get_int_or("first_k_dense_replace", 0);
   Result<int64_t> experts = hf.get_int_or("n_routed_experts", 0);
@@ -174,7 +200,13 @@ Status deepseek2_experts_from_hf(const load::HfConfig& hf, ModelConfig& c) {
   if (!s) return s;
   Result<int64_t> shared = hf.get_int_or("n_shared_experts", 0);
   if (!shared) return shared.take_error();
+  if (c.arch == "deepseek3") {
+    c.expert_sigmoid = true;
+    s = read_ints(hf, {{"n_group", &c.expert_groups}, {"topk_group", &c.expert_groups_used}});
+    if (!s) return s;
+  }
   for (const char* key : {"topk_method", "scoring_func"}) {
+    if (c.expert_sigmoid) break;  // V3's configs name neither: its routing is the one above
     if (!hf.has(key)) continue;
     Result<std::string> v = hf.get_string(key);
     if (!v) return v.take_error();

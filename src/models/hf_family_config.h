@@ -12,6 +12,7 @@ namespace kvf::models {
 Status llama_hf_config(const load::HfConfig& hf, ModelConfig& c);  // llama, mistral, qwen2
 Status qwen3_hf_config(const load::HfConfig& hf, ModelConfig& c);  // llama's, with q/k norms
 Status qwen3_moe_hf_config(const load::HfConfig& hf, ModelConfig& c);  // qwen3's, with routed layers
+Status qwen2_moe_hf_config(const load::HfConfig& hf, ModelConfig& c);  // qwen2's, routed, a gated shared expert
 Status mixtral_hf_config(const load::HfConfig& hf, ModelConfig& c);    // mistral's, every layer routed
 Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c);
 Status deepseek2_hf_config(const load::HfConfig& hf, ModelConfig& c);

@@ -26,6 +26,17 @@ const FamilyNames kQwen3MoeNames = [] {
   return n;
 }();
 
+const FamilyNames kQwen2MoeNames = [] {
+  FamilyNames n = kLlamaNames;
+  n.layer.insert(n.layer.end(), {{"mlp.gate.weight", "ffn_gate_inp.weight"},
+                                 {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+                                 {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+                                 {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+                                 {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"}});
+  n.experts = kHfExperts;
+  return n;
+}();
+
 const FamilyNames kMixtralNames = [] {
   FamilyNames n = kLlamaNames;
   n.layer.push_back({"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"});
@@ -65,6 +76,13 @@ const FamilyNames kDeepseek2Names{
     {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
      {"lm_head.weight", "output.weight"}},
     kHfExperts};
+
+// Defined after kDeepseek2Names in this file, so initialized after it.
+const FamilyNames kDeepseek3Names = [] {
+  FamilyNames n = kDeepseek2Names;
+  n.layer.push_back({"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"});
+  return n;
+}();
 
 const FamilyNames kGpt2Names{
     "transformer.h.",

@@ -43,9 +43,11 @@ struct FamilyNames {
 
 extern const FamilyNames kLlamaNames;     // llama, mistral, qwen2, qwen3
 extern const FamilyNames kQwen3MoeNames;  // llama's, with the router and per-expert matrices
+extern const FamilyNames kQwen2MoeNames;   // llama's, with the router, per-expert matrices and a gated shared expert
 extern const FamilyNames kMixtralNames;   // llama's, with block_sparse_moe's router and w1/w3/w2 experts
 extern const FamilyNames kGemma2Names;
 extern const FamilyNames kDeepseek2Names;
+extern const FamilyNames kDeepseek3Names;  // deepseek2's, with the router's correction bias
 extern const FamilyNames kGpt2Names;
 extern const FamilyNames kBloomNames;
 

@@ -34,6 +34,16 @@ Status ModelConfig::check_experts() const {
   if (static_cast<int64_t>(expert_layers.size()) != n_layers) {
     return invalid_input(arch, " config: ", expert_layers.size(), " expert-layer flags for ", n_layers, " layers");
   }
+  if (shared_expert_hidden_dim < 0 || shared_expert_hidden_dim > kMaxSize) {
+    return invalid_input(arch, " config: shared expert hidden dim = ", shared_expert_hidden_dim, " must be in 0..", kMaxSize);
+  }
+  if (expert_groups < 1 || n_experts % expert_groups != 0 || (expert_groups > 1 && n_experts / expert_groups < 2)) {
+    return invalid_input(arch, " config: ", expert_groups, " expert groups for ", n_experts,
+                         " experts (they must split them evenly, at least 2 to a group)");
+  }
+  if (expert_groups_used < 1 || expert_groups_used > expert_groups) {
+    return invalid_input(arch, " config: expert groups used = ", expert_groups_used, " must be in 1..", expert_groups);
+  }
   if (!std::isfinite(expert_weights_scale) || expert_weights_scale <= 0) {
     return invalid_input(arch, " config: routed scaling factor ", expert_weights_scale, " must be finite and positive");
   }

@@ -54,6 +54,13 @@ struct ModelConfig {
   int64_t n_experts = 0;            // routed experts per MoE layer
   int64_t n_experts_used = 0;       // experts each token takes (top-k)
   int64_t n_shared_experts = 0;     // always-on experts, as one gated unit of n · expert_hidden_dim
+  int64_t shared_expert_hidden_dim = 0;  // that unit's width when it is not n · expert_hidden_dim
+  bool shared_expert_gated = false;      // the shared unit times sigmoid(x · ffn_gate_inp_shexp) (Qwen2-MoE)
+  // DeepSeek-V3's routing: sigmoid scores, a per-expert bias (exp_probs_b) added to them for
+  // the choice alone, and the choice made within the expert_groups_used best of
+  // expert_groups groups of experts (a group's score: the sum of its two best).
+  bool expert_sigmoid = false;
+  int64_t expert_groups = 1, expert_groups_used = 1;
   int64_t expert_hidden_dim = 0;    // each expert's feed-forward width
   std::vector<bool> expert_layers;  // per layer, when n_experts > 0
   bool expert_weights_norm = false; // the top-k weights renormalized to sum to 1

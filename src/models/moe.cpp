@@ -6,18 +6,51 @@ namespace kvf::models {
 using ir::V;
 namespace ops = ir::ops;
 
-V top_k_scores(V scores, int64_t k) {
+namespace {
+
+// Each entry's rank along the last axis of scores [..., e]: how many entries score above it,
+// or the same with a lower index. As a pred: rank < k.
+V ranks_below(V scores, int64_t k) {
   ir::Builder& b = *scores.b;
-  const int64_t n = scores.dim(1), e = scores.dim(2);
-  const Shape pairs{1, n, e, e};  // [.., e, j]: expert e against expert j
-  V mine = b.broadcast(b.reshape(scores, {1, n, e, 1}), pairs);
-  V theirs = b.broadcast(b.reshape(scores, {1, n, 1, e}), pairs);
+  const Shape s = scores.shape();
+  const int64_t e = s.back();
+  Shape pairs = s, mine_shape = s, theirs_shape = s;
+  pairs.push_back(e);  // [.., e, j]: entry e against entry j
+  mine_shape.push_back(1);
+  theirs_shape.back() = 1;
+  theirs_shape.push_back(e);
+  V mine = b.broadcast(b.reshape(scores, mine_shape), pairs);
+  V theirs = b.broadcast(b.reshape(scores, theirs_shape), pairs);
   V lower_index = b.compare(b.iota({e, e}, 1), b.iota({e, e}, 0), ir::CmpDir::kLt);  // j < e
   V before = b.select(b.broadcast(lower_index, pairs), b.like(scores, 1.0), b.like(scores, 0.0));
   V above = b.select(b.compare(theirs, mine, ir::CmpDir::kGt), b.like(scores, 1.0), b.like(scores, 0.0));
   V tied = b.select(b.compare(theirs, mine, ir::CmpDir::kEq), before, b.like(scores, 0.0));
-  V rank = b.reduce_sum(above + tied, {3});
-  return b.select(b.compare(rank, b.like(rank, static_cast<double>(k)), ir::CmpDir::kLt), scores, b.like(scores, 0.0));
+  V rank = b.reduce_sum(above + tied, {static_cast<int64_t>(s.size())});
+  return b.compare(rank, b.like(rank, static_cast<double>(k)), ir::CmpDir::kLt);
+}
+
+// DeepSeek-V3's pick over sigmoid scores [1, n, E]: the bias added for the choice alone, the
+// choice restricted to the best groups (a group's score: its two best), masked experts
+// counted as 0 (as the reference fills them). Returns the picked experts' scores, 0 elsewhere.
+V grouped_pick(const ModelConfig& cfg, V scores, V bias) {
+  ir::Builder& b = *scores.b;
+  const int64_t n = scores.dim(1), e = cfg.n_experts, g = cfg.expert_groups, per = e / g;
+  V choice = scores + b.broadcast(b.reshape(bias, {1, 1, e}), {1, n, e});
+  if (g > 1) {
+    V grouped = b.reshape(choice, {1, n, g, per});
+    V best2 = b.reduce_sum(b.select(ranks_below(grouped, 2), grouped, b.like(grouped, 0.0)), {3});
+    V keep = b.reshape(b.broadcast(b.reshape(ranks_below(best2, cfg.expert_groups_used), {1, n, g, 1}), {1, n, g, per}),
+                       {1, n, e});
+    choice = b.select(keep, choice, b.like(choice, 0.0));
+  }
+  return b.select(ranks_below(choice, cfg.n_experts_used), scores, b.like(scores, 0.0));
+}
+
+}  // namespace
+
+V top_k_scores(V scores, int64_t k) {
+  ir::Builder& b = *scores.b;
+  return b.select(ranks_below(scores, k), scores, b.like(scores, 0.0));
 }
 
 namespace {
@@ -34,8 +67,9 @@ V gated_unit(ir::Builder& b, const Weights& w, const std::string& gate, const st
 V moe_ffn(const ModelConfig& cfg, const Weights& w, const std::string& p, V x) {
   ir::Builder& b = *x.b;
   const int64_t n = x.dim(1), dim = cfg.dim, ff = cfg.expert_hidden_dim;
-  V scores = ops::softmax(ops::linear(x, weight(b, w, p + "ffn_gate_inp.weight", {cfg.n_experts, dim})));
-  V picked = top_k_scores(scores, cfg.n_experts_used);
+  V logits = ops::linear(x, weight(b, w, p + "ffn_gate_inp.weight", {cfg.n_experts, dim}));
+  V picked = cfg.expert_sigmoid ? grouped_pick(cfg, ops::sigmoid(logits), weight(b, w, p + "exp_probs_b.bias", {cfg.n_experts}))
+                                : top_k_scores(ops::softmax(logits), cfg.n_experts_used);
   if (cfg.expert_weights_norm) picked = picked / (b.reduce_sum(picked, {2}, true) + 1e-20);
   if (cfg.expert_weights_scale != 1.0) picked = picked * cfg.expert_weights_scale;
   V out;
@@ -46,8 +80,14 @@ V moe_ffn(const ModelConfig& cfg, const Weights& w, const std::string& p, V x) {
     out = e == 0 ? term : out + term;
   }
   if (cfg.n_shared_experts > 0) {
-    out = out + gated_unit(b, w, p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight", p + "ffn_down_shexp.weight", dim,
-                           ff * cfg.n_shared_experts, x);
+    const int64_t width = cfg.shared_expert_hidden_dim > 0 ? cfg.shared_expert_hidden_dim : ff * cfg.n_shared_experts;
+    V shared = gated_unit(b, w, p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight", p + "ffn_down_shexp.weight", dim,
+                          width, x);
+    if (cfg.shared_expert_gated) {
+      V gate = ops::sigmoid(ops::linear(x, weight(b, w, p + "ffn_gate_inp_shexp.weight", {1, dim})));
+      shared = shared * b.broadcast(gate, {1, n, dim});
+    }
+    out = out + shared;
   }
   return out;
 }

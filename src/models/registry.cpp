@@ -26,6 +26,8 @@ const std::vector<Family>& table() {
       {.arch = "qwen3moe", .hf_types = {"qwen3_moe"}, .gguf_arch = "qwen3moe", .trace = trace_llama,
        .hf_config = qwen3_moe_hf_config, .hf_names = &kQwen3MoeNames, .gguf_config = qwen3moe_gguf_config,
        .gguf_export = true},
+      {.arch = "qwen2moe", .hf_types = {"qwen2_moe"}, .gguf_arch = "", .trace = trace_llama,
+       .hf_config = qwen2_moe_hf_config, .hf_names = &kQwen2MoeNames},
       {.arch = "mixtral", .hf_types = {"mixtral"}, .gguf_arch = "", .trace = trace_llama,
        .hf_config = mixtral_hf_config, .hf_names = &kMixtralNames},
       {.arch = "gemma2", .hf_types = {"gemma2"}, .gguf_arch = "", .trace = trace_gemma2,
@@ -36,6 +38,8 @@ const std::vector<Family>& table() {
        .hf_names = &kBloomNames},
       {.arch = "deepseek2", .hf_types = {"deepseek_v2"}, .gguf_arch = "", .trace = trace_deepseek2,
        .hf_config = deepseek2_hf_config, .hf_names = &kDeepseek2Names},
+      {.arch = "deepseek3", .hf_types = {"deepseek_v3"}, .gguf_arch = "", .trace = trace_deepseek2,
+       .hf_config = deepseek2_hf_config, .hf_names = &kDeepseek3Names},
   };
   return rows;
 }

@@ -42,7 +42,8 @@ TEST_P(HfFixture, CachedDecodeEqualsFullForwardOver64Steps) { testing::expect_ca
 INSTANTIATE_TEST_SUITE_P(Families, HfFixture,
                          ::testing::Combine(::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3",
                                                               "gemma2", "gpt2", "bloom", "deepseek_v2",
-                                                              "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral", "qwen3_moe"),
+                                                              "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral", "qwen3_moe",
+                                                              "qwen2_moe", "deepseek_v3"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle)),
                          [](const auto& info) {
                            return str_cat(std::get<0>(info.param),
@@ -72,6 +73,24 @@ TEST(HfFixtureRefusal, UnknownExpertRoutingIsRefused) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().code(), ErrorCode::kUnsupported);
   EXPECT_NE(m.error().message().find("group_limited_greedy"), std::string::npos) << m.error().message();
+}
+
+// DeepSeek-V3's groups must split the experts evenly, at least two to a group (a group's
+// score is its two best).
+TEST(HfFixtureRefusal, ExpertGroupsThatDoNotSplitTheExpertsAreRefused) {
+  const std::string dir = testing::temp_dir("moe_groups");
+  std::filesystem::copy(testing::fixture_dir("deepseek_v3"), dir, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  for (auto [groups, used] : {std::pair{3, 1}, std::pair{4, 1}, std::pair{2, 3}}) {
+    nlohmann::json cfg;
+    std::ifstream(dir + "/config.json") >> cfg;
+    cfg["n_group"] = groups;
+    cfg["topk_group"] = used;
+    std::ofstream(dir + "/config.json") << cfg.dump();
+    Result<models::Model> m = models::open_model(dir);
+    ASSERT_FALSE(m.ok()) << groups << " groups, " << used << " used";
+    EXPECT_EQ(m.error().code(), ErrorCode::kInvalidInput);
+    EXPECT_NE(m.error().message().find("expert groups"), std::string::npos) << m.error().message();
+  }
 }
 
 }  // namespace
