@@ -98,7 +98,7 @@ Result<HostTensor> halves_to_pairs(const HostTensor& t, int64_t heads) {
 
 // The tensor as GGUF stores it: llama's q/k rows in rope pairs; qwen's as HF keeps them.
 Result<HostTensor> gguf_layout(const Model& m, const std::string& name, const HostTensor& t) {
-  if (m.config.rope_layout == ir::ops::RopeLayout::kInterleaved || m.config.arch != "llama") return t;
+  if (m.config.rope_layout == ir::ops::RopeLayout::kInterleaved || !family_by_arch(m.config.arch)->gguf_rope_pairs) return t;
   if (name.ends_with("attn_q.weight")) return halves_to_pairs(t, m.config.n_heads);
   if (name.ends_with("attn_k.weight")) return halves_to_pairs(t, m.config.n_kv_heads);
   return t;
@@ -190,18 +190,19 @@ Status can_export_gguf(const ModelConfig& c) {
   if (family == nullptr || !family->gguf_export) {
     return unsupported("GGUF export: architecture ", c.arch, " is not supported yet");
   }
-  const bool qwen3moe = c.arch == "qwen3moe";
-  if (c.rotary_dim != 0 || !c.rope_inv_freq.empty() || c.sliding_window > 0 || c.attn_bias || c.qk_norm != qwen3moe) {
+  if (c.rotary_dim != 0 || !c.rope_inv_freq.empty() || c.sliding_window > 0 || c.attn_bias || c.qk_norm != family->gguf_qk_norm) {
     return unsupported("GGUF export: only plain llama and qwen3moe models (full rotary, unscaled rope, no window or "
                        "biases) so far");
   }
-  if (qwen3moe) {
-    if (c.rope_layout != ir::ops::RopeLayout::kHalf) return unsupported("GGUF export: qwen3moe with interleaved rope pairs");
+  if (!family->gguf_rope_pairs && c.rope_layout != ir::ops::RopeLayout::kHalf) {
+    return unsupported("GGUF export: ", c.arch, " with interleaved rope pairs (its GGUF keeps rotate-half)");
+  }
+  if (c.n_experts > 0) {
     for (int64_t l = 0; l < c.n_layers; ++l) {
-      if (!c.routed(l)) return unsupported("GGUF export: qwen3moe layer ", l, " is dense (llama.cpp routes every layer)");
+      if (!c.routed(l)) return unsupported("GGUF export: ", c.arch, " layer ", l, " is dense (llama.cpp routes every layer)");
     }
-    if (!c.expert_weights_norm || c.expert_weights_scale != 1.0) {
-      return unsupported("GGUF export: qwen3moe without renormalized top-k weights (llama.cpp renormalizes them)");
+    if (c.n_shared_experts > 0 || c.expert_sigmoid || !c.expert_weights_norm || c.expert_weights_scale != 1.0) {
+      return unsupported("GGUF export: ", c.arch, " routing other than a renormalized softmax top-k without shared experts");
     }
   }
   return {};

@@ -200,8 +200,7 @@ Status deepseek2_experts_from_hf(const load::HfConfig& hf, ModelConfig& c) {
   if (!s) return s;
   Result<int64_t> shared = hf.get_int_or("n_shared_experts", 0);
   if (!shared) return shared.take_error();
-  if (c.arch == "deepseek3") {
-    c.expert_sigmoid = true;
+  if (c.expert_sigmoid) {
     s = read_ints(hf, {{"n_group", &c.expert_groups}, {"topk_group", &c.expert_groups_used}});
     if (!s) return s;
   }
@@ -246,6 +245,12 @@ Status deepseek2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   c.rope_inv_freq.clear();
   c.rotary_dim = 0;
   return rope_from_hf(hf, c, c.qk_rope_dim);
+}
+
+// DeepSeek-V3: V2's layout; its routed layers pick by sigmoid scores in groups (above).
+Status deepseek3_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  c.expert_sigmoid = true;
+  return deepseek2_hf_config(hf, c);
 }
 
 Status gpt2_hf_config(const load::HfConfig& hf, ModelConfig& c) {

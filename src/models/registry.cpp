@@ -25,7 +25,7 @@ const std::vector<Family>& table() {
        .hf_config = qwen3_hf_config, .hf_names = &kLlamaNames, .gguf_config = qwen_gguf_config},
       {.arch = "qwen3moe", .hf_types = {"qwen3_moe"}, .gguf_arch = "qwen3moe", .trace = trace_llama,
        .hf_config = qwen3_moe_hf_config, .hf_names = &kQwen3MoeNames, .gguf_config = qwen3moe_gguf_config,
-       .gguf_export = true},
+       .gguf_export = true, .gguf_rope_pairs = false, .gguf_qk_norm = true},
       {.arch = "qwen2moe", .hf_types = {"qwen2_moe"}, .gguf_arch = "", .trace = trace_llama,
        .hf_config = qwen2_moe_hf_config, .hf_names = &kQwen2MoeNames},
       {.arch = "mixtral", .hf_types = {"mixtral"}, .gguf_arch = "", .trace = trace_llama,
@@ -39,7 +39,7 @@ const std::vector<Family>& table() {
       {.arch = "deepseek2", .hf_types = {"deepseek_v2"}, .gguf_arch = "", .trace = trace_deepseek2,
        .hf_config = deepseek2_hf_config, .hf_names = &kDeepseek2Names},
       {.arch = "deepseek3", .hf_types = {"deepseek_v3"}, .gguf_arch = "", .trace = trace_deepseek2,
-       .hf_config = deepseek2_hf_config, .hf_names = &kDeepseek3Names},
+       .hf_config = deepseek3_hf_config, .hf_names = &kDeepseek3Names},
   };
   return rows;
 }

@@ -37,6 +37,10 @@ struct Family {
   GgufConfigReader gguf_config = nullptr;    // GGUF metadata -> ModelConfig (with gguf_arch)
   bool learned_positions = false;            // an absolute position table (no position past context)
   bool gguf_export = false;                  // `kvforge convert` writes it back to GGUF
+  // How its GGUF architecture stores attention: q/k rows in adjacent rope pairs (llama.cpp
+  // permutes rotate-half checkpoints so), or as HF keeps them (rotate-half, NEOX); with q/k norms.
+  bool gguf_rope_pairs = true;
+  bool gguf_qk_norm = false;
 };
 
 std::span<const Family> families();
