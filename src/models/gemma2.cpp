@@ -1,4 +1,5 @@
-// Gemma 2 tracer: reads top to bottom — scaled embed, sandwich-normed layers, capped logits.
+// Gemma 2 and 3 tracer: reads top to bottom — scaled embed, sandwich-normed layers, capped
+// logits. Gemma 3 adds q/k norms and a rope base of its own for the sliding layers.
 #include "models/gemma2.h"
 
 #include <cmath>
@@ -15,7 +16,8 @@ Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const S
   StepTrace t(cfg, step);
   ir::Builder& b = t.b;
   const V pos = t.pos;
-  const ops::RopeTables rope = ops::rope_tables(pos, cfg.rope_spec());
+  const ops::RopeTables global = ops::rope_tables(pos, cfg.rope_spec());
+  const ops::RopeTables local = cfg.rope_theta_local > 0 ? ops::rope_tables(pos, cfg.rope_spec_local(), "rope_inv_freq_local") : global;
   const StepMasks masks = step_masks(cfg, step, t);
   const double scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
   const ops::AttnOpts attn{.scale = scale, .softcap = cfg.attn_softcap};
@@ -30,8 +32,15 @@ Result<ir::Graph> trace_gemma2(const ModelConfig& cfg, const Weights& w, const S
     const int li = static_cast<int>(l);
     const std::string p = str_cat("blk.", l, ".");
     V h = norm(x, p + "attn_norm.weight");
-    V q = ops::apply_rope(split_heads(ops::linear(h, W(p + "attn_q.weight", {nh * hd, dim})), nh, hd), rope);
-    V k = ops::apply_rope(split_heads(ops::linear(h, W(p + "attn_k.weight", {nkv * hd, dim})), nkv, hd), rope);
+    V q = split_heads(ops::linear(h, W(p + "attn_q.weight", {nh * hd, dim})), nh, hd);
+    V k = split_heads(ops::linear(h, W(p + "attn_k.weight", {nkv * hd, dim})), nkv, hd);
+    if (cfg.qk_norm) {  // gemma3: per-head RMSNorm (1 + w) over head_dim, before rope
+      q = ops::rmsnorm(q, W(p + "attn_q_norm.weight", {hd}), cfg.norm_eps, cfg.norm_unit_offset);
+      k = ops::rmsnorm(k, W(p + "attn_k_norm.weight", {hd}), cfg.norm_eps, cfg.norm_unit_offset);
+    }
+    const ops::RopeTables& rope = cfg.sliding(l) ? local : global;
+    q = ops::apply_rope(q, rope);
+    k = ops::apply_rope(k, rope);
     V v = split_heads(ops::linear(h, W(p + "attn_v.weight", {nkv * hd, dim})), nkv, hd);
     const V mask = masks.of(cfg, l);
     V att = layer_attention(step, l, q, k, v, pos, mask, attn);

@@ -186,6 +186,21 @@ Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   return sliding_from_hf(hf, c, true);
 }
 
+// Gemma 3 (text): gemma2's layout and scales, q/k norms, and the sliding layers' own rope
+// base (rope_parameters.sliding_attention, or rope_local_base_freq).
+Status gemma3_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = gemma2_hf_config(hf, c);
+  if (!s) return s;
+  c.qk_norm = true;
+  Result<load::HfRope> local = hf.rope_for_layer_type("sliding_attention");
+  if (!local) return local.take_error();
+  if (local->type != "default") return unsupported(hf.name(), ": the sliding layers' rope type '", local->type, "'");
+  Result<double> theta = hf.get_float_or("rope_local_base_freq", local->theta);
+  if (!theta) return theta.take_error();
+  c.rope_theta_local = *theta;
+  return {};
+}
+
 // Routed layers (first_k_dense_replace on), optional renormalization and scaling, shared
 // experts. DeepSeek-V2: softmax scores and a plain top-k ("greedy"; its grouped top-k is
 // refused, naming the setting). DeepSeek-V3: sigmoid scores with a correction bias, picked

@@ -14,6 +14,7 @@ Status qwen3_hf_config(const load::HfConfig& hf, ModelConfig& c);  // llama's, w
 Status qwen3_moe_hf_config(const load::HfConfig& hf, ModelConfig& c);  // qwen3's, with routed layers
 Status qwen2_moe_hf_config(const load::HfConfig& hf, ModelConfig& c);  // qwen2's, routed, a gated shared expert
 Status mixtral_hf_config(const load::HfConfig& hf, ModelConfig& c);    // mistral's, every layer routed
+Status gemma3_hf_config(const load::HfConfig& hf, ModelConfig& c);  // gemma2's, q/k norms, a local rope base
 Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c);
 Status deepseek3_hf_config(const load::HfConfig& hf, ModelConfig& c);  // deepseek2's, V3's routing
 Status deepseek2_hf_config(const load::HfConfig& hf, ModelConfig& c);

@@ -57,6 +57,13 @@ const FamilyNames kGemma2Names{
     {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
      {"lm_head.weight", "output.weight"}}};
 
+// Defined after kGemma2Names in this file, so initialized after it.
+const FamilyNames kGemma3Names = [] {
+  FamilyNames n = kGemma2Names;
+  n.layer.insert(n.layer.end(), {{"self_attn.q_norm.weight", "attn_q_norm.weight"}, {"self_attn.k_norm.weight", "attn_k_norm.weight"}});
+  return n;
+}();
+
 const FamilyNames kDeepseek2Names{
     "model.layers.",
     {{"input_layernorm.weight", "attn_norm.weight"},

@@ -46,6 +46,7 @@ extern const FamilyNames kQwen3MoeNames;  // llama's, with the router and per-ex
 extern const FamilyNames kQwen2MoeNames;   // llama's, with the router, per-expert matrices and a gated shared expert
 extern const FamilyNames kMixtralNames;   // llama's, with block_sparse_moe's router and w1/w3/w2 experts
 extern const FamilyNames kGemma2Names;
+extern const FamilyNames kGemma3Names;  // gemma2's, with q/k norms
 extern const FamilyNames kDeepseek2Names;
 extern const FamilyNames kDeepseek3Names;  // deepseek2's, with the router's correction bias
 extern const FamilyNames kGpt2Names;

@@ -97,6 +97,10 @@ ir::ops::RopeSpec ModelConfig::rope_spec() const {
           .inv_freq = rope_inv_freq};
 }
 
+ir::ops::RopeSpec ModelConfig::rope_spec_local() const {
+  return {.head_dim = head_dim, .rotary_dim = rotary_dim, .theta = rope_theta_local, .layout = rope_layout, .inv_freq = {}};
+}
+
 int64_t kv_elems_per_token_layer(const ModelConfig& cfg) {
   if (latent_kv(cfg)) return cfg.kv_lora_rank + cfg.qk_rope_dim;
   return 2 * cfg.n_kv_heads * cfg.head_dim;

@@ -25,6 +25,7 @@ struct ModelConfig {
   double norm_eps = 1e-5;
 
   double rope_theta = 10000.0;
+  double rope_theta_local = 0.0;  // the sliding layers' own rope base (gemma3); 0: rope_theta
   int64_t rotary_dim = 0;  // 0: the whole head
   ir::ops::RopeLayout rope_layout = ir::ops::RopeLayout::kHalf;
   std::vector<float> rope_inv_freq;  // set when a scaling rule (llama3, ...) rewrote them
@@ -84,6 +85,7 @@ struct ModelConfig {
   Status check() const;
   Status check_experts() const;
   ir::ops::RopeSpec rope_spec() const;
+  ir::ops::RopeSpec rope_spec_local() const;  // the sliding layers' (rope_theta_local > 0), unscaled
 };
 
 // MLA configs (kv_lora_rank > 0) cache the latent, not per-head K/V (docs/kv.md).

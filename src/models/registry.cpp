@@ -32,6 +32,8 @@ const std::vector<Family>& table() {
        .hf_config = mixtral_hf_config, .hf_names = &kMixtralNames},
       {.arch = "gemma2", .hf_types = {"gemma2"}, .gguf_arch = "", .trace = trace_gemma2,
        .hf_config = gemma2_hf_config, .hf_names = &kGemma2Names},
+      {.arch = "gemma3", .hf_types = {"gemma3_text"}, .gguf_arch = "", .trace = trace_gemma2,
+       .hf_config = gemma3_hf_config, .hf_names = &kGemma3Names},
       {.arch = "gpt2", .hf_types = {"gpt2"}, .gguf_arch = "", .trace = trace_gpt2, .hf_config = gpt2_hf_config,
        .hf_names = &kGpt2Names, .learned_positions = true},
       {.arch = "bloom", .hf_types = {"bloom"}, .gguf_arch = "", .trace = trace_bloom, .hf_config = bloom_hf_config,

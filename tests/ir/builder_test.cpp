@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/infer.h"
+#include "ir/ops.h"
 #include "ir/printer.h"
 
 namespace kvf::ir {
@@ -114,6 +115,19 @@ TEST(Builder, ChainingOnPoisonedValuesDoesNotCrash) {
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().code(), ErrorCode::kInvalidInput);
   EXPECT_THAT(g.error().message(), HasSubstr("matmul"));
+}
+
+// The mask builders on a poisoned trace (a slot's value made invalid by an earlier failure):
+// an invalid mask, never a crash (its reshape once read axes the poison does not have).
+TEST(Builder, MasksOverPoisonedPositionsDoNotCrash) {
+  Builder b("g");
+  V x = cst(b, "x", {2, 3});
+  V bad_pos = b.matmul(x, x);
+  ASSERT_FALSE(bad_pos.valid());
+  const V keys = ops::key_positions(b, 4);
+  EXPECT_FALSE(ops::span_mask(bad_pos, keys, {}).valid());
+  EXPECT_FALSE(ops::sliding_window_mask(bad_pos, 4, 2).valid());
+  EXPECT_FALSE(b.finish().ok());
 }
 
 TEST(Builder, DefaultHandlesDoNotCrash) {

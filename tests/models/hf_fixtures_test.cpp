@@ -43,7 +43,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFixture,
                          ::testing::Combine(::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3",
                                                               "gemma2", "gpt2", "bloom", "deepseek_v2",
                                                               "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral", "qwen3_moe",
-                                                              "qwen2_moe", "deepseek_v3"),
+                                                              "qwen2_moe", "deepseek_v3", "gemma3"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle)),
                          [](const auto& info) {
                            return str_cat(std::get<0>(info.param),

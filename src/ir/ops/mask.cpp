@@ -10,6 +10,7 @@ namespace {
 
 // [n, Lk] (keys shared by every query) or [R, n, Lk] pred -> additive f32 [R, 1, n, Lk].
 V additive(V visible) {
+  if (!visible.valid()) return visible;  // a failed trace: poison has no axes to reshape
   Builder& b = *visible.b;
   const double inf = std::numeric_limits<double>::infinity();
   V m = b.select(visible, b.literal(0.0), b.literal(-inf));
@@ -23,6 +24,8 @@ V additive(V visible) {
 V key_positions(Builder& b, int64_t lk) { return b.iota({1, lk}, 1); }
 
 V span_mask(V pos, V keys, const std::vector<KeySpan>& spans) {
+  if (!pos.valid()) return pos;  // a failed trace: poison has no axes to compare along
+  if (!keys.valid()) return keys;
   Builder& b = *pos.b;
   const int64_t r = keys.dim(0), lk = keys.dim(1), n = pos.dim(0) / r;
   // One shared key row: [1, Lk] against [n, 1]; per-row keys: [R, 1, Lk] against [R, n, 1].
