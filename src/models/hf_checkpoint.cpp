@@ -32,6 +32,12 @@ Status load_weights(const load::SafetensorsSet& st, const Family& family, const 
     if (ours.empty()) return unsupported(st.path(), ": tensor ", hf, " is not used by kvforge's ", c.arch, " family");
     Result<HostTensor> t = st.tensor(hf);
     if (!t) return t.take_error();
+    if (splits(fix)) {
+      auto parts = split_fused(ours, *t, fix, c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim);
+      if (!parts) return parts.take_error().context(st.path(), ": tensor ", hf);
+      for (auto& [name, part] : *parts) w.add(name, std::move(part));
+      continue;
+    }
     Result<HostTensor> fixed = apply_fix(std::move(*t), fix, c.n_heads);
     if (!fixed) return fixed.take_error().context(st.path(), ": tensor ", hf);
     w.add(ours, std::move(*fixed));

@@ -44,6 +44,17 @@ const FamilyNames kMixtralNames = [] {
   return n;
 }();
 
+const FamilyNames kPhi3Names{
+    "model.layers.",
+    {{"input_layernorm.weight", "attn_norm.weight"},
+     {"self_attn.qkv_proj.weight", "attn_qkv.weight", Fix::kSplitQkv},
+     {"self_attn.o_proj.weight", "attn_output.weight"},
+     {"post_attention_layernorm.weight", "ffn_norm.weight"},
+     {"mlp.gate_up_proj.weight", "ffn_gate_up.weight", Fix::kSplitGateUp},
+     {"mlp.down_proj.weight", "ffn_down.weight"}},
+    {{"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
+     {"lm_head.weight", "output.weight"}}};
+
 const FamilyNames kGemma2Names{
     "model.layers.",
     {{"input_layernorm.weight", "attn_norm.weight"},
@@ -144,6 +155,34 @@ Result<HostTensor> apply_fix(HostTensor t, Fix fix, int64_t n_heads) {
   Result<HostTensor> c = p->contiguous();
   if (!c) return c;
   return c->reshape(t.shape());
+}
+
+Result<std::vector<std::pair<std::string, HostTensor>>> split_fused(const std::string& ours, const HostTensor& t, Fix fix,
+                                                                     int64_t q_rows, int64_t kv_rows) {
+  const bool qkv = fix == Fix::kSplitQkv;
+  const std::string fused = qkv ? "attn_qkv.weight" : "ffn_gate_up.weight";
+  if (!ours.ends_with(fused) || t.rank() != 2 || !t.is_contiguous()) return internal_error("split_fused: ", ours);
+  const std::string stem = ours.substr(0, ours.size() - fused.size());
+  const int64_t rows = t.shape()[0];
+  std::vector<std::pair<std::string, int64_t>> parts;
+  if (qkv) parts = {{"attn_q.weight", q_rows}, {"attn_k.weight", kv_rows}, {"attn_v.weight", kv_rows}};
+  else parts = {{"ffn_gate.weight", rows / 2}, {"ffn_up.weight", rows / 2}};
+  int64_t total = 0;
+  for (const auto& [name, n] : parts) total += n;
+  if (total != rows || (!qkv && rows % 2 != 0)) {
+    return invalid_input("fused ", qkv ? "q/k/v" : "gate/up", " of ", rows, " rows, expected ", qkv ? total : rows + rows % 2);
+  }
+  std::vector<std::pair<std::string, HostTensor>> out;
+  const int64_t row_bytes = t.nbytes() / rows;
+  int64_t at = 0;
+  for (const auto& [name, n] : parts) {
+    Result<HostTensor> part = HostTensor::zeros(t.dtype(), {n, t.shape()[1]});
+    if (!part) return part.take_error();
+    std::memcpy(part->raw_mut(), static_cast<const char*>(t.raw()) + at * row_bytes, static_cast<size_t>(n * row_bytes));
+    out.emplace_back(stem + name, std::move(*part));
+    at += n;
+  }
+  return out;
 }
 
 namespace {

@@ -30,6 +30,8 @@ const std::vector<Family>& table() {
        .hf_config = qwen2_moe_hf_config, .hf_names = &kQwen2MoeNames},
       {.arch = "mixtral", .hf_types = {"mixtral"}, .gguf_arch = "", .trace = trace_llama,
        .hf_config = mixtral_hf_config, .hf_names = &kMixtralNames},
+      {.arch = "phi3", .hf_types = {"phi3"}, .gguf_arch = "", .trace = trace_llama, .hf_config = llama_hf_config,
+       .hf_names = &kPhi3Names},
       {.arch = "gemma2", .hf_types = {"gemma2"}, .gguf_arch = "", .trace = trace_gemma2,
        .hf_config = gemma2_hf_config, .hf_names = &kGemma2Names},
       {.arch = "gemma3", .hf_types = {"gemma3_text"}, .gguf_arch = "", .trace = trace_gemma2,

@@ -15,6 +15,7 @@
 #include "load/npy.h"
 #include "models/model.h"
 #include "hf_fixture.h"
+#include "models/hf_names.h"
 #include "testing.h"
 
 namespace kvf {
@@ -43,7 +44,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFixture,
                          ::testing::Combine(::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3",
                                                               "gemma2", "gpt2", "bloom", "deepseek_v2",
                                                               "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral", "qwen3_moe",
-                                                              "qwen2_moe", "deepseek_v3", "gemma3"),
+                                                              "qwen2_moe", "deepseek_v3", "gemma3", "phi3"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle)),
                          [](const auto& info) {
                            return str_cat(std::get<0>(info.param),
@@ -73,6 +74,22 @@ TEST(HfFixtureRefusal, UnknownExpertRoutingIsRefused) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().code(), ErrorCode::kUnsupported);
   EXPECT_NE(m.error().message().find("group_limited_greedy"), std::string::npos) << m.error().message();
+}
+
+// Phi-3's fused projections must hold exactly the parts the config sizes.
+TEST(HfFixtureRefusal, FusedProjectionsOfTheWrongSizeAreRefused) {
+  const HostTensor qkv = testing::must(HostTensor::zeros(DType::kF32, {130, 64}));
+  auto wrong = models::split_fused("blk.0.attn_qkv.weight", qkv, models::Fix::kSplitQkv, 64, 32);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_TRUE(testing::mentions(wrong.error(), "fused q/k/v of 130 rows, expected 128"));
+  const HostTensor odd = testing::must(HostTensor::zeros(DType::kF32, {191, 64}));
+  EXPECT_FALSE(models::split_fused("blk.0.ffn_gate_up.weight", odd, models::Fix::kSplitGateUp, 0, 0).ok());
+  auto parts = models::split_fused("blk.3.ffn_gate_up.weight", testing::must(HostTensor::zeros(DType::kF32, {192, 64})),
+                                   models::Fix::kSplitGateUp, 0, 0);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ((*parts)[0].first, "blk.3.ffn_gate.weight");
+  EXPECT_EQ((*parts)[1].second.shape(), (Shape{96, 64}));
 }
 
 // DeepSeek-V3's groups must split the experts evenly, at least two to a group (a group's

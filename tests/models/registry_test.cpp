@@ -46,9 +46,9 @@ TEST(Registry, EveryNameLeadsToOneFamily) {
 
 TEST(Registry, KnownFamiliesListsEachKey) {
   EXPECT_EQ(models::known_families(models::FamilyKey::kArch),
-            "llama, mistral, qwen2, qwen3, qwen3moe, qwen2moe, mixtral, gemma2, gemma3, gpt2, bloom, deepseek2, deepseek3");
+            "llama, mistral, qwen2, qwen3, qwen3moe, qwen2moe, mixtral, phi3, gemma2, gemma3, gpt2, bloom, deepseek2, deepseek3");
   EXPECT_EQ(models::known_families(models::FamilyKey::kHfType),
-            "llama, mistral, qwen2, qwen3, qwen3_moe, qwen2_moe, mixtral, gemma2, gemma3_text, gpt2, bloom, deepseek_v2, deepseek_v3");
+            "llama, mistral, qwen2, qwen3, qwen3_moe, qwen2_moe, mixtral, phi3, gemma2, gemma3_text, gpt2, bloom, deepseek_v2, deepseek_v3");
   EXPECT_EQ(models::known_families(models::FamilyKey::kGguf), "llama, mistral, qwen2, qwen3, qwen3moe");
 }
 
