@@ -222,6 +222,11 @@ Status CpuExecutor::bind_ops() {
       const Ref& w = op.in[1];
       op.packed = pack_weights(pool_, WeightView{w.dtype(), w.data, w.dim(0), w.dim(1)}, op.in[0].numel / w.dim(1));
     }
+    if (e.op == OpKind::kMoe) {  // the weights' views, once, not per step
+      for (size_t k = 2; k < op.in.size(); ++k) {
+        op.experts.push_back({op.in[k].dtype(), op.in[k].data, op.in[k].dim(0), op.in[k].dim(1)});
+      }
+    }
     (in_prelude[i] ? prelude_ : body_).push_back(std::move(op));
   }
   return {};
@@ -258,14 +263,11 @@ Status CpuExecutor::run_op(const Op& op) {
 }
 
 void CpuExecutor::run_moe(const ir::Eqn& e, const Op& op) {
-  const auto experts = static_cast<size_t>(op.in.size() - 2) / 3;
-  std::vector<WeightView> w;
-  w.reserve(3 * experts);
-  for (size_t i = 2; i < op.in.size(); ++i) w.push_back({op.in[i].dtype(), op.in[i].data, op.in[i].dim(0), op.in[i].dim(1)});
-  const std::span<const WeightView> all(w);
+  const size_t experts = op.experts.size() / 3;
+  const std::span<const WeightView> all(op.experts);
   const int64_t dim = op.in[0].shape().back();
   moe(pool_, {.x = op.in[0].f32(), .weights = op.in[1].f32(), .rows = op.in[0].numel / dim, .dim = dim,
-              .ffn = w.front().n, .gate = all.subspan(0, experts), .up = all.subspan(experts, experts),
+              .ffn = all.front().n, .gate = all.subspan(0, experts), .up = all.subspan(experts, experts),
               .down = all.subspan(2 * experts, experts), .act = e.params.glu, .out = op.out.f32(), .scratch = op.scratch});
 }
 

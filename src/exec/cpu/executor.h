@@ -44,6 +44,7 @@ class CpuExecutor final : public Executor {
     float* scratch = nullptr;
     int placed = -1;  // Attention on the backend: its index among the plan's Attention eqns
     std::shared_ptr<const PackedWeights> packed;  // Linear: its weights packed ahead, or null
+    std::vector<WeightView> experts;              // Moe: every expert's gate, then up, then down
   };
 
   CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention, WeightPacking packing);
