@@ -211,6 +211,11 @@ Status CpuExecutor::bind_ops() {
     }
     if (e.op == OpKind::kAttention) ++attentions;
     if (!s) return s.take_error().context("eqn ", i);
+    if (e.op == OpKind::kMoe) {  // the weights' views, once, not per step
+      for (size_t k = 2; k < op.in.size(); ++k) {
+        op.experts.push_back({op.in[k].dtype(), op.in[k].data, op.in[k].dim(0), op.in[k].dim(1)});
+      }
+    }
     if (constant_inputs && owner == e.out) {  // weights-only work happens once, here
       s = run_op(op);
       if (!s) return s.take_error().context("folding eqn ", i);
@@ -221,11 +226,6 @@ Status CpuExecutor::bind_ops() {
     if (e.op == OpKind::kLinear && packing_ == WeightPacking::kAhead) {
       const Ref& w = op.in[1];
       op.packed = pack_weights(pool_, WeightView{w.dtype(), w.data, w.dim(0), w.dim(1)}, op.in[0].numel / w.dim(1));
-    }
-    if (e.op == OpKind::kMoe) {  // the weights' views, once, not per step
-      for (size_t k = 2; k < op.in.size(); ++k) {
-        op.experts.push_back({op.in[k].dtype(), op.in[k].data, op.in[k].dim(0), op.in[k].dim(1)});
-      }
     }
     (in_prelude[i] ? prelude_ : body_).push_back(std::move(op));
   }
