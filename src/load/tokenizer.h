@@ -24,8 +24,9 @@ enum class VocabKind {
   kBpe,  // byte-level BPE (GPT-2 family): merges chosen by rank, bytes mapped to unicode
 };
 
-// The pre-tokenizer split rules byte-level BPE applies before merging.
-enum class PreTokenizer { kGpt2, kLlama3, kQwen2 };
+// The pre-tokenizer split rules byte-level BPE applies before merging (tokenizer_bpe.h has
+// each one's regexes and GGUF name).
+enum class PreTokenizer { kGpt2, kLlama3, kQwen2, kDeepseekLlm, kDeepseekCoder, kDeepseek3, kFalcon, kStarcoder };
 
 struct Vocab {
   VocabKind kind = VocabKind::kSpm;

@@ -66,14 +66,75 @@ size_t next_char(std::string_view s, size_t i, uint32_t& cp) {
 
 // ---- Pre-tokenizer regexes ------------------------------------------------------------------
 
-// The split patterns as HF tokenizer.json and tiktoken spell them. Their \s is Unicode
-// White_Space; PCRE2's \s differs (it lacks U+0085 and has U+180E), so to_pcre spells it out.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-constexpr const char* kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// The split patterns as HF tokenizer.json and tiktoken spell them (llama.cpp's lists for the
+// multi-split ones). Their \s is Unicode White_Space; PCRE2's \s differs (it lacks U+0085 and
+// has U+180E), so to_pcre spells it out.
+constexpr const char* kGpt2Split[] = {
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"};
+constexpr const char* kLlama3Split[] = {
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+constexpr const char* kQwen2Split[] = {
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+// CJK ideographs, everything from Samaritan to U+4E00, and Hangul as runs of their own.
+#define KVF_DEEPSEEK_CJK R"([\x{4E00}-\x{9FA5}\x{800}-\x{4E00}\x{AC00}-\x{D7FF}]+)"
+constexpr const char* kDeepseekLlmSplit[] = {
+    R"([\r\n])",
+    // Cased letters (Latin, Greek, Cyrillic, Armenian, Georgian, Cherokee, ...), spelled out.
+    R"(\s?[A-Za-z\x{B5}\x{C0}-\x{D6}\x{D8}-\x{F6}\x{F8}-\x{1BA}\x{1BC}-\x{1BF}\x{1C4}-\x{293}\x{295}-\x{2AF})"
+    R"(\x{370}-\x{373}\x{376}\x{377}\x{37B}-\x{37D}\x{37F}\x{386}\x{388}-\x{38A}\x{38C}\x{38E}-\x{3A1}\x{3A3}-\x{3F5})"
+    R"(\x{3F7}-\x{481}\x{48A}-\x{52F}\x{531}-\x{556}\x{10A0}-\x{10C5}\x{13A0}-\x{13F5}\x{13F8}-\x{13FD}\x{1C90}-\x{1CBA})"
+    R"(\x{1CBD}-\x{1CBF}\x{1D00}-\x{1D2B}\x{1D6B}-\x{1D77}\x{1D79}-\x{1D9A}\x{1E00}-\x{1F15}\x{1F18}-\x{1F1D})"
+    R"(\x{1F20}-\x{1F45}\x{1F48}-\x{1F4D}\x{1F50}-\x{1F57}\x{1F59}\x{1F5B}\x{1F5D}\x{1F5F}-\x{1F7D}\x{1F80}-\x{1FB4})"
+    R"(\x{1FB6}-\x{1FBC}\x{1FBE}\x{1FC2}-\x{1FC4}\x{1FC6}-\x{1FCC}\x{1FD0}-\x{1FD3}\x{1FD6}-\x{1FDB}\x{1FE0}-\x{1FEC})"
+    R"(\x{1FF2}-\x{1FF4}\x{1FF6}-\x{1FFC}\x{2102}\x{2107}\x{210A}-\x{2113}\x{2115}\x{2119}-\x{211D}\x{2124}\x{2126})"
+    R"(\x{2128}\x{212A}-\x{212D}\x{212F}-\x{2134}\x{2139}\x{213C}-\x{213F}\x{2145}-\x{2149}\x{214E}\x{2183}\x{2184})"
+    R"(\x{2C00}-\x{2C7B}\x{2C7E}-\x{2CE4}\x{2CEB}-\x{2CEE}\x{2CF2}\x{2CF3}\x{A640}-\x{A66D}\x{A680}-\x{A69B})"
+    R"(\x{A722}-\x{A76F}\x{A771}-\x{A787}\x{A78B}-\x{A78E}\x{AB70}-\x{ABBF}\x{FB00}-\x{FB06}\x{FB13}-\x{FB17})"
+    R"(\x{FF21}-\x{FF3A}\x{FF41}-\x{FF5A}\x{10400}-\x{1044F}\x{104B0}-\x{104D3}\x{104D8}-\x{104FB}\x{10C80}-\x{10CB2})"
+    R"(\x{10CC0}-\x{10CF2}\x{118A0}-\x{118DF}\x{1E900}-\x{1E943}]+)",
+    R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)",
+    R"(\s+$)",
+    KVF_DEEPSEEK_CJK,
+    R"(\p{N}+)"};
+constexpr const char* kDeepseekCoderSplit[] = {
+    R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)", KVF_DEEPSEEK_CJK, R"(\p{N})"};
+#undef KVF_DEEPSEEK_CJK
+constexpr const char* kDeepseek3Split[] = {
+    R"(\p{N}{1,3})",
+    R"([\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)",
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"};
+constexpr const char* kFalconSplit[] = {
+    R"([\p{P}\$\+<=>\^~\|`]+)",
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
+    R"([0-9][0-9][0-9])"};
+constexpr const char* kStarcoderSplit[] = {
+    R"(\p{N})", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))"};
+
+struct PreTokenizerSpec {
+  PreTokenizer pre;
+  std::span<const char* const> splits;
+  std::string_view name;                      // tokenizer.ggml.pre, as written
+  const char* aliases[4];                     // other names read as the same split (nullptr: none)
+};
+
+constexpr PreTokenizerSpec kPreTokenizers[] = {
+    {PreTokenizer::kGpt2, kGpt2Split, "gpt-2", {"", "default", "mpt", "phi-2"}},
+    {PreTokenizer::kLlama3, kLlama3Split, "llama-bpe", {"llama3"}},
+    {PreTokenizer::kQwen2, kQwen2Split, "qwen2", {"deepseek-r1-qwen"}},
+    {PreTokenizer::kDeepseekLlm, kDeepseekLlmSplit, "deepseek-llm", {}},
+    {PreTokenizer::kDeepseekCoder, kDeepseekCoderSplit, "deepseek-coder", {}},
+    {PreTokenizer::kDeepseek3, kDeepseek3Split, "deepseek-v3", {}},
+    {PreTokenizer::kFalcon, kFalconSplit, "falcon", {}},
+    {PreTokenizer::kStarcoder, kStarcoderSplit, "starcoder", {"refact", "smollm", "command-r"}},
+};
+
+const PreTokenizerSpec& spec_of(PreTokenizer pre) {
+  for (const PreTokenizerSpec& s : kPreTokenizers) {
+    if (s.pre == pre) return s;
+  }
+  return kPreTokenizers[0];
+}
+
 constexpr const char* kWhiteSpace =
     R"(\t\n\x{0B}\f\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
@@ -111,12 +172,14 @@ struct MatchDataFree {
 using Regex = std::unique_ptr<pcre2_code, CodeFree>;
 
 // Compiles a split pattern; invalid UTF-8 in a subject is allowed and simply never matches.
-Result<Regex> compile(PreTokenizer pre) {
-  const std::string pattern = to_pcre(bpe_split_regex(pre));
+// '$' is the end of the chunk only (not before a final newline), as in HF's and llama.cpp's.
+Result<Regex> compile(const char* split) {
+  const std::string pattern = to_pcre(split);
   int err = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &err,
+                                   &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof(msg));
@@ -124,6 +187,16 @@ Result<Regex> compile(PreTokenizer pre) {
   }
   (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // a speed-up only; the interpreter remains
   return Regex(code);
+}
+
+Result<std::vector<Regex>> compile_all(PreTokenizer pre) {
+  std::vector<Regex> out;
+  for (const char* split : spec_of(pre).splits) {
+    Result<Regex> re = compile(split);
+    if (!re.ok()) return re.take_error();
+    out.push_back(std::move(re).value());
+  }
+  return out;
 }
 
 // One match at or after pos: [start, end), or false when none is left. Falls back from the
@@ -157,6 +230,18 @@ void split(const pcre2_code* re, std::string_view text, std::vector<std::string_
     pos = end;
   }
   if (pos < text.size()) out.push_back(text.substr(pos));
+}
+
+// text through every regex in turn, each one cutting the chunks the one before made.
+std::vector<std::string_view> split_all(const std::vector<Regex>& regexes, std::string_view text) {
+  std::vector<std::string_view> chunks{text}, next;
+  for (const Regex& re : regexes) {
+    next.clear();
+    for (std::string_view chunk : chunks) split(re.get(), chunk, next);
+    chunks.swap(next);
+  }
+  if (text.empty()) chunks.clear();
+  return chunks;
 }
 
 // ---- The tokenizer --------------------------------------------------------------------------
@@ -217,7 +302,7 @@ class BpeTokenizer final : public Tokenizer {
   void push_pair(const std::vector<Symbol>& syms, int32_t left, std::priority_queue<Candidate, std::vector<Candidate>,
                  std::greater<>>& heap) const;
 
-  Regex regex_;
+  std::vector<Regex> regexes_;
   std::unordered_map<std::string, int32_t> ids_;      // piece -> id (the first one wins)
   std::unordered_map<uint64_t, Merge> merges_;        // (left id, right id) -> rank and result
   std::array<int32_t, 256> byte_ids_{};               // byte -> id of its one-character piece
@@ -232,10 +317,10 @@ Result<std::unique_ptr<Tokenizer>> BpeTokenizer::make(Vocab vocab) {
   if (vocab.types.size() != vocab.pieces.size()) {
     return invalid_input("BPE tokenizer: ", vocab.types.size(), " token types for ", vocab.pieces.size(), " pieces");
   }
-  Result<Regex> re = compile(vocab.pre);
-  if (!re.ok()) return re.take_error();
+  Result<std::vector<Regex>> regexes = compile_all(vocab.pre);
+  if (!regexes.ok()) return regexes.take_error();
   std::unique_ptr<BpeTokenizer> tok(new BpeTokenizer(std::move(vocab)));
-  tok->regex_ = std::move(re).value();
+  tok->regexes_ = std::move(regexes).value();
   // Llama 3's merges do not reach every piece, so it looks whole chunks up first (as HF's
   // ignore_merges and llama.cpp do).
   tok->ignore_merges_ = tok->vocab_.pre == PreTokenizer::kLlama3;
@@ -341,9 +426,7 @@ std::vector<int32_t> BpeTokenizer::encode(const std::string& text, bool add_spec
 }
 
 void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
-  std::vector<std::string_view> chunks;
-  split(regex_.get(), text, chunks);
-  for (std::string_view chunk : chunks) encode_chunk(chunk, out);
+  for (std::string_view chunk : split_all(regexes_, text)) encode_chunk(chunk, out);
 }
 
 void BpeTokenizer::push_pair(const std::vector<Symbol>& syms, int32_t left,
@@ -417,20 +500,33 @@ std::string bpe_unicode_to_bytes(std::string_view text) {
   return out;
 }
 
-const char* bpe_split_regex(PreTokenizer pre) {
-  switch (pre) {
-    case PreTokenizer::kGpt2: return kGpt2Pattern;
-    case PreTokenizer::kLlama3: return kLlama3Pattern;
-    case PreTokenizer::kQwen2: return kQwen2Pattern;
+std::span<const char* const> bpe_split_regexes(PreTokenizer pre) { return spec_of(pre).splits; }
+
+std::span<const PreTokenizer> all_pre_tokenizers() {
+  static const std::vector<PreTokenizer> all = [] {
+    std::vector<PreTokenizer> v;
+    for (const PreTokenizerSpec& s : kPreTokenizers) v.push_back(s.pre);
+    return v;
+  }();
+  return all;
+}
+
+std::string_view pre_tokenizer_name(PreTokenizer pre) { return spec_of(pre).name; }
+
+std::optional<PreTokenizer> pre_tokenizer_named(std::string_view gguf_name) {
+  for (const PreTokenizerSpec& s : kPreTokenizers) {
+    if (s.name == gguf_name) return s.pre;
+    for (const char* alias : s.aliases) {
+      if (alias != nullptr && alias == gguf_name) return s.pre;
+    }
   }
-  return kGpt2Pattern;
+  return std::nullopt;
 }
 
 Result<std::vector<std::string>> bpe_pre_split(PreTokenizer pre, std::string_view text) {
-  Result<Regex> re = compile(pre);
-  if (!re.ok()) return re.take_error();
-  std::vector<std::string_view> chunks;
-  split(re->get(), text, chunks);
+  Result<std::vector<Regex>> regexes = compile_all(pre);
+  if (!regexes.ok()) return regexes.take_error();
+  const std::vector<std::string_view> chunks = split_all(*regexes, text);
   return std::vector<std::string>(chunks.begin(), chunks.end());
 }
 

@@ -2,6 +2,8 @@
 // the pre-tokenizer split and GPT-2's byte <-> printable-unicode alphabet.
 #pragma once
 
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,10 +12,17 @@
 
 namespace kvf::load {
 
-// pre's split regex as HF tokenizer.json (Split pre-tokenizer) and tiktoken spell it.
-const char* bpe_split_regex(PreTokenizer pre);
+// pre's split regexes, applied in turn: each cuts every chunk the previous ones made into its
+// matches and the stretches between them (HF's Sequence of Split pre-tokenizers, "Isolated").
+std::span<const char* const> bpe_split_regexes(PreTokenizer pre);
 
-// The chunks pre's split regex cuts text into, in order; they concatenate back to text.
+// Every pre-tokenizer, and each one's tokenizer.ggml.pre name (GGUF) and back; a name
+// llama.cpp gives the same split (mpt, refact, ...) maps to the same PreTokenizer.
+std::span<const PreTokenizer> all_pre_tokenizers();
+std::string_view pre_tokenizer_name(PreTokenizer pre);
+std::optional<PreTokenizer> pre_tokenizer_named(std::string_view gguf_name);
+
+// The chunks pre's split regexes cut text into, in order; they concatenate back to text.
 // Bytes no match covers (invalid UTF-8) come out as chunks of their own.
 Result<std::vector<std::string>> bpe_pre_split(PreTokenizer pre, std::string_view text);
 

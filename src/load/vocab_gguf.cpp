@@ -3,6 +3,7 @@
 // Errors name the file and the key that is missing, mistyped, mis-sized or out of range.
 #include <cmath>
 
+#include "load/tokenizer_bpe.h"
 #include "load/vocab_readers.h"
 
 namespace kvf::load {
@@ -120,11 +121,13 @@ Result<PreTokenizer> pre_tokenizer(const GgufFile& f) {
     if (!n) return n.take_error();
     name = std::move(*n);
   }
-  // mpt uses GPT-2's split in llama.cpp (its vectors pass with it).
-  if (name.empty() || name == "gpt-2" || name == "default" || name == "mpt") return PreTokenizer::kGpt2;
-  if (name == "llama-bpe" || name == "llama3") return PreTokenizer::kLlama3;
-  if (name == "qwen2") return PreTokenizer::kQwen2;
-  return unsupported(f.path, ": tokenizer.ggml.pre \"", name, "\" is not a supported pre-tokenizer (gpt-2, llama-bpe, qwen2)");
+  const std::optional<PreTokenizer> pre = pre_tokenizer_named(name);
+  if (!pre) {
+    std::string known;
+    for (PreTokenizer p : all_pre_tokenizers()) known += str_cat(known.empty() ? "" : ", ", pre_tokenizer_name(p));
+    return unsupported(f.path, ": tokenizer.ggml.pre \"", name, "\" is not a supported pre-tokenizer (", known, ")");
+  }
+  return *pre;
 }
 
 Result<Vocab> bpe_from_gguf(const GgufFile& f) {

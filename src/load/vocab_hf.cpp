@@ -226,8 +226,9 @@ Result<PreTokenizer> read_split(const Ctx& ctx, const json& split, const std::st
     return unsupported(ctx.file, ": ", path, ": only behavior \"Isolated\" without invert is supported");
   }
   const std::string& r = str(*regex);
-  for (PreTokenizer p : {PreTokenizer::kGpt2, PreTokenizer::kLlama3, PreTokenizer::kQwen2}) {
-    if (r == bpe_split_regex(p)) return p;
+  for (PreTokenizer p : all_pre_tokenizers()) {
+    const std::span<const char* const> splits = bpe_split_regexes(p);
+    if (splits.size() == 1 && r == splits[0]) return p;
   }
   return unsupported(ctx.file, ": ", path, ".pattern.Regex \"", r, "\" is not a known split (GPT-2, Llama 3, Qwen2)");
 }

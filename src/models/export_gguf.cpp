@@ -8,6 +8,7 @@
 #include "core/kquants.h"
 #include "load/ggml_types.h"
 #include "load/gguf_writer.h"
+#include "load/tokenizer_bpe.h"
 #include "models/gguf_names.h"
 #include "models/registry.h"
 
@@ -44,16 +45,6 @@ std::string gguf_piece(const load::Vocab& v, size_t id) {
   return out;
 }
 
-// llama.cpp's tokenizer.ggml.pre name for each split rule kvforge knows.
-const char* gguf_pre_name(load::PreTokenizer pre) {
-  switch (pre) {
-    case load::PreTokenizer::kGpt2: return "gpt-2";
-    case load::PreTokenizer::kLlama3: return "llama-bpe";
-    case load::PreTokenizer::kQwen2: return "qwen2";
-  }
-  return "gpt-2";
-}
-
 // SentencePiece: pieces with '▁' for space and their scores ("llama"); byte-level BPE:
 // pieces in GPT-2's byte alphabet, merges in rank order and the split rule ("gpt2").
 Status write_tokenizer(const load::Vocab& v, load::GgufWriter& w) {
@@ -69,7 +60,7 @@ Status write_tokenizer(const load::Vocab& v, load::GgufWriter& w) {
     w.set_f32s("tokenizer.ggml.scores", v.scores);
   } else {
     w.set_string("tokenizer.ggml.model", "gpt2");
-    w.set_string("tokenizer.ggml.pre", gguf_pre_name(v.pre));
+    w.set_string("tokenizer.ggml.pre", std::string(load::pre_tokenizer_name(v.pre)));
     w.set_strings("tokenizer.ggml.tokens", pieces);
     w.set_strings("tokenizer.ggml.merges", v.merges);
   }

@@ -55,6 +55,22 @@ TEST(BpeVectors, MptAllPass) {
   check_vectors(*testing::must(Tokenizer::create(std::move(v))), "mpt");
 }
 
+// A vocab of llama.cpp's set through vocab_from_gguf, checked against its vectors; the
+// pre-tokenizer its tokenizer.ggml.pre names must be `pre`.
+void check_gguf_vectors(const std::string& name, PreTokenizer pre) {
+  std::optional<std::string> path = vocab_path(name);
+  if (!path) KVF_SKIP_MISSING("ggml-vocab-" << name << ".gguf not present");
+  Vocab v = testing::must(load::vocab_from_gguf(testing::must(load::read_gguf(*path))));
+  EXPECT_EQ(v.pre, pre);
+  check_vectors(*testing::must(Tokenizer::create(std::move(v))), name);
+}
+
+TEST(BpeVectors, DeepseekCoderAllPass) { check_gguf_vectors("deepseek-coder", PreTokenizer::kDeepseekCoder); }
+TEST(BpeVectors, DeepseekLlmAllPass) { check_gguf_vectors("deepseek-llm", PreTokenizer::kDeepseekLlm); }
+TEST(BpeVectors, FalconAllPass) { check_gguf_vectors("falcon", PreTokenizer::kFalcon); }
+TEST(BpeVectors, StarcoderAllPass) { check_gguf_vectors("starcoder", PreTokenizer::kStarcoder); }
+TEST(BpeVectors, RefactAllPass) { check_gguf_vectors("refact", PreTokenizer::kStarcoder); }
+
 Chunks split(PreTokenizer pre, const std::string& text) { return testing::must(load::bpe_pre_split(pre, text)); }
 
 TEST(BpePreSplit, Gpt2) {
@@ -101,8 +117,54 @@ TEST(BpePreSplit, Qwen2) {
   EXPECT_EQ(split(P, "v2 🙂"), (Chunks{"v", "2", " 🙂"}));
 }
 
+// Each later regex cuts the chunks of the ones before: digits first, then GPT-2's rule.
+TEST(BpePreSplit, Starcoder) {
+  const auto P = PreTokenizer::kStarcoder;
+  EXPECT_EQ(split(P, "x = 123;"), (Chunks{"x", " =", " ", "1", "2", "3", ";"}));
+  EXPECT_EQ(split(P, "I'm  ok"), (Chunks{"I", "'m", " ", " ok"}));
+}
+
+TEST(BpePreSplit, Falcon) {
+  const auto P = PreTokenizer::kFalcon;
+  // Punctuation and $+<=>^~|` runs first; then GPT-2's rule; then digits three at a time.
+  EXPECT_EQ(split(P, "a+=b 12345"), (Chunks{"a", "+=", "b", " ", "123", "45"}));
+  EXPECT_EQ(split(P, "12345"), (Chunks{"123", "45"}));
+  EXPECT_EQ(split(P, "hi, you"), (Chunks{"hi", ",", " you"}));
+}
+
+TEST(BpePreSplit, DeepseekCoder) {
+  const auto P = PreTokenizer::kDeepseekCoder;
+  // '=' is a math symbol, not punctuation: it stays in the gap the digits then cut.
+  EXPECT_EQ(split(P, "int x1 = 42;\n"), (Chunks{"int", " x", "1", " = ", "4", "2", ";", "\n"}));
+  EXPECT_EQ(split(P, "你好 world"), (Chunks{"你好", " world"}));
+}
+
+TEST(BpePreSplit, DeepseekLlm) {
+  const auto P = PreTokenizer::kDeepseekLlm;
+  // The punctuation split's ":-~" range holds the ASCII letters too, so it cuts " wörld" again.
+  EXPECT_EQ(split(P, "Hello, wörld 2024!"), (Chunks{"Hello", ",", " w", "ö", "rld", " ", "2024", "!"}));
+  EXPECT_EQ(split(P, "ok  "), (Chunks{"ok", "  "}));  // trailing whitespace is a chunk of its own
+  EXPECT_EQ(split(P, "a\r\nb"), (Chunks{"a", "\r", "\n", "b"}));
+}
+
+TEST(BpePreSplit, Deepseek3) {
+  const auto P = PreTokenizer::kDeepseek3;
+  EXPECT_EQ(split(P, "12345 apples"), (Chunks{"123", "45", " apples"}));
+  EXPECT_EQ(split(P, "a.Hello!!"), (Chunks{"a", ".Hello", "!!"}));
+  EXPECT_EQ(split(P, "日本語です"), (Chunks{"日本語です"}));
+}
+
+TEST(BpePreSplit, GgufNamesRoundTrip) {
+  for (PreTokenizer p : load::all_pre_tokenizers()) {
+    EXPECT_EQ(load::pre_tokenizer_named(load::pre_tokenizer_name(p)), p) << load::pre_tokenizer_name(p);
+    EXPECT_FALSE(load::bpe_split_regexes(p).empty());
+  }
+  EXPECT_EQ(load::pre_tokenizer_named("mpt"), PreTokenizer::kGpt2);
+  EXPECT_EQ(load::pre_tokenizer_named("no-such-split"), std::nullopt);
+}
+
 TEST(BpePreSplit, InvalidUtf8BytesAreTheirOwnChunks) {
-  for (PreTokenizer p : {PreTokenizer::kGpt2, PreTokenizer::kLlama3, PreTokenizer::kQwen2}) {
+  for (PreTokenizer p : load::all_pre_tokenizers()) {
     EXPECT_EQ(split(p, "ab\xff" "cd"), (Chunks{"ab", "\xff", "cd"}));
     EXPECT_EQ(split(p, "\xe4\xbd"), (Chunks{"\xe4\xbd"}));  // a truncated character
   }

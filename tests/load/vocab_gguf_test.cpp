@@ -113,7 +113,10 @@ TEST(GgufVocab, ModelAndPreTokenizerNames) {
   const std::vector<std::pair<std::string, load::PreTokenizer>> known = {
       {"gpt-2", load::PreTokenizer::kGpt2},      {"default", load::PreTokenizer::kGpt2},
       {"", load::PreTokenizer::kGpt2},           {"llama-bpe", load::PreTokenizer::kLlama3},
-      {"llama3", load::PreTokenizer::kLlama3},   {"qwen2", load::PreTokenizer::kQwen2}};
+      {"llama3", load::PreTokenizer::kLlama3},   {"qwen2", load::PreTokenizer::kQwen2},
+      {"deepseek-coder", load::PreTokenizer::kDeepseekCoder}, {"deepseek-llm", load::PreTokenizer::kDeepseekLlm},
+      {"deepseek-v3", load::PreTokenizer::kDeepseek3},        {"falcon", load::PreTokenizer::kFalcon},
+      {"starcoder", load::PreTokenizer::kStarcoder},          {"refact", load::PreTokenizer::kStarcoder}};
   for (const auto& [name, pre] : known) {
     Vocab v = testing::must(vocab_of(bpe_writer(name)));
     EXPECT_EQ(v.kind, load::VocabKind::kBpe);
@@ -124,7 +127,7 @@ TEST(GgufVocab, ModelAndPreTokenizerNames) {
     EXPECT_FALSE(v.add_bos);
     EXPECT_EQ(v.types[3], TokenType::kControl);
   }
-  expect_error(bpe_writer("deepseek-coder"), ErrorCode::kUnsupported, "tokenizer.ggml.pre \"deepseek-coder\"");
+  expect_error(bpe_writer("chatglm-bpe"), ErrorCode::kUnsupported, "tokenizer.ggml.pre \"chatglm-bpe\"");
   GgufWriter merges = bpe_writer("gpt-2");
   merges.set_strings("tokenizer.ggml.merges", {});
   Vocab empty = testing::must(vocab_of(merges));
