@@ -1,5 +1,5 @@
 // libFuzzer target: GGUF bytes through parse_gguf_bytes and vocab_from_gguf (tokenizer.ggml.*
-// metadata, SPM or byte-level BPE); a vocab that parses is built into a Tokenizer and
+// metadata, SPM, byte-level BPE or WordPiece); a vocab that parses is built into a Tokenizer and
 // encodes/decodes a short text (fuzz_util.h). Any failure must be a typed kvf::Error.
 #include <cstdint>
 #include <span>

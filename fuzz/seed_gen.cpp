@@ -94,26 +94,47 @@ void gguf_all_types() {
   put_gguf("align64.gguf", w.serialize());
 }
 
-// tokenizer.ggml.* for a vocab; model "llama" (SPM) or "gpt2" (BPE, with pre).
+// tokenizer.ggml.* for a vocab; model "llama" (SPM), "gpt2" (BPE, with pre) or "bert" (WordPiece).
 std::vector<uint8_t> vocab_gguf(const Vocab& v, const std::string& pre) {
   load::GgufWriter w;
   const bool spm = v.kind == load::VocabKind::kSpm;
-  w.set_string("general.architecture", "llama");
-  w.set_string("tokenizer.ggml.model", spm ? "llama" : "gpt2");
-  if (!spm) w.set_string("tokenizer.ggml.pre", pre);
+  const bool wpm = v.kind == load::VocabKind::kWpm;
+  w.set_string("general.architecture", wpm ? "bert" : "llama");
+  w.set_string("tokenizer.ggml.model", spm ? "llama" : wpm ? "bert" : "gpt2");
+  if (!spm && !wpm) w.set_string("tokenizer.ggml.pre", pre);
   w.set_strings("tokenizer.ggml.tokens", v.pieces);
   if (spm) w.set_f32s("tokenizer.ggml.scores", v.scores);
   std::vector<int32_t> types;
   for (TokenType t : v.types) types.push_back(static_cast<int32_t>(t));
   w.set_i32s("tokenizer.ggml.token_type", types);
-  if (!spm) w.set_strings("tokenizer.ggml.merges", v.merges);
-  if (v.bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
-  if (v.eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
+  if (!spm && !wpm) w.set_strings("tokenizer.ggml.merges", v.merges);
+  if (v.bos >= 0) w.set_u32(wpm ? "tokenizer.ggml.cls_token_id" : "tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
+  if (v.eos >= 0) w.set_u32(wpm ? "tokenizer.ggml.seperator_token_id" : "tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
   if (v.unk >= 0) w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk));
   w.set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   Status s = w.add_tensor("token_embd.weight", 0, {4, 2}, filler(32, 7));
   if (!s.ok()) std::fprintf(stderr, "seed_gen: %s\n", s.error().to_string().c_str());
   return w.serialize();
+}
+
+// A WordPiece vocab: [UNK] [CLS] [SEP], the printable ASCII characters as word starts and as
+// continuations, and a few words.
+Vocab synthetic_wpm() {
+  Vocab v;
+  v.kind = load::VocabKind::kWpm;
+  v.pieces = {"[UNK]", "[CLS]", "[SEP]"};
+  for (char c = '!'; c <= '~'; ++c) {
+    v.pieces.push_back("\xe2\x96\x81" + std::string(1, c));
+    v.pieces.push_back(std::string(1, c));
+  }
+  for (const char* w : {"\xe2\x96\x81" "the", "\xe2\x96\x81" "play", "ing", "ed", "\xe2\x96\x81" "\xe4\xbd\xa0"}) v.pieces.push_back(w);
+  v.types.assign(v.pieces.size(), TokenType::kNormal);
+  v.types[0] = TokenType::kUnknown;
+  v.types[1] = v.types[2] = TokenType::kControl;
+  v.unk = 0;
+  v.bos = 1;
+  v.eos = 2;
+  return v;
 }
 
 // A SentencePiece-style vocab: <unk> <s> </s>, 256 byte tokens, a few scored pieces and one
@@ -426,7 +447,8 @@ int main(int argc, char** argv) {
   put_gguf("spm.gguf", vocab_gguf(spm, ""));
   put("tokenizer_bin_fuzz", "synthetic.bin", tokenizer_bin(synthetic_spm(" ")));
   const Vocab bpe = synthetic_bpe();
-  for (const char* pre : {"gpt-2", "llama-bpe", "qwen2"}) put_gguf(std::string("bpe_") + pre + ".gguf", vocab_gguf(bpe, pre));
+  put_gguf("wpm.gguf", vocab_gguf(synthetic_wpm(), ""));
+  for (const char* pre : {"gpt-2", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon", "starcoder"}) put_gguf(std::string("bpe_") + pre + ".gguf", vocab_gguf(bpe, pre));
   for (const char* pre : {"gpt2", "llama3", "qwen2"}) put_text("tokenizer_json_fuzz", std::string("bpe_") + pre + ".json", hf_json(bpe, pre));
   put("llama2c_fuzz", "shared.bin", llama2c(8, 16, 2, 2, 1, 32, 4));
   put("llama2c_fuzz", "unshared.bin", llama2c(8, 12, 1, 4, 2, -16, 2));

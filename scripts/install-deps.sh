@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build clang libclang-rt-14-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libpcre2-dev nlohmann-json3-dev pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev pkg-config
   libcpp-httplib-dev python3-prometheus-client wrk
   python3-jinja2
   gnuplot-nox

@@ -8,20 +8,27 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(Vocab vocab) {
   for (int32_t id : {vocab.bos, vocab.eos, vocab.unk, vocab.pad}) {
     if (id >= vocab.size()) return invalid_input("tokenizer: special token id ", id, " is outside the vocabulary of ", vocab.size());
   }
-  return vocab.kind == VocabKind::kSpm ? make_spm_tokenizer(std::move(vocab)) : make_bpe_tokenizer(std::move(vocab));
+  switch (vocab.kind) {
+    case VocabKind::kSpm: return make_spm_tokenizer(std::move(vocab));
+    case VocabKind::kBpe: return make_bpe_tokenizer(std::move(vocab));
+    case VocabKind::kWpm: return make_wpm_tokenizer(std::move(vocab));
+  }
+  return invalid_input("tokenizer: unknown vocabulary kind");
 }
 
 namespace {
 
 // SentencePiece's dummy prefix: encode() put a space before the text, so the first token
-// that yields text loses one leading ' ' (as SentencePiece and llama.cpp's detokenize do).
+// that yields text loses one leading ' ' (as SentencePiece and llama.cpp's detokenize do);
+// likewise WordPiece's first word.
 // Control tokens (BOS) yield nothing and do not count as that first token.
 std::string text_of(const Tokenizer& tok, int32_t id, bool& at_start) {
   std::string s = tok.token_bytes(id);
   if (at_start && !s.empty()) {
     at_start = false;
     const Vocab& v = tok.vocab();
-    if (v.kind == VocabKind::kSpm && v.add_space_prefix && s[0] == ' ') s.erase(0, 1);
+    const bool prefixed = (v.kind == VocabKind::kSpm && v.add_space_prefix) || v.kind == VocabKind::kWpm;
+    if (prefixed && s[0] == ' ') s.erase(0, 1);
   }
   return s;
 }

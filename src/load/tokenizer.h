@@ -1,7 +1,8 @@
 // Tokenizers: a Vocab read from a checkpoint (llama2.c tokenizer.bin, GGUF tokenizer.ggml.*,
 // HF tokenizer.json) and the Tokenizer that encodes text to ids and decodes ids back.
-// Two algorithms: SentencePiece-style BPE by piece score with byte fallback (tokenizer_spm.cpp)
-// and byte-level BPE by merge rank with a pre-tokenizer (tokenizer_bpe.cpp).
+// Three algorithms: SentencePiece-style BPE by piece score with byte fallback (tokenizer_spm.cpp),
+// byte-level BPE by merge rank with a pre-tokenizer (tokenizer_bpe.cpp) and BERT's WordPiece,
+// longest piece first (tokenizer_wpm.cpp).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ enum class TokenType : int32_t {
 enum class VocabKind {
   kSpm,  // SentencePiece BPE: merges chosen by piece score, byte fallback <0xNN>
   kBpe,  // byte-level BPE (GPT-2 family): merges chosen by rank, bytes mapped to unicode
+  kWpm,  // WordPiece (BERT): normalized words cut into the longest pieces, '▁' starts a word
 };
 
 // The pre-tokenizer split rules byte-level BPE applies before merging (tokenizer_bpe.h has
@@ -40,6 +42,8 @@ struct Vocab {
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = true;
   bool add_eos = false;
+  bool lowercase = true;      // WordPiece: BERT's normalizer lowers case ...
+  bool strip_accents = true;  // ... and drops accents (NFD, then no nonspacing marks)
 
   int32_t size() const { return static_cast<int32_t>(pieces.size()); }
 };
@@ -54,8 +58,9 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(const std::string& text, bool add_special) const = 0;
   // The bytes one token stands for (control tokens give "", byte tokens their byte).
   virtual std::string token_bytes(int32_t id) const = 0;
-  // Ids back to text; invalid UTF-8 is kept as bytes. SPM vocabs with a dummy prefix drop
-  // one leading ' ' from the first token that yields text, so decode(encode(t)) == t.
+  // Ids back to text; invalid UTF-8 is kept as bytes. SPM vocabs with a dummy prefix and
+  // WordPiece drop one leading ' ' from the first token that yields text, so decode(encode(t))
+  // == t (for WordPiece, up to its normalization and the spaces around punctuation).
   std::string decode(const std::vector<int32_t>& ids) const;
 
  protected:
@@ -78,8 +83,9 @@ class StreamDecoder {
   bool at_start_ = true;  // no token has yielded text yet (see decode)
 };
 
-// The two algorithms (tokenizer_spm.cpp, tokenizer_bpe.cpp); Tokenizer::create picks one.
+// The three algorithms; Tokenizer::create picks one.
 Result<std::unique_ptr<Tokenizer>> make_spm_tokenizer(Vocab vocab);
 Result<std::unique_ptr<Tokenizer>> make_bpe_tokenizer(Vocab vocab);
+Result<std::unique_ptr<Tokenizer>> make_wpm_tokenizer(Vocab vocab);
 
 }  // namespace kvf::load

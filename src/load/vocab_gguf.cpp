@@ -1,7 +1,9 @@
 // Vocab from GGUF tokenizer.ggml.* metadata: model "llama" is SentencePiece-style (pieces,
-// scores, token types), "gpt2" is byte-level BPE (pieces, merges, pre-tokenizer name).
+// scores, token types), "gpt2" is byte-level BPE (pieces, merges, pre-tokenizer name), "bert"
+// is WordPiece (pieces, token types, [CLS]/[SEP]/[UNK] ids, normalizer flags).
 // Errors name the file and the key that is missing, mistyped, mis-sized or out of range.
 #include <cmath>
+#include <tuple>
 
 #include "load/tokenizer_bpe.h"
 #include "load/vocab_readers.h"
@@ -150,6 +152,38 @@ Result<Vocab> bpe_from_gguf(const GgufFile& f) {
   return v;
 }
 
+// BERT's WordPiece: [CLS] as BOS and [SEP] as EOS, both added; lower case and accent
+// stripping as the normalizer keys say, by default on (BertNormalizer's defaults).
+Result<Vocab> wpm_from_gguf(const GgufFile& f) {
+  Vocab v;
+  v.kind = VocabKind::kWpm;
+  for (Status (*step)(const GgufFile&, Vocab&) : {read_tokens, read_types}) {
+    Status s = step(f, v);
+    if (!s) return s.take_error();
+  }
+  v.scores.assign(v.pieces.size(), 0.0f);
+  const int32_t n = v.size();
+  struct IdKey { const char* key; int32_t* out; };
+  for (const IdKey& k : {IdKey{"tokenizer.ggml.cls_token_id", &v.bos}, IdKey{"tokenizer.ggml.seperator_token_id", &v.eos},
+                         IdKey{"tokenizer.ggml.unknown_token_id", &v.unk}, IdKey{"tokenizer.ggml.padding_token_id", &v.pad}}) {
+    Result<int32_t> id = special_id(f, k.key, n, -1);
+    if (!id) return id.take_error();
+    *k.out = *id;
+  }
+  if (v.unk < 0) return invalid_input(f.path, ": a WordPiece vocabulary needs tokenizer.ggml.unknown_token_id");
+  for (auto [key, out, fallback] : {std::tuple{"tokenizer.ggml.add_bos_token", &v.add_bos, true},
+                                    std::tuple{"tokenizer.ggml.add_eos_token", &v.add_eos, true},
+                                    std::tuple{"tokenizer.ggml.normalizer.lowercase", &v.lowercase, true}}) {
+    Result<bool> b = flag(f, key, fallback);
+    if (!b) return b.take_error();
+    *out = *b;
+  }
+  Result<bool> strip = flag(f, "tokenizer.ggml.normalizer.strip_accents", v.lowercase);
+  if (!strip) return strip.take_error();
+  v.strip_accents = *strip;
+  return v;
+}
+
 }  // namespace
 
 Result<Vocab> vocab_from_gguf(const GgufFile& f) {
@@ -157,7 +191,8 @@ Result<Vocab> vocab_from_gguf(const GgufFile& f) {
   if (!model) return model.take_error();
   if (*model == "llama") return spm_from_gguf(f);
   if (*model == "gpt2") return bpe_from_gguf(f);
-  return unsupported(f.path, ": tokenizer.ggml.model \"", *model, "\" is not supported (llama and gpt2 are)");
+  if (*model == "bert") return wpm_from_gguf(f);
+  return unsupported(f.path, ": tokenizer.ggml.model \"", *model, "\" is not supported (llama, gpt2 and bert are)");
 }
 
 }  // namespace kvf::load

@@ -48,6 +48,7 @@ std::string gguf_piece(const load::Vocab& v, size_t id) {
 // SentencePiece: pieces with '▁' for space and their scores ("llama"); byte-level BPE:
 // pieces in GPT-2's byte alphabet, merges in rank order and the split rule ("gpt2").
 Status write_tokenizer(const load::Vocab& v, load::GgufWriter& w) {
+  if (v.kind == load::VocabKind::kWpm) return unsupported("GGUF export: a WordPiece (BERT) vocabulary is not written");
   std::vector<std::string> pieces;
   std::vector<int32_t> types;
   for (size_t i = 0; i < v.pieces.size(); ++i) {

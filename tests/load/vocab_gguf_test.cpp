@@ -107,8 +107,8 @@ TEST(GgufVocab, SpmErrorsNameTheKey) {
 
 TEST(GgufVocab, ModelAndPreTokenizerNames) {
   GgufWriter other;
-  other.set_string("tokenizer.ggml.model", "bert");
-  expect_error(other, ErrorCode::kUnsupported, "tokenizer.ggml.model \"bert\"");
+  other.set_string("tokenizer.ggml.model", "t5");
+  expect_error(other, ErrorCode::kUnsupported, "tokenizer.ggml.model \"t5\"");
   expect_error(GgufWriter(), ErrorCode::kInvalidInput, "tokenizer.ggml.model is missing");
   const std::vector<std::pair<std::string, load::PreTokenizer>> known = {
       {"gpt-2", load::PreTokenizer::kGpt2},      {"default", load::PreTokenizer::kGpt2},
@@ -151,10 +151,12 @@ TEST(GgufVocab, LlamaCppVocabFiles) {
   EXPECT_EQ(p.size(), 32064);
   EXPECT_EQ(p.eos, 32000);
   EXPECT_EQ(p.pad, 32000);
-  Result<Vocab> b = load::vocab_from_gguf(testing::must(load::read_gguf(*bert)));
-  ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.error().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(b.error().message().find("bert"), std::string::npos);
+  Vocab b = testing::must(load::vocab_from_gguf(testing::must(load::read_gguf(*bert))));
+  EXPECT_EQ(b.kind, load::VocabKind::kWpm);
+  EXPECT_EQ(b.size(), 30522);
+  EXPECT_EQ(b.pieces[7592], "\xe2\x96\x81" "hello");
+  EXPECT_TRUE(b.lowercase);  // no normalizer keys: BertNormalizer's defaults
+  EXPECT_TRUE(b.strip_accents);
 }
 
 }  // namespace
