@@ -52,10 +52,10 @@ inline models::Model open_fixture(const Fixture& f) {
   return must(models::open_model(f.model, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
 }
 
-// All-position logits of one prefill within `rel_tol` (relative L2) of transformers'.
-inline void expect_logits_match(const char* family, const llm::GeneratorOptions& options, double rel_tol) {
-  const Fixture f = read_fixture(family);
-  const models::Model m = open_fixture(f);
+// All-position logits of one prefill of m (the fixture's checkpoint, or that checkpoint in
+// another format) within `rel_tol` (relative L2) of transformers'.
+inline void expect_logits_match(const Fixture& f, const models::Model& m, const char* family,
+                                const llm::GeneratorOptions& options, double rel_tol) {
   llm::Generator gen(m, static_cast<int64_t>(f.input_ids.size()), options);
   Result<std::vector<float>> got = gen.step(f.input_ids);
   ASSERT_TRUE(got.ok()) << got.error().to_string();
@@ -66,10 +66,13 @@ inline void expect_logits_match(const char* family, const llm::GeneratorOptions&
   EXPECT_LE(rel, rel_tol) << "max |diff| " << max_abs;
 }
 
-// Cached greedy decoding gives transformers' generate(use_cache=True) ids.
-inline void expect_greedy_ids_match(const char* family, const llm::GeneratorOptions& options) {
+inline void expect_logits_match(const char* family, const llm::GeneratorOptions& options, double rel_tol) {
   const Fixture f = read_fixture(family);
-  const models::Model m = open_fixture(f);
+  expect_logits_match(f, open_fixture(f), family, options, rel_tol);
+}
+
+// Cached greedy decoding of m gives transformers' generate(use_cache=True) ids.
+inline void expect_greedy_ids_match(const Fixture& f, const models::Model& m, const llm::GeneratorOptions& options) {
   llm::Generator gen(m, 64, options);
   Result<std::vector<float>> logits = gen.step(f.prompt_ids);
   ASSERT_TRUE(logits.ok()) << logits.error().to_string();
@@ -84,6 +87,11 @@ inline void expect_greedy_ids_match(const char* family, const llm::GeneratorOpti
     logits = gen.step({next});
     ASSERT_TRUE(logits.ok()) << logits.error().to_string();
   }
+}
+
+inline void expect_greedy_ids_match(const char* family, const llm::GeneratorOptions& options) {
+  const Fixture f = read_fixture(family);
+  expect_greedy_ids_match(f, open_fixture(f), options);
 }
 
 // 64 cached decode steps within `abs_tol` of the oracle's uncached full forward.

@@ -28,7 +28,7 @@ enum class VocabKind {
 
 // The pre-tokenizer split rules byte-level BPE applies before merging (tokenizer_bpe.h has
 // each one's regexes and GGUF name).
-enum class PreTokenizer { kGpt2, kLlama3, kQwen2, kDeepseekLlm, kDeepseekCoder, kDeepseek3, kFalcon, kStarcoder };
+enum class PreTokenizer { kGpt2, kLlama3, kQwen2, kDeepseekLlm, kDeepseekCoder, kDeepseek3, kFalcon, kStarcoder, kBloom };
 
 struct Vocab {
   VocabKind kind = VocabKind::kSpm;

@@ -107,6 +107,9 @@ constexpr const char* kFalconSplit[] = {
     R"([\p{P}\$\+<=>\^~\|`]+)",
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
     R"([0-9][0-9][0-9])"};
+// Runs of anything but whitespace and a few sentence marks, each with an optional space before.
+constexpr const char* kBloomSplit[] = {
+    R"( ?[^(\s|.,!?\x{2026}\x{3002}\x{FF0C}\x{3001}\x{0964}\x{06D4}\x{060C})]+)"};
 constexpr const char* kStarcoderSplit[] = {
     R"(\p{N})", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))"};
 
@@ -126,6 +129,7 @@ constexpr PreTokenizerSpec kPreTokenizers[] = {
     {PreTokenizer::kDeepseek3, kDeepseek3Split, "deepseek-v3", {}},
     {PreTokenizer::kFalcon, kFalconSplit, "falcon", {}},
     {PreTokenizer::kStarcoder, kStarcoderSplit, "starcoder", {"refact", "smollm", "command-r"}},
+    {PreTokenizer::kBloom, kBloomSplit, "bloom", {"poro-chat", "gpt3-finnish"}},
 };
 
 const PreTokenizerSpec& spec_of(PreTokenizer pre) {

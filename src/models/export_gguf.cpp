@@ -9,6 +9,7 @@
 #include "load/ggml_types.h"
 #include "load/gguf_writer.h"
 #include "load/tokenizer_bpe.h"
+#include "models/gguf_codec.h"
 #include "models/gguf_names.h"
 #include "models/registry.h"
 
@@ -73,27 +74,6 @@ Status write_tokenizer(const load::Vocab& v, load::GgufWriter& w) {
   w.set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   w.set_bool("tokenizer.ggml.add_eos_token", v.add_eos);
   return {};
-}
-
-// GGUF llama wants q/k rows in adjacent rope pairs; HF stores each head as two halves.
-// Rows [heads, 2, hd/2] become [heads, hd/2, 2] (llama.cpp's converter does the same).
-Result<HostTensor> halves_to_pairs(const HostTensor& t, int64_t heads) {
-  const int64_t rows = t.shape()[0], cols = t.shape()[1], hd = rows / heads;
-  Result<HostTensor> r = t.reshape({heads, 2, hd / 2, cols});
-  if (!r) return r;
-  Result<HostTensor> p = r->permute({0, 2, 1, 3});
-  if (!p) return p;
-  Result<HostTensor> c = p->contiguous();
-  if (!c) return c;
-  return c->reshape({rows, cols});
-}
-
-// The tensor as GGUF stores it: llama's q/k rows in rope pairs; qwen's as HF keeps them.
-Result<HostTensor> gguf_layout(const Model& m, const std::string& name, const HostTensor& t) {
-  if (m.config.rope_layout == ir::ops::RopeLayout::kInterleaved || !family_by_arch(m.config.arch)->gguf_rope_pairs) return t;
-  if (name.ends_with("attn_q.weight")) return halves_to_pairs(t, m.config.n_heads);
-  if (name.ends_with("attn_k.weight")) return halves_to_pairs(t, m.config.n_kv_heads);
-  return t;
 }
 
 // One 32-element block as GGUF defines q8_0: d = max|x|/127, q = round(x/d) (half away
@@ -179,25 +159,10 @@ Status check_outtype(const ExportOptions& o) {
 
 Status can_export_gguf(const ModelConfig& c) {
   const Family* family = family_by_arch(c.arch);
-  if (family == nullptr || !family->gguf_export) {
+  if (family == nullptr || family->gguf == nullptr || family->gguf->check_export == nullptr) {
     return unsupported("GGUF export: architecture ", c.arch, " is not supported yet");
   }
-  if (c.rotary_dim != 0 || !c.rope_inv_freq.empty() || c.sliding_window > 0 || c.attn_bias || c.qk_norm != family->gguf_qk_norm) {
-    return unsupported("GGUF export: only plain llama and qwen3moe models (full rotary, unscaled rope, no window or "
-                       "biases) so far");
-  }
-  if (!family->gguf_rope_pairs && c.rope_layout != ir::ops::RopeLayout::kHalf) {
-    return unsupported("GGUF export: ", c.arch, " with interleaved rope pairs (its GGUF keeps rotate-half)");
-  }
-  if (c.n_experts > 0) {
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-      if (!c.routed(l)) return unsupported("GGUF export: ", c.arch, " layer ", l, " is dense (llama.cpp routes every layer)");
-    }
-    if (c.n_shared_experts > 0 || c.expert_sigmoid || !c.expert_weights_norm || c.expert_weights_scale != 1.0) {
-      return unsupported("GGUF export: ", c.arch, " routing other than a renormalized softmax top-k without shared experts");
-    }
-  }
-  return {};
+  return family->gguf->check_export(c);
 }
 
 Status export_gguf(const Model& m, const std::string& path, const ExportOptions& opts) {
@@ -205,42 +170,27 @@ Status export_gguf(const Model& m, const std::string& path, const ExportOptions&
   if (ok) ok = can_export_gguf(m.config);
   if (!ok) return ok;
   const ModelConfig& c = m.config;
-  const std::string arch(family_by_arch(c.arch)->gguf_arch);
-  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const Family& family = *family_by_arch(c.arch);
+  const std::string arch(family.gguf_arch);
   load::GgufWriter w;
   w.set_string("general.architecture", arch);
   w.set_string("general.name", m.source);
-  w.set_u32(arch + ".context_length", u32(c.context));
-  w.set_u32(arch + ".embedding_length", u32(c.dim));
-  w.set_u32(arch + ".block_count", u32(c.n_layers));
-  w.set_u32(arch + ".feed_forward_length", u32(c.hidden_dim));
-  w.set_u32(arch + ".attention.head_count", u32(c.n_heads));
-  w.set_u32(arch + ".attention.head_count_kv", u32(c.n_kv_heads));
-  if (c.head_dim * c.n_heads != c.dim) {
-    w.set_u32(arch + ".attention.key_length", u32(c.head_dim));
-    w.set_u32(arch + ".attention.value_length", u32(c.head_dim));
-  }
-  w.set_u32(arch + ".rope.dimension_count", u32(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim));
-  w.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
-  if (c.n_experts > 0) {
-    w.set_u32(arch + ".expert_count", u32(c.n_experts));
-    w.set_u32(arch + ".expert_used_count", u32(c.n_experts_used));
-    w.set_u32(arch + ".expert_feed_forward_length", u32(c.expert_hidden_dim));
-  }
+  family.gguf->write_config(c, arch, w);
   if (m.tokenizer) {
     Status s = write_tokenizer(m.tokenizer->vocab(), w);
     if (!s) return s;
   }
-  Result<std::vector<GgufTensorSource>> sources = gguf_sources(m.weights);
+  Result<Weights> laid_out = family.gguf->to_gguf != nullptr ? family.gguf->to_gguf(c, m.weights) : Result<Weights>(m.weights);
+  if (!laid_out) return laid_out.take_error().context("GGUF export");
+  Result<std::vector<GgufTensorSource>> sources = gguf_sources(*laid_out);
   if (!sources) return sources.take_error().context("GGUF export");
   int64_t total = 0, done = 0;
-  for (const auto& [name, stored] : m.weights.tensors()) total += stored.nbytes();
+  for (const auto& [name, stored] : laid_out->tensors()) total += stored.nbytes();
   for (const GgufTensorSource& src : *sources) {
     std::vector<HostTensor> parts;  // each in its GGUF layout and type
     for (const auto& [name, stored] : src.parts) {
-      Result<HostTensor> laid = gguf_layout(m, name, *stored);
-      if (laid && opts.outtype) laid = cast_for_export(*laid, export_type(src.name, *laid, *opts.outtype, opts.q4_k_m, c.n_layers));
+      Result<HostTensor> laid = opts.outtype ? cast_for_export(*stored, export_type(src.name, *stored, *opts.outtype, opts.q4_k_m, c.n_layers))
+                                             : Result<HostTensor>(*stored);
       if (!laid) return laid.take_error().context("tensor ", name);
       parts.push_back(std::move(*laid));
       done += stored->nbytes();

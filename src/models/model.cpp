@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "load/gguf.h"
+#include "models/gguf_codec.h"
 #include "models/gguf_names.h"
 #include "load/llama2c.h"
 #include "load/vocab_readers.h"
@@ -69,7 +70,7 @@ Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
   Result<std::string> arch = f->get_string("general.architecture");
   if (!arch) return arch.take_error();
   const Family* family = family_by_gguf_arch(*arch);
-  if (family == nullptr || family->gguf_config == nullptr) {
+  if (family == nullptr || family->gguf == nullptr) {
     return unsupported(path, ": GGUF architecture '", *arch, "' is not supported (GGUF: ",
                        known_families(FamilyKey::kGguf), "; Hugging Face checkpoints: ",
                        known_families(FamilyKey::kHfType), ")");
@@ -77,7 +78,7 @@ Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
   Model m;
   m.source = path;
   m.config.arch = family->arch;
-  Status s = family->gguf_config(*f, *arch, m.config);
+  Status s = family->gguf->read_config(*f, *arch, m.config);
   if (!s) return s.take_error();
   m.config.bos = static_cast<int32_t>(f->get_int_or("tokenizer.ggml.bos_token_id", -1));
   m.config.eos = static_cast<int32_t>(f->get_int_or("tokenizer.ggml.eos_token_id", -1));
@@ -87,6 +88,10 @@ Result<Model> open_gguf(const std::string& path, const OpenOptions& opts) {
     if (!h) return h.take_error();
     Status added = add_gguf_tensor(m.weights, t.name, *h);
     if (!added) return added.take_error().context(path);
+  }
+  if (family->gguf->to_model != nullptr) {
+    Status laid = family->gguf->to_model(m.config, m.weights);
+    if (!laid) return laid.take_error().context(path);
   }
   if (!m.weights.has("token_embd.weight")) return invalid_input(path, ": missing tensor token_embd.weight");
   m.config.vocab = m.weights.tensors().at("token_embd.weight").shape()[0];

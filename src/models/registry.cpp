@@ -1,9 +1,11 @@
 #include "models/registry.h"
 
+#include <algorithm>
+
 #include "models/bloom.h"
 #include "models/deepseek2.h"
 #include "models/gemma2.h"
-#include "models/gguf_family_config.h"
+#include "models/gguf_codec.h"
 #include "models/gpt2.h"
 #include "models/hf_family_config.h"
 #include "models/hf_names.h"
@@ -15,31 +17,30 @@ namespace {
 const std::vector<Family>& table() {
   static const std::vector<Family> rows = {
       {.arch = "llama", .hf_types = {"llama"}, .gguf_arch = "llama", .trace = trace_llama,
-       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf_config = llama_gguf_config,
-       .gguf_export = true},
-      {.arch = "mistral", .hf_types = {"mistral"}, .gguf_arch = "mistral", .trace = trace_llama,
-       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf_config = llama_gguf_config},
+       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf = &kLlamaGguf},
+      // llama.cpp writes mistral and mixtral as llama (with experts): read back as llama.
+      {.arch = "mistral", .hf_types = {"mistral"}, .gguf_arch = "llama", .trace = trace_llama,
+       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf = &kLlamaGguf},
       {.arch = "qwen2", .hf_types = {"qwen2"}, .gguf_arch = "qwen2", .trace = trace_llama,
-       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf_config = qwen_gguf_config},
+       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf = &kQwenGguf},
       {.arch = "qwen3", .hf_types = {"qwen3"}, .gguf_arch = "qwen3", .trace = trace_llama,
-       .hf_config = qwen3_hf_config, .hf_names = &kLlamaNames, .gguf_config = qwen_gguf_config},
+       .hf_config = qwen3_hf_config, .hf_names = &kLlamaNames, .gguf = &kQwenGguf},
       {.arch = "qwen3moe", .hf_types = {"qwen3_moe"}, .gguf_arch = "qwen3moe", .trace = trace_llama,
-       .hf_config = qwen3_moe_hf_config, .hf_names = &kQwen3MoeNames, .gguf_config = qwen3moe_gguf_config,
-       .gguf_export = true, .gguf_rope_pairs = false, .gguf_qk_norm = true},
+       .hf_config = qwen3_moe_hf_config, .hf_names = &kQwen3MoeNames, .gguf = &kQwen3MoeGguf},
       {.arch = "qwen2moe", .hf_types = {"qwen2_moe"}, .gguf_arch = "", .trace = trace_llama,
        .hf_config = qwen2_moe_hf_config, .hf_names = &kQwen2MoeNames},
-      {.arch = "mixtral", .hf_types = {"mixtral"}, .gguf_arch = "", .trace = trace_llama,
-       .hf_config = mixtral_hf_config, .hf_names = &kMixtralNames},
-      {.arch = "phi3", .hf_types = {"phi3"}, .gguf_arch = "", .trace = trace_llama, .hf_config = llama_hf_config,
-       .hf_names = &kPhi3Names},
+      {.arch = "mixtral", .hf_types = {"mixtral"}, .gguf_arch = "llama", .trace = trace_llama,
+       .hf_config = mixtral_hf_config, .hf_names = &kMixtralNames, .gguf = &kLlamaGguf},
+      {.arch = "phi3", .hf_types = {"phi3"}, .gguf_arch = "phi3", .trace = trace_llama, .hf_config = llama_hf_config,
+       .hf_names = &kPhi3Names, .gguf = &kPhi3Gguf},
       {.arch = "gemma2", .hf_types = {"gemma2"}, .gguf_arch = "", .trace = trace_gemma2,
        .hf_config = gemma2_hf_config, .hf_names = &kGemma2Names},
       {.arch = "gemma3", .hf_types = {"gemma3_text"}, .gguf_arch = "", .trace = trace_gemma2,
        .hf_config = gemma3_hf_config, .hf_names = &kGemma3Names},
-      {.arch = "gpt2", .hf_types = {"gpt2"}, .gguf_arch = "", .trace = trace_gpt2, .hf_config = gpt2_hf_config,
-       .hf_names = &kGpt2Names, .learned_positions = true},
-      {.arch = "bloom", .hf_types = {"bloom"}, .gguf_arch = "", .trace = trace_bloom, .hf_config = bloom_hf_config,
-       .hf_names = &kBloomNames},
+      {.arch = "gpt2", .hf_types = {"gpt2"}, .gguf_arch = "gpt2", .trace = trace_gpt2, .hf_config = gpt2_hf_config,
+       .hf_names = &kGpt2Names, .gguf = &kGpt2Gguf, .learned_positions = true},
+      {.arch = "bloom", .hf_types = {"bloom"}, .gguf_arch = "bloom", .trace = trace_bloom, .hf_config = bloom_hf_config,
+       .hf_names = &kBloomNames, .gguf = &kBloomGguf},
       {.arch = "deepseek2", .hf_types = {"deepseek_v2"}, .gguf_arch = "", .trace = trace_deepseek2,
        .hf_config = deepseek2_hf_config, .hf_names = &kDeepseek2Names},
       {.arch = "deepseek3", .hf_types = {"deepseek_v3"}, .gguf_arch = "", .trace = trace_deepseek2,
@@ -77,9 +78,11 @@ const Family* family_by_gguf_arch(std::string_view gguf_arch) {
 }
 
 std::string known_families(FamilyKey key) {
+  std::vector<std::string_view> seen;
   std::string out;
   auto add = [&](std::string_view name) {
-    if (name.empty()) return;
+    if (name.empty() || std::find(seen.begin(), seen.end(), name) != seen.end()) return;
+    seen.push_back(name);
     if (!out.empty()) out += ", ";
     out += name;
   };

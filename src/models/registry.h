@@ -25,27 +25,22 @@ struct FamilyNames;
 
 using TraceFnPtr = Result<ir::Graph> (*)(const ModelConfig&, const Weights&, const StepSpec&);
 using HfConfigReader = Status (*)(const load::HfConfig&, ModelConfig&);
-using GgufConfigReader = Status (*)(const load::GgufFile&, const std::string& arch, ModelConfig&);
+struct GgufCodec;
 
 struct Family {
   std::string_view arch;                     // ModelConfig::arch, the key every other layer uses
   std::vector<std::string_view> hf_types;    // config.json model_type values it reads
-  std::string_view gguf_arch;                // GGUF general.architecture; empty: no GGUF reader yet
+  std::string_view gguf_arch;                // GGUF general.architecture; empty: no GGUF support yet
   TraceFnPtr trace;
   HfConfigReader hf_config;                  // config.json -> ModelConfig
   const FamilyNames* hf_names;               // HF tensor names -> kvforge's
-  GgufConfigReader gguf_config = nullptr;    // GGUF metadata -> ModelConfig (with gguf_arch)
+  const GgufCodec* gguf = nullptr;           // GGUF metadata and layouts, both ways (gguf_codec.h)
   bool learned_positions = false;            // an absolute position table (no position past context)
-  bool gguf_export = false;                  // `kvforge convert` writes it back to GGUF
-  // How its GGUF architecture stores attention: q/k rows in adjacent rope pairs (llama.cpp
-  // permutes rotate-half checkpoints so), or as HF keeps them (rotate-half, NEOX); with q/k norms.
-  bool gguf_rope_pairs = true;
-  bool gguf_qk_norm = false;
 };
 
 std::span<const Family> families();
-// The family by ModelConfig::arch, by config.json model_type or by GGUF architecture; null
-// when none has that name.
+// The family by ModelConfig::arch, by config.json model_type or by GGUF architecture (the
+// first row of that name: mixtral's GGUF is llama's); null when none has that name.
 const Family* family_by_arch(std::string_view arch);
 const Family* family_by_hf_type(std::string_view model_type);
 const Family* family_by_gguf_arch(std::string_view gguf_arch);

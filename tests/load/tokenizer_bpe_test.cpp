@@ -154,6 +154,13 @@ TEST(BpePreSplit, Deepseek3) {
   EXPECT_EQ(split(P, "日本語です"), (Chunks{"日本語です"}));
 }
 
+TEST(BpePreSplit, Bloom) {
+  const auto P = PreTokenizer::kBloom;
+  EXPECT_EQ(split(P, "Hello, world!"), (Chunks{"Hello", ",", " world", "!"}));
+  EXPECT_EQ(split(P, "f(x)|y"), (Chunks{"f", "(", "x", ")|", "y"}));  // its class leaves out ( | ) too: gaps
+  EXPECT_EQ(split(P, "a  b\u3002c"), (Chunks{"a", " ", " b", "\u3002", "c"}));
+}
+
 TEST(BpePreSplit, GgufNamesRoundTrip) {
   for (PreTokenizer p : load::all_pre_tokenizers()) {
     EXPECT_EQ(load::pre_tokenizer_named(load::pre_tokenizer_name(p)), p) << load::pre_tokenizer_name(p);

@@ -18,11 +18,7 @@ status=0
 for type in f32 q8_0; do
   file="$work/qwen3moe-tiny.$type.gguf"
   "$kvforge" convert -m synthetic:qwen3moe-tiny --vocab "$vocab" --outtype "$type" -o "$file"
-  theirs=$(cd "$work" && node greedy.mjs "$file" 8 "$prompt" | sed 's/.*"ids":\(\[[^]]*\]\).*/\1/')
-  ours=$("$kvforge" generate -m "$file" --ids "$prompt" -n 8 --temperature 0 --json | sed 's/.*"ids":\(\[[^]]*\]\).*/\1/')
-  echo "$type llama.cpp: $theirs"
-  echo "$type kvforge:   $ours"
-  if [ -z "$ours" ] || [ "$theirs" != "$ours" ]; then echo "FAIL: $type: the greedy ids differ"; status=1; fi
+  same_greedy_ids "$type" "$kvforge" "$work" "$file" "$prompt" || status=1
 done
 [ $status = 0 ] && echo "PASS"
 exit $status

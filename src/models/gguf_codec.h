@@ -1,0 +1,44 @@
+// How each family's GGUF files (llama.cpp's architectures) differ from kvforge's model, both
+// ways: the metadata keys, and the tensors GGUF keeps in another layout (llama's q/k rows in
+// rope pairs, gemma's norms stored as 1 + w, phi3's fused gate/up). The registry gives each
+// family one codec; model.cpp reads through it and export_gguf.cpp writes through it.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+#include "models/model_config.h"
+#include "models/weights.h"
+
+namespace kvf::load {
+class GgufFile;
+class GgufWriter;
+}  // namespace kvf::load
+
+namespace kvf::models {
+
+struct GgufCodec {
+  // Metadata -> ModelConfig; `arch` is the file's general.architecture (the keys' prefix).
+  Status (*read_config)(const load::GgufFile& f, const std::string& arch, ModelConfig& c);
+  // The tensors as read (stacked experts already split) -> kvforge's layout; null: the same.
+  Status (*to_model)(ModelConfig& c, Weights& w) = nullptr;
+  // What the family's GGUF architecture cannot express, refused before anything is written;
+  // null: the family is not written to GGUF.
+  Status (*check_export)(const ModelConfig& c) = nullptr;
+  // ModelConfig -> metadata under `arch`.
+  void (*write_config)(const ModelConfig& c, const std::string& arch, load::GgufWriter& w) = nullptr;
+  // kvforge's tensors -> the GGUF layout (names kvforge's, experts still one tensor each);
+  // null: the same.
+  Result<Weights> (*to_gguf)(const ModelConfig& c, const Weights& w) = nullptr;
+};
+
+// llama (and mistral, and mixtral: llama.cpp's llama with experts): q/k rows in rope pairs.
+extern const GgufCodec kLlamaGguf;
+// qwen2 and qwen3 (rotate-half rope, q/k/v biases or q/k norms as the tensors say).
+extern const GgufCodec kQwenGguf;
+extern const GgufCodec kQwen3MoeGguf;  // every layer routed, the top-k renormalized
+extern const GgufCodec kPhi3Gguf;      // one ffn_up of [gate; up] rows, q/k/v fused or not
+extern const GgufCodec kGpt2Gguf;      // the position table's rows are context_length
+extern const GgufCodec kBloomGguf;     // ALiBi: no context of its own
+
+}  // namespace kvf::models

@@ -1,0 +1,71 @@
+// The transformers fixtures through GGUF: each family's checkpoint written by export_gguf
+// (what `kvforge convert` runs) in f32, read back through the family's GGUF codec, gives
+// transformers' all-position logits within 1e-4 and its greedy ids; and a model GGUF cannot
+// express is refused before a byte is written.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "hf_fixture.h"
+#include "models/export_gguf.h"
+#include "models/model.h"
+#include "models/registry.h"
+#include "testing.h"
+
+namespace kvf {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The fixture's checkpoint written as f32 GGUF and opened again.
+Result<models::Model> through_gguf(const testing::Fixture& f, const std::string& family) {
+  const models::Model hf = testing::open_fixture(f);
+  const std::string path = (fs::temp_directory_path() / str_cat("kvf_gguf_fixture_", family, "_", testing::test_seed(), ".gguf")).string();
+  Status written = models::export_gguf(hf, path, {.outtype = DType::kF32});
+  if (!written) return written.take_error();
+  Result<models::Model> m = models::open_model(path, {.check_finite = true, .with_tokenizer = false});
+  fs::remove(path);
+  // Read back as the family of its GGUF architecture (mixtral as llama), which traces the same.
+  if (m) {
+    EXPECT_EQ(models::family_by_arch(m->config.arch)->trace, models::family_by_arch(hf.config.arch)->trace);
+  }
+  return m;
+}
+
+class GgufFixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GgufFixture, AllPositionLogitsAndGreedyIdsMatchTransformers) {
+  const testing::Fixture f = testing::read_fixture(GetParam());
+  Result<models::Model> m = through_gguf(f, GetParam());
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  llm::GeneratorOptions cpu;
+  cpu.executor = llm::ExecutorKind::kCpu;
+  testing::expect_logits_match(f, *m, GetParam(), cpu, 1e-4);
+  testing::expect_greedy_ids_match(f, *m, cpu);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GgufFixture,
+                         ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "phi3", "gpt2", "bloom"));
+
+// What llama.cpp's architecture cannot hold is refused, naming it, and nothing is written.
+TEST(GgufFixtureRefusal, WhatTheArchitectureCannotHoldIsRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"qwen2_moe", "not supported yet"},          // no qwen2moe codec
+      {"qwen3_moe", "layer 0 is dense"},           // llama.cpp's qwen3moe routes every layer
+      {"llama3_scaled", "scaled rope frequencies"},
+      {"mistral", "sliding window"},
+  };
+  for (const auto& [family, why] : cases) {
+    SCOPED_TRACE(family);
+    const models::Model m = testing::open_fixture(testing::read_fixture(family));
+    const std::string path = (fs::temp_directory_path() / str_cat("kvf_gguf_refused_", testing::test_seed(), ".gguf")).string();
+    Status s = models::export_gguf(m, path, {.outtype = DType::kF32});
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().code(), ErrorCode::kUnsupported);
+    EXPECT_NE(s.error().message().find(why), std::string::npos) << s.error().to_string();
+    EXPECT_FALSE(fs::exists(path));
+  }
+}
+
+}  // namespace
+}  // namespace kvf
