@@ -60,6 +60,7 @@ Status write_tokenizer(const load::Vocab& v, load::GgufWriter& w) {
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_strings("tokenizer.ggml.tokens", pieces);
     w.set_f32s("tokenizer.ggml.scores", v.scores);
+    if (!v.add_space_prefix) w.set_bool("tokenizer.ggml.add_space_prefix", false);  // gemma's: llama.cpp's default is true
   } else {
     w.set_string("tokenizer.ggml.model", "gpt2");
     w.set_string("tokenizer.ggml.pre", std::string(load::pre_tokenizer_name(v.pre)));

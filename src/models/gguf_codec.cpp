@@ -8,13 +8,11 @@
 
 #include "load/gguf.h"
 #include "load/gguf_writer.h"
+#include "models/gguf_keys.h"
 #include "models/gguf_names.h"
 #include "models/hf_names.h"
 
 namespace kvf::models {
-namespace {
-
-uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
 // Integer keys that must be present, read in order.
 Status read_required(const load::GgufFile& f, const std::string& arch,
@@ -26,8 +24,6 @@ Status read_required(const load::GgufFile& f, const std::string& arch,
   }
   return {};
 }
-
-// ---- reading ----------------------------------------------------------------------------------
 
 Status read_llama_like(const load::GgufFile& f, const std::string& arch, ir::ops::RopeLayout layout, ModelConfig& c) {
   auto key = [&](const char* k) { return str_cat(arch, ".", k); };
@@ -45,6 +41,27 @@ Status read_llama_like(const load::GgufFile& f, const std::string& arch, ir::ops
   c.sliding_window = f.get_int_or(key("attention.sliding_window"), 0);
   return {};
 }
+
+void write_llama_like(const ModelConfig& c, const std::string& arch, load::GgufWriter& w) {
+  w.set_u32(arch + ".context_length", u32(c.context));
+  w.set_u32(arch + ".embedding_length", u32(c.dim));
+  w.set_u32(arch + ".block_count", u32(c.n_layers));
+  w.set_u32(arch + ".feed_forward_length", u32(c.hidden_dim));
+  w.set_u32(arch + ".attention.head_count", u32(c.n_heads));
+  w.set_u32(arch + ".attention.head_count_kv", u32(c.n_kv_heads));
+  w.set_u32(arch + ".attention.key_length", u32(c.head_dim));
+  w.set_u32(arch + ".attention.value_length", u32(c.head_dim));
+  w.set_u32(arch + ".rope.dimension_count", u32(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim));
+  w.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
+  if (c.n_experts > 0) {
+    w.set_u32(arch + ".expert_count", u32(c.n_experts));
+    w.set_u32(arch + ".expert_used_count", u32(c.n_experts_used));
+    w.set_u32(arch + ".expert_feed_forward_length", u32(c.expert_hidden_dim));
+  }
+}
+
+namespace {
 
 // Routed experts in every layer, as llama.cpp's llama, qwen3moe and qwen2moe run them.
 Status read_experts(const load::GgufFile& f, const std::string& arch, ModelConfig& c, const char* width_key) {
@@ -74,27 +91,6 @@ Status read_qwen3moe(const load::GgufFile& f, const std::string& arch, ModelConf
   if (s) s = read_experts(f, arch, c, "expert_feed_forward_length");
   c.expert_weights_norm = true;
   return s;
-}
-
-// ---- writing ----------------------------------------------------------------------------------
-
-void write_llama_like(const ModelConfig& c, const std::string& arch, load::GgufWriter& w) {
-  w.set_u32(arch + ".context_length", u32(c.context));
-  w.set_u32(arch + ".embedding_length", u32(c.dim));
-  w.set_u32(arch + ".block_count", u32(c.n_layers));
-  w.set_u32(arch + ".feed_forward_length", u32(c.hidden_dim));
-  w.set_u32(arch + ".attention.head_count", u32(c.n_heads));
-  w.set_u32(arch + ".attention.head_count_kv", u32(c.n_kv_heads));
-  w.set_u32(arch + ".attention.key_length", u32(c.head_dim));
-  w.set_u32(arch + ".attention.value_length", u32(c.head_dim));
-  w.set_u32(arch + ".rope.dimension_count", u32(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim));
-  w.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
-  if (c.n_experts > 0) {
-    w.set_u32(arch + ".expert_count", u32(c.n_experts));
-    w.set_u32(arch + ".expert_used_count", u32(c.n_experts_used));
-    w.set_u32(arch + ".expert_feed_forward_length", u32(c.expert_hidden_dim));
-  }
 }
 
 // ---- what each architecture can express ---------------------------------------------------------

@@ -40,5 +40,7 @@ extern const GgufCodec kQwen3MoeGguf;  // every layer routed, the top-k renormal
 extern const GgufCodec kPhi3Gguf;      // one ffn_up of [gate; up] rows, q/k/v fused or not
 extern const GgufCodec kGpt2Gguf;      // the position table's rows are context_length
 extern const GgufCodec kBloomGguf;     // ALiBi: no context of its own
+extern const GgufCodec kGemma2Gguf;    // norms stored as 1 + w; scale by rule; softcaps; sliding period
+extern const GgufCodec kGemma3Gguf;    // gemma2's, with q/k norms and the sliding layers' rope base
 
 }  // namespace kvf::models

@@ -45,7 +45,7 @@ TEST_P(GgufFixture, AllPositionLogitsAndGreedyIdsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GgufFixture,
-                         ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "phi3", "gpt2", "bloom"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "phi3", "gpt2", "bloom", "gemma2", "gemma3"));
 
 // What llama.cpp's architecture cannot hold is refused, naming it, and nothing is written.
 TEST(GgufFixtureRefusal, WhatTheArchitectureCannotHoldIsRefused) {
