@@ -42,5 +42,6 @@ extern const GgufCodec kGpt2Gguf;      // the position table's rows are context_
 extern const GgufCodec kBloomGguf;     // ALiBi: no context of its own
 extern const GgufCodec kGemma2Gguf;    // norms stored as 1 + w; scale by rule; softcaps; sliding period
 extern const GgufCodec kGemma3Gguf;    // gemma2's, with q/k norms and the sliding layers' rope base
+extern const GgufCodec kDeepseek2Gguf; // MLA's latent up-projection one tensor or split per head
 
 }  // namespace kvf::models

@@ -41,10 +41,11 @@ const std::vector<Family>& table() {
        .hf_names = &kGpt2Names, .gguf = &kGpt2Gguf, .learned_positions = true},
       {.arch = "bloom", .hf_types = {"bloom"}, .gguf_arch = "bloom", .trace = trace_bloom, .hf_config = bloom_hf_config,
        .hf_names = &kBloomNames, .gguf = &kBloomGguf},
-      {.arch = "deepseek2", .hf_types = {"deepseek_v2"}, .gguf_arch = "", .trace = trace_deepseek2,
-       .hf_config = deepseek2_hf_config, .hf_names = &kDeepseek2Names},
-      {.arch = "deepseek3", .hf_types = {"deepseek_v3"}, .gguf_arch = "", .trace = trace_deepseek2,
-       .hf_config = deepseek3_hf_config, .hf_names = &kDeepseek3Names},
+      {.arch = "deepseek2", .hf_types = {"deepseek_v2"}, .gguf_arch = "deepseek2", .trace = trace_deepseek2,
+       .hf_config = deepseek2_hf_config, .hf_names = &kDeepseek2Names, .gguf = &kDeepseek2Gguf},
+      // llama.cpp's deepseek2 holds V3 as well (its sigmoid routing is a key): read back as deepseek2.
+      {.arch = "deepseek3", .hf_types = {"deepseek_v3"}, .gguf_arch = "deepseek2", .trace = trace_deepseek2,
+       .hf_config = deepseek3_hf_config, .hf_names = &kDeepseek3Names, .gguf = &kDeepseek2Gguf},
   };
   return rows;
 }

@@ -8,6 +8,7 @@
 
 #include "hf_fixture.h"
 #include "models/export_gguf.h"
+#include "models/gguf_codec.h"
 #include "models/model.h"
 #include "models/registry.h"
 #include "testing.h"
@@ -45,7 +46,45 @@ TEST_P(GgufFixture, AllPositionLogitsAndGreedyIdsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GgufFixture,
-                         ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "phi3", "gpt2", "bloom", "gemma2", "gemma3"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "phi3", "gpt2", "bloom", "gemma2", "gemma3",
+                                           "deepseek_v2", "deepseek_v2_moe", "deepseek_v2_qlora", "deepseek_v3"));
+
+// llama.cpp's converter splits MLA's up-projection per head: attn_k_b [H, r, nope] (W_uk
+// transposed) and attn_v_b [H, dv, r]. Reading rejoins them into kvforge's attn_kv_b.
+TEST(GgufDeepseek2, SplitLatentProjectionsAreRejoined) {
+  const models::Model m = testing::open_fixture(testing::read_fixture("deepseek_v2"));
+  const models::ModelConfig& c = m.config;
+  const int64_t H = c.n_heads, r = c.kv_lora_rank, nope = c.qk_nope_dim, dv = c.v_head_dim;
+  const HostTensor& kv = m.weights.tensors().at("blk.0.attn_kv_b.weight");
+  ASSERT_EQ(kv.shape(), (Shape{H * (nope + dv), r}));
+  const std::vector<float> x = testing::must(kv.to_f32());
+  std::vector<float> kb(static_cast<size_t>(H * r * nope)), vb(static_cast<size_t>(H * dv * r));
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t i = 0; i < nope + dv; ++i) {
+      for (int64_t j = 0; j < r; ++j) {
+        const float v = x[static_cast<size_t>((h * (nope + dv) + i) * r + j)];
+        if (i < nope) kb[static_cast<size_t>((h * r + j) * nope + i)] = v;
+        else vb[static_cast<size_t>((h * dv + i - nope) * r + j)] = v;
+      }
+    }
+  }
+  models::Weights split;
+  split.add("blk.0.attn_k_b.weight", testing::must(HostTensor::from_f32({H, r, nope}, kb)));
+  split.add("blk.0.attn_v_b.weight", testing::must(HostTensor::from_f32({H, dv, r}, vb)));
+  models::ModelConfig cfg = c;
+  ASSERT_TRUE(models::kDeepseek2Gguf.to_model(cfg, split).ok());
+  ASSERT_TRUE(split.has("blk.0.attn_kv_b.weight"));
+  EXPECT_FALSE(split.has("blk.0.attn_k_b.weight"));
+  EXPECT_EQ(testing::must(split.tensors().at("blk.0.attn_kv_b.weight").to_f32()), x);
+
+  models::Weights lone;  // a k_b without its v_b, or of the wrong shape, is refused
+  lone.add("blk.0.attn_k_b.weight", testing::must(HostTensor::from_f32({H, r, nope}, kb)));
+  EXPECT_FALSE(models::kDeepseek2Gguf.to_model(cfg, lone).ok());
+  models::Weights misshapen;
+  misshapen.add("blk.0.attn_k_b.weight", testing::must(HostTensor::from_f32({H, nope, r}, kb)));
+  misshapen.add("blk.0.attn_v_b.weight", testing::must(HostTensor::from_f32({H, dv, r}, vb)));
+  EXPECT_FALSE(models::kDeepseek2Gguf.to_model(cfg, misshapen).ok());
+}
 
 // What llama.cpp's architecture cannot hold is refused, naming it, and nothing is written.
 TEST(GgufFixtureRefusal, WhatTheArchitectureCannotHoldIsRefused) {
