@@ -85,6 +85,15 @@ def configs():
             hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True))
     if hasattr(t, "Phi3Config"):  # fused qkv and gate-up projections
         out["phi3"] = lambda: t.Phi3Config(**base(pad_token_id=0))
+    # Every layer routed, as llama.cpp's qwen3moe and qwen2moe hold them (their GGUF has no dense layers).
+    if hasattr(t, "Qwen3MoeConfig"):
+        out["qwen3_moe_routed"] = lambda: t.Qwen3MoeConfig(**base(
+            head_dim=32, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+            norm_topk_prob=True, mlp_only_layers=[], use_sliding_window=False))
+    if hasattr(t, "Qwen2MoeConfig"):
+        out["qwen2_moe_routed"] = lambda: t.Qwen2MoeConfig(**base(
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+            decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=False, use_sliding_window=False))
     return out
 
 

@@ -213,6 +213,58 @@ Result<Weights> phi3_to_gguf(const ModelConfig&, const Weights& w) {
   return out;
 }
 
+// llama.cpp's qwen2moe: qwen2's attention, every layer routed by softmax top-k without
+// renormalization, and one shared expert gated by sigmoid(x · ffn_gate_inp_shexp).
+Status read_qwen2moe(const load::GgufFile& f, const std::string& arch, ModelConfig& c) {
+  Status s = read_qwen(f, arch, c);
+  if (s) s = read_experts(f, arch, c, "expert_feed_forward_length");
+  if (s) s = read_required(f, arch, {{"expert_shared_feed_forward_length", &c.shared_expert_hidden_dim}});
+  if (!s) return s;
+  c.expert_weights_norm = false;
+  c.n_shared_experts = 1;
+  c.shared_expert_gated = true;
+  return {};
+}
+
+// The shared expert's gate as kvforge traces it, [1, dim] (a converter may store it 1-D).
+Status qwen2moe_to_model(ModelConfig& c, Weights& w) {
+  Weights out(w.source());
+  for (const auto& [name, t] : w.tensors()) {
+    Result<HostTensor> laid = t;
+    if (name.ends_with("ffn_gate_inp_shexp.weight") && t.rank() == 1) laid = t.reshape({1, c.dim});
+    if (!laid) return laid.take_error().context("tensor ", name);
+    out.add(name, std::move(*laid));
+  }
+  w = std::move(out);
+  return {};
+}
+
+Status check_qwen2moe(const ModelConfig& c) {
+  Status s = check_rotate_half(c, false);
+  if (!s) return s;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (!c.routed(l)) return unsupported("GGUF export: qwen2moe layer ", l, " is dense (llama.cpp routes every layer)");
+  }
+  if (c.expert_weights_norm || c.expert_sigmoid || c.expert_weights_scale != 1.0 || c.n_shared_experts != 1 ||
+      !c.shared_expert_gated) {
+    return unsupported("GGUF export: qwen2moe routing other than softmax top-k, unnormalized, with one gated shared expert");
+  }
+  return {};
+}
+
+void write_qwen2moe(const ModelConfig& c, const std::string& arch, load::GgufWriter& w) {
+  write_llama_like(c, arch, w);
+  w.set_u32(arch + ".expert_shared_feed_forward_length", u32(c.shared_expert_hidden_dim));
+}
+
+// llama.cpp's qwen2moe needs output.weight even when the head is tied.
+Result<Weights> qwen2moe_to_gguf(const ModelConfig& c, const Weights& w) {
+  if (!c.tie_embeddings || w.has("output.weight")) return w;
+  Weights out = w;
+  out.add("output.weight", w.tensors().at("token_embd.weight"));
+  return out;
+}
+
 Status read_phi3(const load::GgufFile& f, const std::string& arch, ModelConfig& c) {
   Status s = read_qwen(f, arch, c);
   c.sliding_window = 0;  // llama.cpp runs phi3 without its window
@@ -276,6 +328,8 @@ const GgufCodec kLlamaGguf{.read_config = read_llama, .check_export = check_llam
                            .to_gguf = llama_to_gguf};
 const GgufCodec kQwenGguf{.read_config = read_qwen, .check_export = check_qwen, .write_config = write_llama_like};
 const GgufCodec kQwen3MoeGguf{.read_config = read_qwen3moe, .check_export = check_qwen3moe, .write_config = write_llama_like};
+const GgufCodec kQwen2MoeGguf{.read_config = read_qwen2moe, .to_model = qwen2moe_to_model, .check_export = check_qwen2moe,
+                              .write_config = write_qwen2moe, .to_gguf = qwen2moe_to_gguf};
 const GgufCodec kPhi3Gguf{.read_config = read_phi3, .to_model = phi3_to_model, .check_export = check_phi3,
                           .write_config = write_llama_like, .to_gguf = phi3_to_gguf};
 const GgufCodec kGpt2Gguf{.read_config = read_gpt2, .check_export = check_layernorm_family,

@@ -37,6 +37,7 @@ extern const GgufCodec kLlamaGguf;
 // qwen2 and qwen3 (rotate-half rope, q/k/v biases or q/k norms as the tensors say).
 extern const GgufCodec kQwenGguf;
 extern const GgufCodec kQwen3MoeGguf;  // every layer routed, the top-k renormalized
+extern const GgufCodec kQwen2MoeGguf;  // every layer routed, not renormalized; a gated shared expert
 extern const GgufCodec kPhi3Gguf;      // one ffn_up of [gate; up] rows, q/k/v fused or not
 extern const GgufCodec kGpt2Gguf;      // the position table's rows are context_length
 extern const GgufCodec kBloomGguf;     // ALiBi: no context of its own

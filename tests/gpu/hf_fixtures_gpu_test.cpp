@@ -66,7 +66,8 @@ TEST(TensorCorePrefill, TheBuiltinModelStaysWithinHalfPrecisionOfTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HfFixtureGpu,
                          ::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3", "gemma2", "gpt2",
-                                           "bloom", "deepseek_v2", "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3", "gemma3", "phi3", "kjv"));
+                                           "bloom", "deepseek_v2", "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3", "gemma3", "phi3", "kjv",
+                                           "qwen3_moe_routed", "qwen2_moe_routed"));
 
 }  // namespace
 }  // namespace kvf

@@ -47,7 +47,8 @@ TEST_P(GgufFixture, AllPositionLogitsAndGreedyIdsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Families, GgufFixture,
                          ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "phi3", "gpt2", "bloom", "gemma2", "gemma3",
-                                           "deepseek_v2", "deepseek_v2_moe", "deepseek_v2_qlora", "deepseek_v3"));
+                                           "deepseek_v2", "deepseek_v2_moe", "deepseek_v2_qlora", "deepseek_v3",
+                                           "qwen3_moe_routed", "qwen2_moe_routed"));
 
 // llama.cpp's converter splits MLA's up-projection per head: attn_k_b [H, r, nope] (W_uk
 // transposed) and attn_v_b [H, dv, r]. Reading rejoins them into kvforge's attn_kv_b.
@@ -89,7 +90,7 @@ TEST(GgufDeepseek2, SplitLatentProjectionsAreRejoined) {
 // What llama.cpp's architecture cannot hold is refused, naming it, and nothing is written.
 TEST(GgufFixtureRefusal, WhatTheArchitectureCannotHoldIsRefused) {
   const std::pair<const char*, const char*> cases[] = {
-      {"qwen2_moe", "not supported yet"},          // no qwen2moe codec
+      {"qwen2_moe", "layer 0 is dense"},           // llama.cpp's qwen2moe routes every layer
       {"qwen3_moe", "layer 0 is dense"},           // llama.cpp's qwen3moe routes every layer
       {"llama3_scaled", "scaled rope frequencies"},
       {"mistral", "sliding window"},
