@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "compile/passes.h"
 #include "compile/pipeline.h"
@@ -19,14 +20,24 @@ Error oracle_refuses_placement(const exec::AttentionBackend& b) {
 }  // namespace
 
 Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps,
-                                const std::vector<std::string>& skip) {
+                                const std::vector<std::string>& skip, compile::WidenedConstants* widened) {
   std::vector<compile::Pass> passes;
   for (compile::Pass& p : compile::default_passes()) {
     // The GPU has no Moe kernel yet: it computes every expert from the chain.
     const bool gpu_lacks = caps.target == plan::Target::kCuda && p.name == "moe";
     if (!gpu_lacks && std::find(skip.begin(), skip.end(), p.name) == skip.end()) passes.push_back(std::move(p));
   }
-  Result<compile::Compiled> c = compile::run_passes(traced, passes);
+  const bool has_kquant = std::any_of(traced.values.begin(), traced.values.end(), [](const ir::Value& v) {
+    return v.kind == ir::ValueKind::kConstant && is_kquant(v.type.dtype);
+  });
+  std::optional<ir::Graph> wide;
+  if (caps.target == plan::Target::kCuda && has_kquant) {
+    wide = traced;
+    compile::WidenedConstants here;
+    Status s = compile::widen_kquant_constants(*wide, widened != nullptr ? *widened : here);
+    if (!s) return s.take_error();
+  }
+  Result<compile::Compiled> c = compile::run_passes(wide ? *wide : traced, passes);
   if (!c) return c.take_error();
   return plan::make_plan(std::move(c->graph), caps);
 }
@@ -125,7 +136,7 @@ Result<exec::Executor*> StepRunner::executor_for(const models::StepSpec& spec) {
   if (!dc) return dc.take_error();
   Result<const ir::Graph*> g = graph_for(spec);
   if (!g) return g.take_error();
-  Result<plan::Plan> p = compile_step(**g, *dc, opts_.skip_passes);
+  Result<plan::Plan> p = compile_step(**g, *dc, opts_.skip_passes, &widened_);
   if (!p) return p.take_error();
   Result<std::unique_ptr<exec::Executor>> ex = bind(std::move(*p), spec);
   if (!ex) return ex.take_error();

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "compile/widen_constants.h"
 #include "core/thread_pool.h"
 #include "eval/oracle.h"
 #include "exec/cpu/executor.h"
@@ -42,8 +43,10 @@ struct RunnerOptions {
 };
 
 // The traced step graph compiled by the default passes (less `skip`) and planned for `caps`.
+// The GPU has no k-quant kernels: there such weights run as f16, dequantized once per model
+// into `widened` (the caller keeps it with the model; null: for this graph alone).
 Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps,
-                                const std::vector<std::string>& skip = {});
+                                const std::vector<std::string>& skip = {}, compile::WidenedConstants* widened = nullptr);
 
 class StepRunner {
  public:
@@ -89,6 +92,7 @@ class StepRunner {
   std::unique_ptr<exec::Memory> device_;      // kCuda: the GPU (its memory, stream and weights)
   std::unique_ptr<exec::StateStore> device_state_;
   std::map<Key, ir::Graph> graphs_;
+  compile::WidenedConstants widened_;  // k-quant weights as f16, for the GPU
   std::map<Key, std::unique_ptr<exec::Executor>> executors_;
   int64_t shapes_prepared_ = 0;
   double prepare_seconds_ = 0;

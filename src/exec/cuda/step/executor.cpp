@@ -226,7 +226,7 @@ Status CudaExecutor::check(size_t eqn) const {
   for (ir::ValueId v : e.in) {
     if (g.type(v).shape.size() > static_cast<size_t>(kMaxRank)) return unsupported("exec/cuda: rank > ", kMaxRank);
     if (is_kquant(g.type(v).dtype)) {
-      return unsupported("exec/cuda: ", dtype_name(g.type(v).dtype), " weights (k-quants run on the CPU: --device cpu)");
+      return unsupported("exec/cuda: ", dtype_name(g.type(v).dtype), " weights (llm::compile_step widens k-quants to f16 first)");
     }
   }
   switch (e.op) {
