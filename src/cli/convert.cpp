@@ -76,7 +76,7 @@ Status run(const ConvertOptions& o) {
 Command add_convert_command(CLI::App& parent) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* cmd = parent.add_subcommand(
-      "convert", "Write a llama checkpoint (llama2.c .bin, HF safetensors directory, GGUF or synthetic:...) as GGUF");
+      "convert", "Write a checkpoint (llama2.c .bin, HF safetensors directory, GGUF or synthetic:...) as GGUF of its family's llama.cpp architecture");
   add_model_options(*cmd, o->model, kWithTokenizer);
   cmd->add_option("-o,--out", o->out, "output .gguf path")->required();
   cmd->add_option("--outtype", o->outtype,
