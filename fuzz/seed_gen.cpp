@@ -243,7 +243,7 @@ std::string hf_json(const Vocab& v, const std::string& pre) {
     root["pre_tokenizer"] = byte_level;
   } else {
     const load::PreTokenizer p = pre == "llama3" ? load::PreTokenizer::kLlama3 : load::PreTokenizer::kQwen2;
-    const json split = {{"type", "Split"}, {"pattern", {{"Regex", load::bpe_split_regex(p)}}}, {"behavior", "Isolated"}, {"invert", false}};
+    const json split = {{"type", "Split"}, {"pattern", {{"Regex", load::bpe_split_regexes(p)[0]}}}, {"behavior", "Isolated"}, {"invert", false}};
     root["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array({split, byte_level})}};
     if (pre == "qwen2") root["normalizer"] = {{"type", "NFC"}};
   }
