@@ -6,7 +6,7 @@
 # tokens from the same prompt ids. A key, a tensor layout or a rule the two read differently
 # (llama's rope pairs, phi3's fused gate/up, bloom's ALiBi, gpt2's position table) changes
 # the first tokens already.
-#   families.sh KVFORGE WORKDIR FIXTURES_DIR TYPES FAMILY...   (TYPES: "f32 q8_0" or "f32")
+#   families.sh KVFORGE WORKDIR FIXTURES_DIR TYPES FAMILY...   (TYPES: "f32", "q8_0" or both)
 set -eu
 kvforge=$1; work=$2; fixtures=$3; types=$4; shift 4
 here=$(cd "$(dirname "$0")" && pwd)
