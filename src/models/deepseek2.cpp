@@ -24,6 +24,7 @@ struct MlaHeads {
 // again). Nothing is cached here.
 V decompressed_attention(const MlaHeads& m, V mask, const ops::AttnOpts& attn) {
   ir::Builder& b = *m.latent.b;
+  if (!m.q_nope.valid() || !m.kv_b.valid()) return m.q_nope.valid() ? m.kv_b : m.q_nope;  // a failed trace: stay poisoned
   const int64_t nh = m.q_nope.dim(1), n = m.q_nope.dim(2), nope = m.q_nope.dim(3), rot = m.k_rot.dim(3);
   const int64_t dv = m.kv_b.dim(0) / nh - nope;
   V kv = split_heads(ops::linear(m.latent, m.kv_b), nh, nope + dv);

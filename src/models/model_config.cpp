@@ -89,6 +89,16 @@ Status ModelConfig::check() const {
     return invalid_input(arch, " config: layer_types has ", layer_sliding.size(), " entries for ", n_layers, " layers");
   }
   if (norm_eps <= 0 || rope_theta <= 0) return invalid_input(arch, " config: norm eps and rope theta must be positive");
+  if (latent_kv(*this)) {
+    for (const auto& [name, v] : {std::pair<const char*, int64_t>{"qk_nope_dim", qk_nope_dim}, {"qk_rope_dim", qk_rope_dim},
+                                  {"v_head_dim", v_head_dim}, {"kv_lora_rank", kv_lora_rank}}) {
+      if (v <= 0 || v > kMaxSize) return invalid_input(arch, " config: ", name, " = ", v, " must be positive and at most ", kMaxSize);
+    }
+    if (qk_rope_dim % 2 != 0 || head_dim != qk_nope_dim + qk_rope_dim || q_lora_rank < 0 || q_lora_rank > kMaxSize) {
+      return invalid_input(arch, " config: latent heads: rope ", qk_rope_dim, " must be even, head_dim ", head_dim,
+                           " must be nope ", qk_nope_dim, " + rope, and q_lora_rank ", q_lora_rank, " in range");
+    }
+  }
   return check_experts();
 }
 

@@ -12,6 +12,7 @@ namespace {
 // or the same with a lower index. As a pred: rank < k.
 V ranks_below(V scores, int64_t k) {
   ir::Builder& b = *scores.b;
+  if (!scores.valid()) return scores;  // a failed trace (a missing router) has no shape: stay poisoned
   const Shape s = scores.shape();
   const int64_t e = s.back();
   Shape pairs = s, mine_shape = s, theirs_shape = s;

@@ -87,6 +87,20 @@ TEST(GgufDeepseek2, SplitLatentProjectionsAreRejoined) {
   EXPECT_FALSE(models::kDeepseek2Gguf.to_model(cfg, misshapen).ok());
 }
 
+// A MoE checkpoint without a layer's router traces to a typed error naming it (the routing
+// over a failed trace stays poisoned rather than reading a shape it does not have).
+TEST(GgufFixtureRefusal, AMissingRouterIsATypedError) {
+  models::Model m = testing::open_fixture(testing::read_fixture("qwen3_moe_routed"));
+  models::Weights kept(m.weights.source());
+  for (const auto& [name, t] : m.weights.tensors()) {
+    if (name != "blk.1.ffn_gate_inp.weight") kept.add(name, t);
+  }
+  m.weights = std::move(kept);
+  Result<ir::Graph> g = m.trace_step({.n_tokens = 3, .capacity = 8});
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message().find("blk.1.ffn_gate_inp.weight"), std::string::npos) << g.error().to_string();
+}
+
 // What llama.cpp's architecture cannot hold is refused, naming it, and nothing is written.
 TEST(GgufFixtureRefusal, WhatTheArchitectureCannotHoldIsRefused) {
   const std::pair<const char*, const char*> cases[] = {
