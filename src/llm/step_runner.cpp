@@ -23,9 +23,7 @@ Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps&
                                 const std::vector<std::string>& skip, compile::WidenedConstants* widened) {
   std::vector<compile::Pass> passes;
   for (compile::Pass& p : compile::default_passes()) {
-    // The GPU has no Moe kernel yet: it computes every expert from the chain.
-    const bool gpu_lacks = caps.target == plan::Target::kCuda && p.name == "moe";
-    if (!gpu_lacks && std::find(skip.begin(), skip.end(), p.name) == skip.end()) passes.push_back(std::move(p));
+    if (std::find(skip.begin(), skip.end(), p.name) == skip.end()) passes.push_back(std::move(p));
   }
   const bool has_kquant = std::any_of(traced.values.begin(), traced.values.end(), [](const ir::Value& v) {
     return v.kind == ir::ValueKind::kConstant && is_kquant(v.type.dtype);

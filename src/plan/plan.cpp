@@ -136,7 +136,7 @@ Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
   std::vector<int64_t> scratch(g.eqns.size(), 0);
   for (size_t i = 0; i < g.eqns.size(); ++i) {
     const ir::Eqn& e = g.eqns[i];
-    KernelRequest r{static_cast<int>(i), e.op, kernel_name(g, e), {}};
+    KernelRequest r{static_cast<int>(i), e.op, kernel_name(g, e), {}, {}};
     if (e.op == ir::OpKind::kAttention) {
       Result<AttentionRequest> a = attention_request(g, e, caps);
       if (!a) return a.take_error().context("plan ", g.name, " eqn ", i);
@@ -148,8 +148,11 @@ Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
     }
     if (e.op == ir::OpKind::kMoe) {
       const Shape& x = g.type(e.in[0]).shape;
-      const int64_t dim = x.back(), rows = numel(x) / dim;
-      scratch[i] = moe_scratch_floats(rows, dim, g.type(e.in[2]).shape[0]) * 4;
+      const int64_t dim = x.back(), rows = numel(x) / dim, experts = g.type(e.in[1]).shape.back();
+      r.moe = choose_moe_schedule(rows, dim, g.type(e.in[2]).shape[0], experts, g.type(e.in[2]).dtype,
+                                  g.type(e.in.back()).dtype, caps);
+      if (caps.target == Target::kCuda) r.kernel = r.moe.gathered ? "moe.gathered" : "moe.direct";
+      scratch[i] = r.moe.scratch_floats * 4;
     }
     p.requests.push_back(std::move(r));
   }

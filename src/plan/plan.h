@@ -30,10 +30,6 @@ ir::Graph colocate_linears(ir::Graph g);
 // A request the device cannot run is a typed refusal naming the eqn and what is missing.
 Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps);
 
-// The scratch a Moe eqn over `rows` rows takes on the CPU (exec/cpu/moe.cpp's layout): the
-// picking rows' indices, their x, two [rows, ffn] products and the units' outputs.
-inline int64_t moe_scratch_floats(int64_t rows, int64_t dim, int64_t ffn) { return rows * (1 + 2 * dim + 2 * ffn); }
-
 // Per eqn: a cast of a weight to f32 whose every reader is a gather of its rows. Executors
 // skip it and gather from the stored table, widening only the rows read (an f16 or q8_0
 // embedding table is never widened whole).

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "ir/graph.h"
+#include "plan/moe_schedule.h"
 
 namespace kvf::plan {
 
@@ -45,6 +46,7 @@ struct KernelRequest {
   ir::OpKind op = ir::OpKind::kAdd;
   std::string kernel;  // "linear.q8_0", "attention.split_kv", "reshape.alias", ...
   AttentionRequest attention;  // op == kAttention only
+  MoeRequest moe;              // op == kMoe only
 };
 
 std::string describe(const AttentionRequest& a);  // one line for --dump

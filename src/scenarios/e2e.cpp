@@ -20,6 +20,7 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
   g.kv_dtype = o.kv_dtype;
   if (o.cuda) g.executor = llm::ExecutorKind::kCuda;
   g.compute = o.f32_compute ? llm::Compute::kF32 : llm::Compute::kAuto;
+  g.skip_passes = o.skip_passes;
   llm::Generator gen(*m, cap, g);
   std::mt19937 rng(42);
   auto tokens = [&](int64_t n) {

@@ -64,6 +64,7 @@ struct E2eOptions {
   DType kv_dtype = DType::kF16;  // llama-bench's default cache type
   bool cuda = false;             // the compiled step on the GPU (llm::ExecutorKind::kCuda)
   bool f32_compute = false;      // --dtype f32: every product from f32 inputs (llm::Compute::kF32)
+  std::vector<std::string> skip_passes;  // compiler passes left out: the unfused form, for comparison
   ProgressFn progress = {};      // tokens computed, warm-up runs included
 };
 struct E2eResult {

@@ -252,6 +252,18 @@ Status CudaExecutor::check(size_t eqn) const {
       return {};
     }
     case OpKind::kRmsNorm: case OpKind::kRope: case OpKind::kSoftmax: case OpKind::kGlu: return {};
+    case OpKind::kMoe: {
+      const size_t experts = (e.in.size() - 2) / 3;
+      for (size_t i = 2; i < e.in.size(); ++i) {
+        const DType w = g.type(e.in[i]).dtype, first = g.type(e.in[i < 2 + 2 * experts ? 2 : 2 + 2 * experts]).dtype;
+        if (!is_float(w) && !is_block_quant(w)) return unsupported("exec/cuda: experts over ", dtype_name(w), " weights");
+        if (w != first) {
+          return unsupported("exec/cuda: experts whose ", i < 2 + 2 * experts ? "gate and up" : "down", " weights mix ",
+                             dtype_name(first), " and ", dtype_name(w));
+        }
+      }
+      return {};
+    }
     case OpKind::kCast:
       if (!word(out.dtype) && !(half(out.dtype) && g.type(e.in[0]).dtype == DType::kF32)) {
         return unsupported("exec/cuda: cast from ", dtype_name(g.type(e.in[0]).dtype), " to ", dtype_name(out.dtype));
@@ -318,6 +330,7 @@ Status CudaExecutor::bind_ops() {
     }
     op.out = refs_[out];
     Status s = check(i);
+    if (s && e.op == OpKind::kMoe) s = bind_experts(op);
     if (!s) return s.take_error().context("eqn ", i);
     if (constant_inputs && owner == e.out) {  // weights-only work happens once, here
       s = launch(op);
@@ -349,6 +362,45 @@ Status CudaExecutor::bind_ops() {
   if (s) s = bind_tile_attention();
   if (!s) return s;
   return bind_tensor_cores();
+}
+
+// The experts' weights as one device table the kernels index by expert: gate, up, down.
+Status CudaExecutor::bind_experts(Op& op) {
+  std::vector<const void*> table;
+  for (size_t i = 2; i < op.in.size(); ++i) table.push_back(op.in[i].data);
+  const auto bytes = static_cast<int64_t>(table.size() * sizeof(void*));
+  Result<void*> p = device_.allocate_zeroed(bytes);
+  if (!p) return p.take_error().context("the experts' table");
+  owned_.emplace_back(&device_, *p, bytes);
+  Status s = device_.copy_to_device(*p, table.data(), bytes);
+  if (s) s = device_.synchronize("the experts' table");  // `table` is on this stack frame
+  if (!s) return s;
+  op.experts = static_cast<const void* const*>(*p);
+  return {};
+}
+
+MoeArgs CudaExecutor::moe_args(const Op& op) const {
+  const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
+  const plan::MoeRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].moe;
+  MoeArgs a;
+  a.x = static_cast<const float*>(op.in[0].data);
+  a.weights = static_cast<const float*>(op.in[1].data);
+  a.rows = r.rows;
+  a.dim = r.dim;
+  a.ffn = r.ffn;
+  a.experts = r.experts;
+  a.gate = op.experts;
+  a.up = op.experts + r.experts;
+  a.down = op.experts + 2 * r.experts;
+  a.gate_dt = op.in[2].type.dtype;
+  a.down_dt = op.in.back().type.dtype;
+  a.act = glu_act(e.params.glu);
+  a.gathered = r.gathered;
+  a.experts_per_pass = r.experts_per_pass;
+  a.tensor_cores = r.tensor_cores;
+  a.scratch = op.scratch;
+  a.out = static_cast<float*>(op.out.data);
+  return a;
 }
 
 // A decode over a dense or paged f16 cache with a live length: the split-KV decode kernel
@@ -899,6 +951,7 @@ Status CudaExecutor::launch(const Op& op) {
       glu(glu_act(e.params.glu), static_cast<const float*>(op.in[0].data), static_cast<const float*>(op.in[1].data),
           static_cast<float*>(out.data), out.numel, l);
       return {};
+    case OpKind::kMoe: moe(moe_args(op), l); return {};
     case OpKind::kAttention:
       if (op.decode_kernel) return decode_attention(op.decode, op.decode_plan, decode_workspace_.data(), device_.stream());
       if (op.tiles) return step_prefill_attention(op.tile_args, device_.stream());

@@ -52,12 +52,15 @@ class CudaExecutor final : public Executor {
     bool tiles = false;
     StepPrefillArgs tile_args;
     Pack pack;  // tasks > 0: ropes and cache writes run as one launch (pack.cu)
+    const void* const* experts = nullptr;  // Moe: a device table of every expert's gate, up, down weights
   };
 
   CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
   Status bind_values();
   Status bind_ops();
   Status check(size_t eqn) const;
+  Status bind_experts(Op& op);
+  MoeArgs moe_args(const Op& op) const;
   Result<void*> own(const ir::TensorType& t);
   Status launch(const Op& op);
   void group_linears();

@@ -206,6 +206,27 @@ void tensor_cores_close(void* handle) noexcept;
 void matmul(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, const Walk& batch,
             const Launch& l);
 
+// ---- routed experts (moe.cu): the Moe eqn (docs/ir.md), on the schedule plan/moe_schedule.h
+// names. Only the picked experts' weights are read, and the host never learns which they are.
+struct MoeArgs {
+  const float* x = nullptr;        // [rows, dim]
+  const float* weights = nullptr;  // [rows, experts]: 0 where a row did not pick the expert
+  int64_t rows = 0, dim = 0, ffn = 0, experts = 0;
+  // Device arrays of `experts` pointers each; the gate and up weights [ffn, dim] share one
+  // stored type, the down weights [dim, ffn] another (f32/f16/bf16/q8_0/q4_0).
+  const void* const* gate = nullptr;
+  const void* const* up = nullptr;
+  const void* const* down = nullptr;
+  DType gate_dt = DType::kF32, down_dt = DType::kF32;
+  GluAct act = GluAct::kSilu;
+  bool gathered = false;         // else direct: rows <= 8, dim and ffn in whole 8-groups (blocks)
+  int64_t experts_per_pass = 0;  // gathered
+  bool tensor_cores = false;     // gathered: 16-bit products (plan::MoeRequest::tensor_cores)
+  float* scratch = nullptr;      // plan::MoeRequest::scratch_floats
+  float* out = nullptr;          // [rows, dim]
+};
+void moe(const MoeArgs& a, const Launch& l);
+
 // ---- attention (attention_rows.cu): the fused op's full contract (exec/cpu/attention.h) ----
 struct AttentionRows {
   int64_t batch = 1, hq = 1, hkv = 1, lq = 1, lk = 1;
