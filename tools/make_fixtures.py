@@ -149,10 +149,85 @@ def build(family, make_config, out_dir, seed):
           f"min margin {min(margins):.4f}  logits {tuple(logits.shape)}")
 
 
+def build_lora(out_dir, seed, llama_cpp=None):
+    """A llama base and two PEFT adapters of different ranks and targets (adapters/a1: rank 8
+    on all seven projections; adapters/a2: rank 4, rsLoRA, on q, v and down), both factors of
+    each drawn at random (PEFT starts B at 0, which would make an adapter a no-op); the base's
+    logits and greedy ids as for a family, and each adapter's beside its files. With the
+    llama.cpp source (--llama-cpp), a1 also as llama.cpp's convert_lora_to_gguf.py writes it
+    (adapters/a1.gguf; a2 is not: GGUF LoRA has no rsLoRA scale)."""
+    import copy
+    import peft
+    family = "llama_lora"
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    cfg = transformers.LlamaConfig(**base(rope_theta=10000.0))
+    model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32, attn_implementation="eager")
+    randomize(model, family, gen)
+    model.eval()
+    ids = torch.randint(3, VOCAB, (1, N_INPUT), generator=gen)
+    d = os.path.join(out_dir, family)
+    os.makedirs(d, exist_ok=True)
+
+    def run(m):
+        with torch.no_grad():
+            logits = m(input_ids=ids).logits[0].float().numpy()
+            res = m.generate(input_ids=ids[:, :N_PROMPT], max_new_tokens=N_NEW, min_new_tokens=N_NEW, do_sample=False,
+                             use_cache=True, output_scores=True, return_dict_in_generate=True, pad_token_id=0)
+        margins = [float(torch.topk(s[0].float(), 2).values.diff().abs()) for s in res.scores]
+        return logits, res.sequences[0, N_PROMPT:].tolist(), margins
+
+    logits, greedy, margins = run(model)
+    model.save_pretrained(d, safe_serialization=True)
+    np.save(os.path.join(d, "logits.npy"), logits.astype(np.float32))
+    adapters = {}
+    all_seven = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    for name, rank, alpha, targets, rslora in [("a1", 8, 16, all_seven, False),
+                                               ("a2", 4, 8, ["q_proj", "v_proj", "down_proj"], True)]:
+        lcfg = peft.LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, bias="none",
+                               use_rslora=rslora, task_type="CAUSAL_LM")
+        pm = peft.get_peft_model(copy.deepcopy(model), lcfg)
+        with torch.no_grad():
+            for pname, p in pm.named_parameters():
+                if "lora_A" in pname or "lora_B" in pname:
+                    p.copy_(torch.empty_like(p).normal_(0.0, 0.15, generator=gen))
+        pm.eval()
+        a_logits, a_greedy, a_margins = run(pm)
+        ad = os.path.join(d, "adapters", name)
+        pm.save_pretrained(ad, safe_serialization=True)
+        for extra in ("README.md",):
+            if os.path.exists(os.path.join(ad, extra)):
+                os.remove(os.path.join(ad, extra))
+        np.save(os.path.join(ad, "logits.npy"), a_logits.astype(np.float32))
+        adapters[name] = {"rank": rank, "alpha": alpha, "target_modules": targets, "rslora": rslora,
+                          "logits": f"adapters/{name}/logits.npy", "greedy_ids": a_greedy,
+                          "greedy_top2_margins": a_margins}
+        print(f"{family} {name}: rank {rank} min margin {min(a_margins):.4f} "
+              f"max |logit change| {np.abs(a_logits - logits).max():.3f}")
+    meta = {
+        "family": family, "model_type": cfg.model_type, "seed": seed,
+        "transformers": transformers.__version__, "torch": torch.__version__, "peft": peft.__version__,
+        "input_ids": ids[0].tolist(), "prompt_ids": ids[0, :N_PROMPT].tolist(), "greedy_ids": greedy,
+        "greedy_top2_margins": margins, "logits": "logits.npy", "logits_shape": list(logits.shape),
+        "adapters": adapters,
+        "command": "python3 tools/make_fixtures.py --out tests/fixtures --only llama_lora --llama-cpp LLAMA_CPP_SOURCE",
+    }
+    with open(os.path.join(d, "fixture.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    gen_cfg = os.path.join(d, "generation_config.json")
+    if os.path.exists(gen_cfg):
+        os.remove(gen_cfg)
+    if llama_cpp:
+        import subprocess
+        subprocess.run([sys.executable, os.path.join(llama_cpp, "convert_lora_to_gguf.py"), "--base", d, "--outtype", "f32",
+                        "--outfile", os.path.join(d, "adapters", "a1.gguf"), os.path.join(d, "adapters", "a1")], check=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default="")
+    ap.add_argument("--llama-cpp", default=None, help="llama.cpp's source: also write the GGUF LoRA fixture")
     args = ap.parse_args()
     torch.set_num_threads(8)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
@@ -167,6 +242,15 @@ def main():
         except Exception as e:  # report every family, then fail
             failed.append(family)
             print(f"{family}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+    extras = {"llama_lora": lambda out, seed: build_lora(out, seed, args.llama_cpp)}  # after the families: seeds kept
+    for j, (name, build_extra) in enumerate(extras.items()):
+        if only and name not in only:
+            continue
+        try:
+            build_extra(args.out, seed=1000 + len(fams) + j)
+        except Exception as e:
+            failed.append(name)
+            print(f"{name}: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
     if failed:
         sys.exit(f"failed: {', '.join(failed)}")
 

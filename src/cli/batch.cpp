@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/lora_options.h"
 #include "cli/model_options.h"
 #include "cli/progress.h"
 #include "llm/driver.h"
@@ -28,6 +29,7 @@ struct BatchOptions {
   int64_t max_batch_tokens = 256;
   int max_rows = 32;
   int64_t window = 0, sinks = 0;
+  LoraOptions lora;
   bool json = false;
 };
 
@@ -37,13 +39,16 @@ using TokenCount = std::function<void()>;  // called once per generated token
 
 // Each request alone on its own contiguous cache, sampled as the scheduler would.
 Result<std::vector<llm::Completion>> run_contiguous(const models::Model& m, const BatchOptions& o,
-                                                    const std::vector<llm::Request>& reqs, const TokenCount& counted) {
+                                                    const std::vector<llm::Request>& reqs, const models::LoraSet& lora,
+                                                    const TokenCount& counted) {
   std::vector<llm::Completion> out;
   for (const llm::Request& r : reqs) {
     llm::GeneratorOptions g = generator_options(o.model);
     g.last_logits = true;
     g.window = o.window;
     g.sinks = o.sinks;
+    g.lora = &lora;
+    g.adapter = r.adapter;
     llm::Generator gen(m, static_cast<int64_t>(r.prompt.size()) + std::max<int64_t>(r.max_tokens, 1), g);
     llm::Sampler sampler(r.sampler);
     llm::Completion c;
@@ -89,7 +94,9 @@ Status run(const BatchOptions& o) {
                                                                 .with_tokenizer = true});
   if (!m) return m.take_error();
   if (Status s = apply_max_memory(o.model, *m); !s) return s.take_error();
-  Result<std::vector<llm::Request>> reqs = llm::read_request_file(o.requests, *m);
+  Result<models::LoraSet> lora = load_adapters(o.lora, *m);
+  if (!lora) return lora.take_error();
+  Result<std::vector<llm::Request>> reqs = llm::read_request_file(o.requests, *m, &*lora);
   if (!reqs) return reqs.take_error();
   const int64_t max_len = o.model.ctx > 0 ? o.model.ctx : longest(*reqs);
   // Under a window a rotary or ALiBi model may run past its context (StreamingLLM); a
@@ -108,7 +115,7 @@ Status run(const BatchOptions& o) {
   std::vector<llm::Completion> done;
   nlohmann::json summary{{"summary", true}, {"kv", o.kv}, {"requests", reqs->size()}};
   if (o.kv == "contiguous") {
-    Result<std::vector<llm::Completion>> c = run_contiguous(*m, o, *reqs, counted);
+    Result<std::vector<llm::Completion>> c = run_contiguous(*m, o, *reqs, *lora, counted);
     if (!c) return c.take_error();
     done = std::move(*c);
   } else {
@@ -126,6 +133,7 @@ Status run(const BatchOptions& o) {
     d.threads = g.threads;
     d.identity = identity_of(o.model.model);
     d.eos = m->config.eos;
+    d.lora = &*lora;
     llm::Driver driver(*m, d);
     llm::Scheduler sched(driver, {.max_batch_tokens = o.max_batch_tokens,
                                   .max_rows = o.max_rows,
@@ -183,6 +191,7 @@ Command add_batch_command(CLI::App& parent) {
   auto o = std::make_shared<BatchOptions>();
   CLI::App* cmd = parent.add_subcommand("batch", "Run many requests (JSONL) through continuous batching over the paged KV cache");
   add_model_options(*cmd, o->model, kRunsSteps);
+  add_lora_option(*cmd, o->lora);
   cmd->get_option("--ctx")->description(
       "the longest sequence (prompt + max_tokens) any request may reach (default: the longest request's)");
   cmd->add_option("--requests", o->requests,

@@ -6,6 +6,7 @@
 
 #include "cli/attention_on.h"
 #include "cli/command.h"
+#include "cli/lora_options.h"
 #include "cli/model_options.h"
 #include "llm/generator.h"
 #include "llm/sampler.h"
@@ -20,6 +21,8 @@ struct GenerateOptions {
   int64_t n = 64;
   llm::SamplerConfig sampler;
   AttentionOnOptions attention;
+  LoraOptions lora;
+  std::string adapter;  // the --lora adapter to generate with (default: the first)
   bool no_bos = false;
   bool json = false;
 };
@@ -66,9 +69,18 @@ Status run(const GenerateOptions& o) {
   }
   Result<std::unique_ptr<ahbm::AhbmAttention>> target = attention_target(o.attention, o.model.executor);
   if (!target) return target.take_error();
+  Result<models::LoraSet> lora = load_adapters(o.lora, *m);
+  if (!lora) return lora.take_error();
   llm::GeneratorOptions gopts = generator_options(o.model);
   gopts.last_logits = true;
   gopts.decode_attention = target->get();
+  if (!o.adapter.empty() && lora->adapters.empty()) return invalid_input("--adapter ", o.adapter, " needs a --lora");
+  if (!lora->adapters.empty()) {
+    Result<int32_t> id = o.adapter.empty() ? Result<int32_t>(1) : models::lora_id(&*lora, o.adapter);
+    if (!id) return id.take_error().context("--adapter");
+    gopts.lora = &*lora;
+    gopts.adapter = *id;
+  }
   llm::Generator gen(*m, cap, gopts);
   if (*target) {  // a model the target cannot hold is refused before anything runs
     Status s = gen.prepare_decode();
@@ -157,6 +169,8 @@ Command add_generate_command(CLI::App& parent) {
   cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "history the repetition penalty looks at")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->sampler.seed, "sampling seed")->capture_default_str();
   add_attention_on_options(*cmd, o->attention);
+  add_lora_option(*cmd, o->lora);
+  cmd->add_option("--adapter", o->adapter, "which --lora adapter to generate with, by NAME (default: the first)");
   cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS to --prompt");
   cmd->add_flag("--json", o->json, "print one JSON object at the end instead of streaming");
   return {cmd, [o] { return run(*o); }};

@@ -63,8 +63,8 @@ V Builder::slot(Slot s, DType dtype, Shape shape) {
 
 V Builder::map_slot(Slot s, Shape shape, int64_t pool_slots) {
   if (error_) return poison();
-  if (s != Slot::kSlotMap && s != Slot::kWriteMap) {
-    fail(invalid_input("map_slot: ", slot_name(s), " is not a paged map"));
+  if (s != Slot::kSlotMap && s != Slot::kWriteMap && s != Slot::kAdapter) {
+    fail(invalid_input("map_slot: ", slot_name(s), " is not a map"));
     return poison();
   }
   if (pool_slots <= 0) {

@@ -3,6 +3,7 @@
 // A typing error is sticky: later calls become no-ops and finish() reports the first one.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,10 +32,18 @@ class Builder {
  public:
   explicit Builder(std::string graph_name);
 
+  // Where a traced model's projections pass: ops::linear hands the hook each projection's
+  // x, weight and result (bias included) and returns what the hook returns. A model's LoRA
+  // adapters add their term here (models/lora_trace.h), whatever the family.
+  using LinearHook = std::function<V(V x, V weight, V y)>;
+  void on_linear(LinearHook hook) { linear_hook_ = std::move(hook); }
+  const LinearHook& linear_hook() const { return linear_hook_; }
+
   // ---- leaves
   V slot(Slot s, DType dtype, Shape shape);  // the same slot twice returns the same value
-  // A paged map slot (kSlotMap, kWriteMap) whose words name rows of a pool of `pool_slots`:
-  // every binder enforces it (ir::check_slot) before anything runs.
+  // A map slot whose words name rows of a table of `pool_slots` rows (kSlotMap, kWriteMap:
+  // a paged pool; kAdapter: the adapters): every binder enforces it (ir::check_slot) before
+  // anything runs.
   V map_slot(Slot s, Shape shape, int64_t pool_slots);
   // A weight. The same name with the same tensor returns the existing value (tied
   // embeddings); the same name with different data is an error.
@@ -89,6 +98,7 @@ class Builder {
   Graph g_;
   std::optional<Error> error_;
   std::map<std::string, ValueId> constants_;  // by name
+  LinearHook linear_hook_;
 };
 
 // Elementwise arithmetic on handles; a double operand becomes a literal of the other's dtype.

@@ -17,6 +17,7 @@ std::string_view slot_name(Slot s) {
     case Slot::kSlotMap: return "slot_map";
     case Slot::kWriteMap: return "write_map";
     case Slot::kKeyPos: return "key_pos";
+    case Slot::kAdapter: return "adapter";
   }
   return "?";
 }

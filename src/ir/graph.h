@@ -37,6 +37,7 @@ enum class Slot : uint8_t {
   kSlotMap,   // i32 [B, cap]: logical position -> pool slot (paged read map)
   kWriteMap,  // i32 [B*T]: new token -> pool slot, -1 writes nothing (paged write map)
   kKeyPos,    // i32 [B, cap]: logical position of each read-map column (paged masks, live length)
+  kAdapter,   // i32 [B*T]: the LoRA adapter each new token's row uses (0: none; models/lora_trace.h)
 };
 std::string_view slot_name(Slot s);
 

@@ -22,6 +22,15 @@ std::string where(const Value& slot, size_t i) {
 Status check_slot(const Value& slot, std::span<const int32_t> words) {
   if (slot.kind != ValueKind::kSlot || slot.slot_bound <= 0) return {};
   const int64_t pool = slot.slot_bound;
+  if (slot.slot == Slot::kAdapter) {
+    for (size_t i = 0; i < words.size(); ++i) {
+      if (words[i] < 0 || words[i] >= pool) {
+        return invalid_input("adapter ids: token ", i, " names adapter ", words[i], "; the step has ", pool - 1,
+                             " (0 is the base model)");
+      }
+    }
+    return {};
+  }
   if (slot.slot == Slot::kSlotMap) {
     for (size_t i = 0; i < words.size(); ++i) {
       if (words[i] < 0 || words[i] >= pool) {

@@ -53,18 +53,42 @@ Driver::Driver(const models::Model& model, DriverOptions opts)
       cache_(pool_),
       runner_(model, runner_options(opts)) {}
 
-Result<Opened> Driver::open(std::vector<int32_t> prompt, int64_t max_new, SamplerConfig sampler) {
+kv::WeightsIdentity lora_identity(kv::WeightsIdentity base, const models::LoraAdapter& adapter) {
+  return kv::weights_identity(str_cat(base.value, "|lora|", adapter.content_hash, "|load=", adapter.serial));
+}
+
+bool Driver::has_lora() const { return opts_.lora != nullptr && !opts_.lora->adapters.empty(); }
+
+kv::WeightsIdentity Driver::identity_of(int32_t adapter) const {
+  if (adapter == 0) return opts_.identity;
+  return lora_identity(opts_.identity, *opts_.lora->adapters[static_cast<size_t>(adapter - 1)]);
+}
+
+Status Driver::set_lora(const models::LoraSet* lora) {
+  for (const auto& [id, q] : seqs_) {
+    if (q->adapter != 0) return invalid_input("driver: sequence ", id, " runs with adapter ", q->adapter, "; finish it first");
+  }
+  opts_.lora = lora;
+  runner_.forget_steps();
+  return {};
+}
+
+Result<Opened> Driver::open(std::vector<int32_t> prompt, int64_t max_new, SamplerConfig sampler, int32_t adapter) {
   if (prompt.empty()) return invalid_input("driver: a sequence needs at least one prompt token");
   if (max_new < 0) return invalid_input("driver: max_new ", max_new, " is negative");
-  return admit(std::move(prompt), {}, max_new, Sampler(sampler));
+  return admit(std::move(prompt), {}, max_new, Sampler(sampler), adapter);
 }
 
 Result<Opened> Driver::resume(Suspended s) {
-  return admit(std::move(s.prompt), std::move(s.generated), s.max_new, std::move(s.sampler));
+  return admit(std::move(s.prompt), std::move(s.generated), s.max_new, std::move(s.sampler), s.adapter);
 }
 
 Result<Opened> Driver::admit(std::vector<int32_t> prompt, std::vector<int32_t> generated, int64_t max_new,
-                             Sampler sampler) {
+                             Sampler sampler, int32_t adapter) {
+  const int64_t adapters = has_lora() ? static_cast<int64_t>(opts_.lora->adapters.size()) : 0;
+  if (adapter < 0 || adapter > adapters) {
+    return invalid_input("driver: adapter ", adapter, " is not loaded (", adapters, " adapters; 0 is the base model)");
+  }
   const auto known = static_cast<int64_t>(prompt.size() + generated.size());
   const int64_t longest = static_cast<int64_t>(prompt.size()) + max_new;
   if (longest > max_seq_len_) {
@@ -79,7 +103,8 @@ Result<Opened> Driver::admit(std::vector<int32_t> prompt, std::vector<int32_t> g
     }
   }
   // The last known token is always computed: its logits choose the next one.
-  kv::BlockTable table = opts_.prefix_cache ? cache_.open(all, opts_.identity) : kv::BlockTable(pool_, opts_.identity);
+  const kv::WeightsIdentity identity = identity_of(adapter);
+  kv::BlockTable table = opts_.prefix_cache ? cache_.open(all, identity) : kv::BlockTable(pool_, identity);
   const int64_t hit = table.num_tokens();
   // A sequence under a window holds a window's worth of blocks at a time: its prompt is
   // appended as it is computed (reserve), not all at once.
@@ -94,7 +119,7 @@ Result<Opened> Driver::admit(std::vector<int32_t> prompt, std::vector<int32_t> g
   Status s = table.append(std::span<const int32_t>(all).subspan(static_cast<size_t>(hit), static_cast<size_t>(admitted - hit)));
   if (!s) return s.take_error();
   auto seq = std::make_unique<Sequence>(Sequence{std::move(prompt), std::move(generated), max_new, std::move(sampler),
-                                                 std::move(table), hit, false, 0});
+                                                 std::move(table), hit, false, 0, adapter});
   seq->finished = static_cast<int64_t>(seq->generated.size()) >= max_new;
   const SeqId id = next_id_++;
   seqs_.emplace(id, std::move(seq));
@@ -143,6 +168,7 @@ models::StepSpec Driver::step_spec(int64_t t, int64_t cap, int64_t rows) const {
   spec.rows = rows;
   spec.window = opts_.window;
   spec.sinks = opts_.sinks;
+  spec.lora = has_lora() ? opts_.lora : nullptr;
   return spec;
 }
 
@@ -167,13 +193,14 @@ Result<std::span<const float>> Driver::run_rows(const std::vector<RowRequest>& r
   int64_t live = kv::kBlockTokens;
   for (const RowRequest& r : rows) live = std::max(live, seqs_.at(r.seq)->table.live_positions());
   const int64_t cap = std::max(pow2_at_least(live), t);
-  std::vector<int32_t> ids, pos, write, read(static_cast<size_t>(padded_rows * cap), 0);
+  std::vector<int32_t> ids, pos, write, adapter, read(static_cast<size_t>(padded_rows * cap), 0);
   std::vector<int32_t> key_pos(read.size(), kv::kNoKey);
   for (size_t r = 0; r < static_cast<size_t>(padded_rows); ++r) {
     if (r >= rows.size()) {  // a bucket's spare row: reads slot 0 as position 0, writes nothing
       ids.insert(ids.end(), static_cast<size_t>(t), 0);
       pos.insert(pos.end(), static_cast<size_t>(t), 0);
       write.insert(write.end(), static_cast<size_t>(t), -1);
+      adapter.insert(adapter.end(), static_cast<size_t>(t), 0);
       key_pos[r * static_cast<size_t>(cap)] = 0;
       continue;
     }
@@ -184,6 +211,7 @@ Result<std::span<const float>> Driver::run_rows(const std::vector<RowRequest>& r
       ids.push_back(q.token_at(p));
       pos.push_back(static_cast<int32_t>(p));
       write.push_back(j < n ? q.table.slot(p) : -1);
+      adapter.push_back(q.adapter);
     }
     const auto row = [&](std::vector<int32_t>& m) {
       return std::span<int32_t>(m).subspan(r * static_cast<size_t>(cap), static_cast<size_t>(cap));
@@ -191,11 +219,13 @@ Result<std::span<const float>> Driver::run_rows(const std::vector<RowRequest>& r
     Status s = q.table.fill_read_row(row(read), row(key_pos));
     if (!s) return s.take_error();
   }
-  return runner_.run(step_spec(t, cap, padded_rows), {{ir::Slot::kToken, ids},
-                            {ir::Slot::kPos, pos},
-                            {ir::Slot::kWriteMap, write},
-                            {ir::Slot::kSlotMap, read},
-                            {ir::Slot::kKeyPos, key_pos}});
+  exec::SlotValues slots{{ir::Slot::kToken, ids},
+                         {ir::Slot::kPos, pos},
+                         {ir::Slot::kWriteMap, write},
+                         {ir::Slot::kSlotMap, read},
+                         {ir::Slot::kKeyPos, key_pos}};
+  if (has_lora()) slots[ir::Slot::kAdapter] = std::move(adapter);
+  return runner_.run(step_spec(t, cap, padded_rows), slots);
 }
 
 // The next query of q is at position q.computed: it sees keys after computed - reach, and
@@ -282,7 +312,7 @@ Result<std::optional<Suspended>> Driver::release(SeqId id, ReleaseReason why) {
   if (!s) return s.take_error();
   std::optional<Suspended> back;
   if (why == ReleaseReason::kPreempted) {
-    back = Suspended{std::move(q.prompt), std::move(q.generated), q.max_new, std::move(q.sampler)};
+    back = Suspended{std::move(q.prompt), std::move(q.generated), q.max_new, std::move(q.sampler), q.adapter};
   }
   seqs_.erase(it);
   return back;

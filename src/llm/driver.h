@@ -22,6 +22,7 @@
 #include "llm/kv/prefix_cache.h"
 #include "llm/sampler.h"
 #include "llm/step_runner.h"
+#include "models/lora_trace.h"
 
 namespace kvf::llm {
 
@@ -43,7 +44,15 @@ struct DriverOptions {
   int64_t window = 0;
   int64_t sinks = 0;
   bool return_logits = false;  // each RowResult carries its row's last-token logits (tests, logprobs)
+  // LoRA: the adapters steps hold (outliving the driver); a sequence opened with adapter i
+  // (1-based; 0 the base model) computes through adapters[i - 1] and caches its blocks under
+  // lora_identity(identity, adapter), so prefix hits never cross adapters.
+  const models::LoraSet* lora = nullptr;
 };
+
+// The identity of K/V computed through `adapter` on weights of identity `base`: its content
+// hash and its load serial folded in (a reload, even of the same bytes, is a new identity).
+kv::WeightsIdentity lora_identity(kv::WeightsIdentity base, const models::LoraAdapter& adapter);
 
 // How far back any layer of `cfg` sees under a StreamingLLM window (0: none): 0 when some
 // layer sees the whole sequence, else the widest layer window. Blocks wholly behind it
@@ -87,6 +96,7 @@ struct Suspended {
   std::vector<int32_t> prompt, generated;
   int64_t max_new = 0;
   Sampler sampler{SamplerConfig{}};
+  int32_t adapter = 0;
 };
 
 class Driver {
@@ -96,7 +106,9 @@ class Driver {
   // A new sequence: a prefix-cache hit covers what it can, blocks for the rest of the
   // prompt are allocated now (all or nothing). kInvalidInput for an empty or too long
   // prompt or a token outside the vocabulary.
-  Result<Opened> open(std::vector<int32_t> prompt, int64_t max_new, SamplerConfig sampler);
+  // `adapter`: the LoRA adapter it runs with (DriverOptions::lora, 1-based; 0 none);
+  // kInvalidInput past the set.
+  Result<Opened> open(std::vector<int32_t> prompt, int64_t max_new, SamplerConfig sampler, int32_t adapter = 0);
   // A preempted sequence back: its prompt and generated tokens are the new prompt.
   Result<Opened> resume(Suspended s);
   // Blocks for the sequence's next n known tokens; NoRoom leaves everything as it was.
@@ -115,6 +127,10 @@ class Driver {
   // The weights changed (a reload, another adapter): later sequences compute and cache
   // under the new identity, and blocks cached under the old one never serve them.
   void set_identity(kv::WeightsIdentity id) { opts_.identity = id; }
+  // The adapter set changed (an adapter loaded, unloaded or reloaded): later steps are traced
+  // over `lora`. Refused (kInvalidInput) while a sequence runs with an adapter, whose id
+  // could now name another.
+  Status set_lora(const models::LoraSet* lora);
 
   // Queries a scheduler needs.
   bool finished(SeqId seq) const;
@@ -140,11 +156,15 @@ class Driver {
     int64_t computed = 0;  // tokens whose K/V are in the pools
     bool finished = false;
     int32_t dropped_to = 0;  // blocks below this, sinks aside, are behind every window
+    int32_t adapter = 0;
     int64_t known() const { return static_cast<int64_t>(prompt.size() + generated.size()); }
     int32_t token_at(int64_t i) const;
   };
 
-  Result<Opened> admit(std::vector<int32_t> prompt, std::vector<int32_t> generated, int64_t max_new, Sampler sampler);
+  Result<Opened> admit(std::vector<int32_t> prompt, std::vector<int32_t> generated, int64_t max_new, Sampler sampler,
+                       int32_t adapter);
+  kv::WeightsIdentity identity_of(int32_t adapter) const;
+  bool has_lora() const;
   Result<Sequence*> find(SeqId seq);
   const Sequence* find(SeqId seq) const;
   models::StepSpec step_spec(int64_t t, int64_t cap, int64_t rows) const;

@@ -1,6 +1,8 @@
 // Generator: one contiguous sequence, its position counter, stepped through a StepRunner.
 #include "llm/generator.h"
 
+#include "models/lora_trace.h"
+
 namespace kvf::llm {
 namespace {
 
@@ -45,6 +47,7 @@ models::StepSpec Generator::spec_for(int64_t n_tokens) const {
   spec.kv_dtype = opts_.kv_dtype;
   spec.window = opts_.window;
   spec.sinks = opts_.sinks;
+  spec.lora = opts_.lora != nullptr && !opts_.lora->adapters.empty() ? opts_.lora : nullptr;
   return spec;
 }
 
@@ -63,7 +66,10 @@ Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
   }
   std::vector<int32_t> pos(tokens.size());
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(pos_ + static_cast<int64_t>(i));
-  Result<std::span<const float>> logits = runner_.run(spec_for(n), {{ir::Slot::kToken, tokens}, {ir::Slot::kPos, pos}});
+  const models::StepSpec spec = spec_for(n);
+  exec::SlotValues slots{{ir::Slot::kToken, tokens}, {ir::Slot::kPos, pos}};
+  if (spec.lora != nullptr) slots[ir::Slot::kAdapter] = std::vector<int32_t>(tokens.size(), opts_.adapter);
+  Result<std::span<const float>> logits = runner_.run(spec, slots);
   if (!logits) return logits.take_error();
   pos_ += n;
   return std::vector<float>(logits->begin(), logits->end());

@@ -20,6 +20,10 @@ struct GeneratorOptions {
   int64_t window = 0, sinks = 0;  // a StreamingLLM mask over every layer (models::StepSpec)
   std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
   exec::AttentionBackend* decode_attention = nullptr;  // decode steps' attention there (RunnerOptions)
+  // LoRA: the adapters the steps hold (outliving the generator) and the one this sequence
+  // uses, 1-based (0: the base model, through the same steps).
+  const models::LoraSet* lora = nullptr;
+  int32_t adapter = 0;
 };
 
 class Generator {

@@ -9,12 +9,14 @@
 namespace kvf::llm {
 namespace {
 
-Result<Request> read_request(const nlohmann::json& j, int64_t no, const models::Model& m) {
+Result<Request> read_request(const nlohmann::json& j, int64_t no, const models::Model& m, const models::LoraSet* lora) {
   auto bad = [](const std::string& why) { return invalid_input(why); };
   if (!j.is_object()) return bad("not a JSON object");
-  static const std::set<std::string> kKeys{"id", "prompt", "ids", "max_tokens", "temperature", "seed"};
+  static const std::set<std::string> kKeys{"id", "prompt", "ids", "max_tokens", "temperature", "seed", "lora"};
   for (const auto& [key, value] : j.items()) {
-    if (!kKeys.count(key)) return bad(str_cat("unknown key \"", key, "\" (known: id, prompt, ids, max_tokens, temperature, seed)"));
+    if (!kKeys.count(key)) {
+      return bad(str_cat("unknown key \"", key, "\" (known: id, prompt, ids, max_tokens, temperature, seed, lora)"));
+    }
   }
   Request r;
   if (!j.contains("id")) r.id = str_cat("line", no);
@@ -52,18 +54,25 @@ Result<Request> read_request(const nlohmann::json& j, int64_t no, const models::
     if (!j["seed"].is_number_unsigned()) return bad("\"seed\" must be an integer >= 0");
     r.sampler.seed = j["seed"].get<uint64_t>();
   }
+  if (j.contains("lora") && !j["lora"].is_null()) {
+    if (!j["lora"].is_string()) return bad("\"lora\" must be the name of a --lora adapter");
+    Result<int32_t> id = models::lora_id(lora, j["lora"].get<std::string>());
+    if (!id) return id.take_error();
+    r.adapter = *id;
+  }
   return r;
 }
 
 }  // namespace
 
-Result<std::vector<Request>> read_request_lines(std::istream& in, const std::string& name, const models::Model& m) {
+Result<std::vector<Request>> read_request_lines(std::istream& in, const std::string& name, const models::Model& m,
+                                                const models::LoraSet* lora) {
   std::vector<Request> out;
   std::set<std::string> ids;
   std::string line;
   for (int64_t no = 1; std::getline(in, line); ++no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Result<Request> r = read_request(nlohmann::json::parse(line, nullptr, false), no, m);
+    Result<Request> r = read_request(nlohmann::json::parse(line, nullptr, false), no, m, lora);
     if (!r) return r.take_error().context(name, ":", no);
     if (!ids.insert(r->id).second) return invalid_input(name, ":", no, ": the id \"", r->id, "\" is used twice");
     out.push_back(std::move(*r));
@@ -72,10 +81,11 @@ Result<std::vector<Request>> read_request_lines(std::istream& in, const std::str
   return out;
 }
 
-Result<std::vector<Request>> read_request_file(const std::string& path, const models::Model& m) {
+Result<std::vector<Request>> read_request_file(const std::string& path, const models::Model& m,
+                                               const models::LoraSet* lora) {
   std::ifstream in(path);
   if (!in) return invalid_input("--requests: cannot open ", path);
-  return read_request_lines(in, path, m);
+  return read_request_lines(in, path, m, lora);
 }
 
 }  // namespace kvf::llm

@@ -25,7 +25,7 @@ void Scheduler::submit(Request r) {
 // Opens the request (or resumes it after a preemption); false when the pool has no room.
 Result<bool> Scheduler::admit(Tracked& t) {
   Result<Opened> o = t.suspended ? driver_.resume(*t.suspended)  // a copy: NoRoom must not lose it
-                                 : driver_.open(t.req.prompt, t.req.max_tokens, t.req.sampler);
+                                 : driver_.open(t.req.prompt, t.req.max_tokens, t.req.sampler, t.req.adapter);
   if (!o) return o.take_error().context("request ", t.req.id);
   if (!o->seq) return false;
   t.seq = *o->seq;

@@ -24,6 +24,7 @@ struct Request {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 16;
   SamplerConfig sampler;
+  int32_t adapter = 0;  // the LoRA adapter it runs with (DriverOptions::lora, 1-based; 0: none)
 };
 
 struct Completion {

@@ -45,7 +45,7 @@ StepRunner::StepRunner(const models::Model& model, RunnerOptions opts)
       oracle_({.precision = opts_.precision, .threads = opts_.threads > 0 ? opts_.threads : 1}) {}
 
 StepRunner::Key StepRunner::key_of(const models::StepSpec& s) {
-  return {s.n_tokens, s.capacity, s.pool_slots, s.rows, s.cached, s.last_logits, s.kv_dtype, s.window, s.sinks};
+  return {s.n_tokens, s.capacity, s.pool_slots, s.rows, s.cached, s.last_logits, s.kv_dtype, s.window, s.sinks, s.lora};
 }
 
 int64_t StepRunner::state_bytes() const {

@@ -67,13 +67,19 @@ class StepRunner {
   int64_t state_bytes() const;
   // Forgets the state (and the executors bound to it); graphs are kept.
   void reset_state();
+  // Forgets the traced steps and their executors; the state is kept (the next steps bind to
+  // it again). For when what a step's graph holds changed: the LoRA adapters.
+  void forget_steps() {
+    executors_.clear();
+    graphs_.clear();
+  }
   // Step shapes made ready so far (traced, and for a compiled executor compiled, planned and
   // bound), and the seconds that took: a step that meets a new shape pays for it.
   int64_t shapes_prepared() const { return shapes_prepared_; }
   double prepare_seconds() const { return prepare_seconds_; }
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, DType, int64_t, int64_t>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, DType, int64_t, int64_t, const models::LoraSet*>;
   static Key key_of(const models::StepSpec& s);
   Result<const ir::Graph*> graph_for(const models::StepSpec& spec);
   Result<exec::Executor*> executor_for(const models::StepSpec& spec);

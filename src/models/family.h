@@ -12,6 +12,8 @@
 
 namespace kvf::models {
 
+struct LoraSet;  // models/lora_trace.h
+
 // The shape of one traced step.
 struct StepSpec {
   int64_t n_tokens = 1;   // new tokens this step (prefill: the prompt; decode: 1)
@@ -30,6 +32,9 @@ struct StepSpec {
   // and the first `sinks` (a sliding layer also keeps its own window).
   int64_t window = 0;
   int64_t sinks = 0;
+  // Non-null and not empty: every projection an adapter targets adds its LoRA term, per
+  // token through the step's kAdapter slot (models/lora_trace.h).
+  const LoraSet* lora = nullptr;
 };
 inline bool paged(const StepSpec& step) { return step.pool_slots > 0; }
 // Tokens the step computes, every row's laid end to end: row-wise work (embeddings, norms,
@@ -51,6 +56,7 @@ struct StepTrace {
   // or a paged step's Slot::kKeyPos per row (R = rows; its read map may skip freed blocks).
   ir::V keys;
   ir::V read, write;  // paged steps: the read map i32 [rows, capacity] and the write map [rows * n]
+  ir::V adapter;      // with step.lora: each token's adapter, i32 [rows * n]
   StepTrace(const ModelConfig& cfg, const StepSpec& step);
 };
 

@@ -147,17 +147,33 @@ Status check_qwen3moe(const ModelConfig& c) {
 
 // ---- tensor layouts -----------------------------------------------------------------------------
 
-// GGUF llama wants q/k rows in adjacent rope pairs; HF stores each head as two halves.
-// Rows [heads, 2, hd/2] become [heads, hd/2, 2] (llama.cpp's converter does the same).
-Result<HostTensor> halves_to_pairs(const HostTensor& t, int64_t heads) {
-  const int64_t rows = t.shape()[0], cols = t.shape()[1], hd = rows / heads;
-  Result<HostTensor> r = t.reshape({heads, 2, hd / 2, cols});
+// Each head's rows [a, b] of a [heads * a * b, cols] matrix reordered as [b, a].
+Result<HostTensor> swap_head_rows(const HostTensor& t, int64_t heads, int64_t a, int64_t b) {
+  const int64_t rows = t.shape()[0], cols = t.shape()[1];
+  Result<HostTensor> r = t.reshape({heads, a, b, cols});
   if (!r) return r;
   Result<HostTensor> p = r->permute({0, 2, 1, 3});
   if (!p) return p;
   Result<HostTensor> c = p->contiguous();
   if (!c) return c;
   return c->reshape({rows, cols});
+}
+
+// GGUF llama wants q/k rows in adjacent rope pairs; HF stores each head as two halves.
+// Rows [heads, 2, hd/2] become [heads, hd/2, 2] (llama.cpp's converter does the same), and back.
+Result<HostTensor> halves_to_pairs(const HostTensor& t, int64_t heads) {
+  return swap_head_rows(t, heads, 2, t.shape()[0] / heads / 2);
+}
+Result<HostTensor> pairs_to_halves(const HostTensor& t, int64_t heads) {
+  return swap_head_rows(t, heads, t.shape()[0] / heads / 2, 2);
+}
+
+// q/k rows of a llama GGUF (pairs) for a model that keeps rotate-half rows (read from HF);
+// a model read from GGUF keeps the pairs and rotates them as pairs.
+Result<HostTensor> llama_rows_to_model(const ModelConfig& c, const std::string& name, const HostTensor& t) {
+  const bool q = name.ends_with("attn_q.weight"), k = name.ends_with("attn_k.weight");
+  if (c.rope_layout == ir::ops::RopeLayout::kInterleaved || (!q && !k)) return t;
+  return pairs_to_halves(t, q ? c.n_heads : c.n_kv_heads);
 }
 
 // A model read from HF keeps rotate-half q/k rows; its llama GGUF wants them in pairs.
@@ -325,7 +341,7 @@ Status check_layernorm_family(const ModelConfig& c) {
 }  // namespace
 
 const GgufCodec kLlamaGguf{.read_config = read_llama, .check_export = check_llama, .write_config = write_llama_like,
-                           .to_gguf = llama_to_gguf};
+                           .to_gguf = llama_to_gguf, .rows_to_model = llama_rows_to_model};
 const GgufCodec kQwenGguf{.read_config = read_qwen, .check_export = check_qwen, .write_config = write_llama_like};
 const GgufCodec kQwen3MoeGguf{.read_config = read_qwen3moe, .check_export = check_qwen3moe, .write_config = write_llama_like};
 const GgufCodec kQwen2MoeGguf{.read_config = read_qwen2moe, .to_model = qwen2moe_to_model, .check_export = check_qwen2moe,

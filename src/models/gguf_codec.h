@@ -30,6 +30,9 @@ struct GgufCodec {
   // kvforge's tensors -> the GGUF layout (names kvforge's, experts still one tensor each);
   // null: the same.
   Result<Weights> (*to_gguf)(const ModelConfig& c, const Weights& w) = nullptr;
+  // A tensor whose rows are weight `name`'s output rows as this architecture's GGUF lays them
+  // (a GGUF LoRA adapter's B factor) -> the rows of `c`'s weight; null: the same.
+  Result<HostTensor> (*rows_to_model)(const ModelConfig& c, const std::string& name, const HostTensor& t) = nullptr;
 };
 
 // llama (and mistral, and mixtral: llama.cpp's llama with experts): q/k rows in rope pairs.
