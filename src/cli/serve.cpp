@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/lora_options.h"
 #include "cli/model_options.h"
 #include "load/chat_template_source.h"
 #include "serve/chat_prompt.h"
@@ -30,6 +31,7 @@ struct ServeOptions {
   size_t max_queue = 256;
   bool no_prefix_cache = false;
   bool no_warm_up = false;
+  LoraOptions lora;
 };
 
 // The pool: --pool-blocks, else room for --max-rows sequences of the full context within
@@ -82,6 +84,12 @@ Status run(const ServeOptions& o) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  if (o.server.allow_lora_reload && o.server.lora_dir.empty()) {
+    return invalid_input("--allow-lora-reload needs --lora-dir: the only place adapters load from at run time");
+  }
+  for (const std::string& spec : o.lora.specs) {  // a malformed flag fails now, not after loading
+    if (Result<LoraSpec> s = parse_lora_spec(spec); !s) return s.take_error();
+  }
   serve::Metrics metrics;
   serve::HttpServer server(o.server, metrics);
   if (!o.chat_template.empty()) {  // a file that cannot be read fails now, not after loading
@@ -109,6 +117,11 @@ Status run(const ServeOptions& o) {
     stop_listener();
     return m.take_error();
   }
+  Result<models::LoraSet> lora = load_adapters(o.lora, *m);
+  if (!lora) {
+    stop_listener();
+    return lora.take_error();
+  }
   const llm::GeneratorOptions g = generator_options(o.model);
   const int64_t ctx = capacity_for(o.model, *m);
   Result<int32_t> blocks = pool_blocks_for(o, *m, ctx, g.kv_dtype);
@@ -130,6 +143,7 @@ Status run(const ServeOptions& o) {
   e.scheduler.max_rows = o.max_rows;
   e.max_waiting = o.max_queue;
   e.warm_up = !o.no_warm_up;
+  e.lora = std::make_shared<const models::LoraSet>(std::move(*lora));
   const auto t0 = std::chrono::steady_clock::now();
   serve::Engine engine(*m, e, metrics);
   if (!engine.warm_up_status().ok()) {
@@ -189,6 +203,10 @@ Command add_serve_command(CLI::App& parent) {
   cmd->add_option("--max-body", o->server.max_body_bytes, "largest request body in bytes (larger: 413)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  add_lora_option(*cmd, o->lora);
+  cmd->add_flag("--allow-lora-reload", o->server.allow_lora_reload,
+                "answer POST /v1/load_lora_adapter and /v1/unload_lora_adapter (loading only from under --lora-dir)");
+  cmd->add_option("--lora-dir", o->server.lora_dir, "the directory run-time adapter loads must lie under");
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "compute every prompt in full (no KV reuse across requests)");
   cmd->add_flag("--no-warm-up", o->no_warm_up,
                 "serve at once and compile each step shape at its first use (default: the decode shapes and a "

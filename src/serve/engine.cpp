@@ -1,5 +1,6 @@
 #include "serve/engine.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace kvf::serve {
@@ -28,6 +29,9 @@ void Job::push(JobEvent e) {
 Engine::Engine(const models::Model& model, EngineOptions opts, Metrics& metrics)
     : model_(model), opts_(std::move(opts)), metrics_(metrics) {
   opts_.scheduler.on_token = [this](const std::string& id, const llm::RowResult& row) { on_token(id, row); };
+  lora_ = opts_.lora;
+  opts_.driver.lora = lora_.get();
+  for (size_t i = 0; lora_ && i < lora_->adapters.size(); ++i) lora_serial_ = std::max(lora_serial_, lora_->adapters[i]->serial);
   driver_ = std::make_unique<llm::Driver>(model_, opts_.driver);
   sched_ = std::make_unique<llm::Scheduler>(*driver_, opts_.scheduler);
   opts_.driver.max_seq_len = driver_->max_seq_len();
@@ -59,19 +63,65 @@ Result<std::shared_ptr<Job>> Engine::submit(JobSpec spec) {
   auto job = std::make_shared<Job>(spec.n);
   std::lock_guard lock(mu_);
   if (draining_ || stopping_) return capacity("the server is shutting down");
+  int32_t adapter = 0;
+  if (!spec.lora.empty()) {
+    Result<int32_t> id = models::lora_id(latest_lora(), spec.lora);
+    if (!id) return id.take_error();
+    adapter = *id;
+  }
   const size_t room = opts_.max_waiting + static_cast<size_t>(opts_.scheduler.max_rows);
   if (queued_ + static_cast<size_t>(spec.n) > room) return capacity("the queue is full (", queued_, " sequences)");
   job->id_ = str_cat("job", next_job_++);
   const Clock::time_point now = Clock::now();
   for (int i = 0; i < spec.n; ++i) {
-    llm::Request r{str_cat(job->id_, "/", i), spec.prompt, spec.max_tokens, spec.sampler};
+    llm::Request r{str_cat(job->id_, "/", i), spec.prompt, spec.max_tokens, spec.sampler, adapter};
     r.sampler.seed = spec.seeded ? spec.sampler.seed + static_cast<uint64_t>(i) : seeds_();
-    pending_.push_back({r.id, Choice{job, i, now, now, 0}, std::move(r)});
+    pending_.push_back({r.id, Choice{job, i, now, now, 0, adapter != 0}, std::move(r)});
   }
   queued_ += static_cast<size_t>(spec.n);
+  if (adapter != 0) adapted_ += static_cast<size_t>(spec.n);
   metrics_.add_prompt_tokens(np * spec.n);
   cv_.notify_all();
   return job;
+}
+
+const models::LoraSet* Engine::latest_lora() const { return lora_next_ ? lora_next_.get() : lora_.get(); }
+
+std::vector<std::shared_ptr<const models::LoraAdapter>> Engine::adapters() const {
+  std::lock_guard lock(mu_);
+  const models::LoraSet* set = latest_lora();
+  return set != nullptr ? set->adapters : std::vector<std::shared_ptr<const models::LoraAdapter>>{};
+}
+
+// Under mu_.
+Status Engine::swap_lora(std::shared_ptr<const models::LoraSet> next) {
+  if (draining_ || stopping_) return capacity("the server is shutting down");
+  if (adapted_ > 0) return capacity(adapted_, " sequences run or wait with an adapter; change the adapters once they end");
+  lora_next_ = std::move(next);
+  cv_.notify_all();
+  return {};
+}
+
+Status Engine::put_lora(models::LoraAdapter adapter) {
+  std::lock_guard lock(mu_);
+  auto next = std::make_shared<models::LoraSet>();
+  if (const models::LoraSet* set = latest_lora()) *next = *set;
+  adapter.serial = ++lora_serial_;
+  auto loaded = std::make_shared<const models::LoraAdapter>(std::move(adapter));
+  auto same = std::find_if(next->adapters.begin(), next->adapters.end(), [&](const auto& a) { return a->name == loaded->name; });
+  if (same != next->adapters.end()) *same = loaded;
+  else next->adapters.push_back(loaded);
+  return swap_lora(std::move(next));
+}
+
+Status Engine::remove_lora(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto next = std::make_shared<models::LoraSet>();
+  if (const models::LoraSet* set = latest_lora()) *next = *set;
+  auto it = std::find_if(next->adapters.begin(), next->adapters.end(), [&](const auto& a) { return a->name == name; });
+  if (it == next->adapters.end()) return models::lora_id(next.get(), name).take_error();
+  next->adapters.erase(it);
+  return swap_lora(std::move(next));
 }
 
 void Engine::cancel(const Job& job, int choice) {
@@ -139,6 +189,7 @@ void Engine::end_choice(const std::string& id, const std::string& finish, int64_
   metrics_.finished(finish);
   metrics_.e2e_latency(seconds(Clock::now() - c.submitted));
   c.job->push({c.index, std::nullopt, std::nullopt, true, finish, error, cached});
+  if (c.adapted) --adapted_;
   choices_.erase(it);
   --queued_;
   if (queued_ == 0) idle_cv_.notify_all();
@@ -168,8 +219,13 @@ void Engine::publish_state() {
 void Engine::loop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !pending_.empty() || !cancels_.empty() || !sched_->idle(); });
+    cv_.wait(lock, [&] { return stopping_ || lora_next_ || !pending_.empty() || !cancels_.empty() || !sched_->idle(); });
     if (stopping_) return;
+    if (lora_next_) {  // no sequence runs with an adapter (swap_lora): ids may move
+      lora_ = std::move(lora_next_);
+      opts_.driver.lora = lora_.get();
+      if (Status s = driver_->set_lora(lora_.get()); !s) fail_all(s.error());
+    }
     admit_pending();
     apply_cancels();
     if (sched_->idle()) {

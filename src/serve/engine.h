@@ -27,6 +27,7 @@ struct EngineOptions {
   llm::SchedulerOptions scheduler;  // on_token is the engine's
   size_t max_waiting = 256;         // choices queued beyond this are refused (kCapacity)
   bool warm_up = false;             // compile the common step shapes before serving (Driver::warm_up)
+  std::shared_ptr<const models::LoraSet> lora;  // the LoRA adapters requests may name (null: none)
 };
 
 struct JobSpec {
@@ -35,6 +36,7 @@ struct JobSpec {
   llm::SamplerConfig sampler;
   bool seeded = false;  // else each choice draws a fresh seed
   int n = 1;
+  std::string lora;  // the LoRA adapter by name ("": the base model)
 };
 
 // What the engine says about one choice: a token, or its end.
@@ -87,6 +89,15 @@ class Engine {
   void drain();
 
   int64_t max_seq_len() const { return opts_.driver.max_seq_len; }
+
+  // The LoRA adapters requests may name now, in id order.
+  std::vector<std::shared_ptr<const models::LoraAdapter>> adapters() const;
+  // Adds an adapter, or replaces the one of its name (a reload: the new load's serial gives
+  // it a new prefix-cache identity). The steps take the new set before the next admission.
+  // kCapacity while a choice runs or waits with an adapter (ids may move under it).
+  Status put_lora(models::LoraAdapter adapter);
+  // kInvalidInput when no adapter has that name; kCapacity as for put_lora.
+  Status remove_lora(const std::string& name);
   const models::Model& model() const { return model_; }
   // Blocks held by sequences right now (the engine thread's last count).
   int64_t used_blocks() const;
@@ -98,6 +109,7 @@ class Engine {
     int index = 0;
     Clock::time_point submitted, last_token;
     int64_t tokens = 0;
+    bool adapted = false;  // runs with a LoRA adapter
   };
   struct Pending {
     std::string id;
@@ -112,6 +124,8 @@ class Engine {
   void end_choice(const std::string& id, const std::string& finish, int64_t cached, const std::string& error = "");
   void fail_all(const Error& e);
   void publish_state();
+  const models::LoraSet* latest_lora() const;  // under mu_: the set new jobs resolve names in
+  Status swap_lora(std::shared_ptr<const models::LoraSet> next);
 
   const models::Model& model_;
   EngineOptions opts_;
@@ -130,6 +144,11 @@ class Engine {
   uint64_t next_job_ = 0;
   std::mt19937_64 seeds_{std::random_device{}()};  // a choice's seed when the client gave none
   bool stopping_ = false, draining_ = false;
+  // LoRA: the set the driver steps with (the engine thread's), and one an HTTP thread put in
+  // its place, taken by the engine thread before it admits again; choices with an adapter.
+  std::shared_ptr<const models::LoraSet> lora_, lora_next_;
+  size_t adapted_ = 0;
+  uint64_t lora_serial_ = 0;
   std::thread thread_;
 };
 

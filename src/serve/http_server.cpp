@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 
 #include "serve/choice_text.h"
@@ -128,6 +129,7 @@ struct HttpServer::Impl {
   }
 
   void routes();
+  void change_lora(const httplib::Request& req, httplib::Response& res, bool load);
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   std::optional<ApiError> prepare(Generation& g, const std::string& body, Endpoint endpoint);
   void respond_whole(const std::shared_ptr<Generation>& g, const httplib::Request& req, httplib::Response& res);
@@ -140,9 +142,17 @@ std::optional<ApiError> HttpServer::Impl::prepare(Generation& g, const std::stri
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   g.req = std::move(std::get<GenerationRequest>(parsed));
   const GenerationRequest& r = g.req;
+  std::string lora;  // a model name other than the base's names a LoRA adapter
   if (!r.model.empty() && r.model != g.model.name) {
-    return ApiError{404, "invalid_request_error", str_cat("the model '", r.model, "' does not exist; this server serves '", g.model.name, "'"),
-                    "model", "model_not_found"};
+    std::string served = str_cat("'", g.model.name, "'");
+    for (const auto& a : g.model.engine->adapters()) {
+      if (a->name == r.model) lora = r.model;
+      served += str_cat(", '", a->name, "'");
+    }
+    if (lora.empty()) {
+      return ApiError{404, "invalid_request_error", str_cat("the model '", r.model, "' does not exist; this server serves ", served),
+                      "model", "model_not_found"};
+    }
   }
   const load::Tokenizer& tok = g.model.tokenizer();
   if (endpoint == Endpoint::kChat) {
@@ -165,7 +175,7 @@ std::optional<ApiError> HttpServer::Impl::prepare(Generation& g, const std::stri
                             r.max_tokens ? str_cat(" and max_tokens asks for ", *r.max_tokens) : std::string(" and leaves no room to generate")),
                     r.max_tokens ? "max_tokens" : "messages", "context_length_exceeded"};
   }
-  JobSpec spec{g.prompt, r.max_tokens.value_or(ctx - np), r.sampler, r.seeded, r.n};
+  JobSpec spec{g.prompt, r.max_tokens.value_or(ctx - np), r.sampler, r.seeded, r.n, lora};
   Result<std::shared_ptr<Job>> job = g.model.engine->submit(std::move(spec));
   if (!job) return from_error(job.take_error());
   g.job = std::move(*job);
@@ -270,6 +280,48 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   respond_whole(g, req, res);
 }
 
+// vLLM's runtime LoRA endpoints: {"lora_name", "lora_path"} loads (or reloads) an adapter
+// from under --lora-dir; {"lora_name"} unloads one.
+void HttpServer::Impl::change_lora(const httplib::Request& req, httplib::Response& res, bool load) {
+  namespace fs = std::filesystem;
+  if (!opts.allow_lora_reload) {
+    return send_error(res, {404, "invalid_request_error", "adapters change only under --allow-lora-reload", "", ""});
+  }
+  std::optional<ServedModel> m = served();
+  if (!m) return send_error(res, unavailable("the model is loading"));
+  const json body = json::parse(req.body, nullptr, false);
+  auto field = [&](const char* key) -> std::optional<std::string> {
+    if (!body.is_object() || !body.contains(key) || !body[key].is_string() || body[key].get<std::string>().empty()) return std::nullopt;
+    return body[key].get<std::string>();
+  };
+  const std::optional<std::string> name = field("lora_name"), path = load ? field("lora_path") : std::optional<std::string>("");
+  if (!name || !path) {
+    return send_error(res, {400, "invalid_request_error", load ? "give \"lora_name\" and \"lora_path\" as strings" : "give \"lora_name\" as a string",
+                            name ? "lora_path" : "lora_name", ""});
+  }
+  if (*name == m->name) return send_error(res, {400, "invalid_request_error", "an adapter cannot take the base model's name", "lora_name", ""});
+  Status s;
+  if (load) {
+    std::error_code ec;
+    const fs::path root = fs::weakly_canonical(opts.lora_dir, ec), at = fs::weakly_canonical(*path, ec);
+    const auto rel = at.lexically_relative(root);
+    if (ec || opts.lora_dir.empty() || rel.empty() || *rel.begin() == "..") {
+      return send_error(res, {403, "invalid_request_error", str_cat("lora_path must lie under --lora-dir ", opts.lora_dir), "lora_path", ""});
+    }
+    Result<models::LoraAdapter> a = models::load_lora(at.string(), m->engine->model(), *name);
+    if (!a) return send_error(res, {400, "invalid_request_error", a.error().message(), "lora_path", ""});
+    s = m->engine->put_lora(std::move(*a));
+  } else {
+    s = m->engine->remove_lora(*name);
+  }
+  if (!s) {
+    const ErrorCode code = s.error().code();
+    const int status = code == ErrorCode::kCapacity ? 409 : code == ErrorCode::kInvalidInput ? 404 : 500;
+    return send_error(res, {status, "invalid_request_error", s.error().message(), "lora_name", ""});
+  }
+  send_json(res, 200, {{"object", "lora_adapter"}, {"id", *name}, {"status", load ? "loaded" : "unloaded"}});
+}
+
 void HttpServer::Impl::routes() {
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!served()) return send_json(res, 503, {{"status", "loading"}});
@@ -282,10 +334,16 @@ void HttpServer::Impl::routes() {
   svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     std::optional<ServedModel> m = served();
     if (!m) return send_error(res, unavailable("the model is loading"));
-    send_json(res, 200, {{"object", "list"},
-                         {"data", json::array({{{"id", m->name}, {"object", "model"}, {"created", 0}, {"owned_by", "kvforge"},
-                                                {"max_model_len", m->engine->max_seq_len()}}})}});
+    json data = json::array({{{"id", m->name}, {"object", "model"}, {"created", 0}, {"owned_by", "kvforge"},
+                              {"max_model_len", m->engine->max_seq_len()}}});
+    for (const auto& a : m->engine->adapters()) {  // as vLLM lists its LoRA modules
+      data.push_back({{"id", a->name}, {"object", "model"}, {"created", 0}, {"owned_by", "kvforge"}, {"parent", m->name},
+                      {"root", a->source}, {"max_model_len", m->engine->max_seq_len()}});
+    }
+    send_json(res, 200, {{"object", "list"}, {"data", data}});
   });
+  svr.Post("/v1/load_lora_adapter", [this](const httplib::Request& q, httplib::Response& s) { change_lora(q, s, true); });
+  svr.Post("/v1/unload_lora_adapter", [this](const httplib::Request& q, httplib::Response& s) { change_lora(q, s, false); });
   svr.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, Endpoint::kCompletions); });
   svr.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, Endpoint::kChat); });
   svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {

@@ -27,6 +27,10 @@ struct ServerOptions {
   std::string api_key;              // non-empty: /v1/* and /tokenize, /detokenize need "Authorization: Bearer <key>"
   size_t max_body_bytes = 8u << 20;
   int http_threads = 32;            // concurrent connections served; a stream holds one
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter answer (else 404), and load only
+  // from directories and files under lora_dir.
+  bool allow_lora_reload = false;
+  std::string lora_dir;
 };
 
 // Renders a chat's messages (and tools) into the prompt text the model expects.

@@ -1,14 +1,20 @@
 // The server end to end over loopback HTTP with stories260K: what a client sees (bodies,
 // streams, errors), that greedy output equals the model run alone, that concurrent streams
-// each equal their solo run, and that cancelled streams give every KV block back.
+// each equal their solo run, that cancelled streams give every KV block back, and LoRA
+// adapters: listed by /v1/models, selected by the request's model, loaded and unloaded at
+// run time only from under --lora-dir, a reload missing what the old load cached.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <future>
+#include <set>
+#include <random>
 #include <thread>
 
 #include "llm/generator.h"
 #include "llm/sampler.h"
+#include "load/gguf_writer.h"
+#include "models/lora.h"
 #include "models/model.h"
 #include "serve/chat_prompt.h"
 #include "serve/engine.h"
@@ -28,7 +34,9 @@ struct Harness {
   std::thread listener;
   int port = 0;
 
-  Harness(models::Model m, serve::ServerOptions so, int max_rows = 8, size_t max_waiting = 64) : model(std::move(m)) {
+  Harness(models::Model m, serve::ServerOptions so, int max_rows = 8, size_t max_waiting = 64,
+          std::shared_ptr<const models::LoraSet> lora = nullptr)
+      : model(std::move(m)) {
     serve::EngineOptions e;
     e.driver.pool_blocks = 64;
     e.driver.max_seq_len = 256;
@@ -38,6 +46,7 @@ struct Harness {
     e.scheduler.max_rows = max_rows;
     e.scheduler.max_batch_tokens = 128;
     e.max_waiting = max_waiting;
+    e.lora = std::move(lora);
     engine = std::make_unique<serve::Engine>(model, e, metrics);
     so.port = 0;
     server = std::make_unique<serve::HttpServer>(so, metrics);
@@ -97,10 +106,13 @@ std::optional<models::Model> stories() {
   models::Model m = std::move(*m##_opt)
 
 // What the model generates alone on a contiguous cache: the reference for the server.
-std::vector<int32_t> solo(const models::Model& m, const std::vector<int32_t>& prompt, int64_t n, llm::SamplerConfig s = {}) {
+std::vector<int32_t> solo(const models::Model& m, const std::vector<int32_t>& prompt, int64_t n, llm::SamplerConfig s = {},
+                          const models::LoraSet* lora = nullptr, int32_t adapter = 0) {
   llm::GeneratorOptions o;
   o.last_logits = true;
   o.threads = 2;
+  o.lora = lora;
+  o.adapter = adapter;
   llm::Generator gen(m, static_cast<int64_t>(prompt.size()) + n, o);
   llm::Sampler sampler(s);
   std::vector<int32_t> history = prompt, out, in = prompt;
@@ -402,6 +414,116 @@ TEST(Server, AFullQueueAnswers503WithRetryAfter) {
   EXPECT_EQ(ok + busy, 8);
   EXPECT_GE(ok, 1);
   EXPECT_GE(busy, 1);
+}
+
+// A GGUF LoRA for `m` (llama.cpp's layout) on every layer's q and v projections: random
+// factors of `rank`, so that the adapter moves the logits well past float noise.
+std::string write_lora(const models::Model& m, const std::string& dir, const std::string& name, int64_t rank, uint64_t seed) {
+  load::GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.type", "adapter");
+  w.set_string("adapter.type", "lora");
+  w.set_f32("adapter.lora.alpha", static_cast<float>(2 * rank));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  auto add = [&](const std::string& tensor, int64_t rows, int64_t cols) {
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    for (float& x : v) x = normal(rng);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(v.data());
+    EXPECT_TRUE(w.add_tensor(tensor, 0, {cols, rows}, {bytes, v.size() * 4}).ok());
+  };
+  for (int64_t l = 0; l < m.config.n_layers; ++l) {
+    for (const char* proj : {"attn_q", "attn_v"}) {
+      const std::string weight = str_cat("blk.", l, ".", proj, ".weight");
+      const Shape& s = m.weights.tensors().at(weight).shape();
+      add(weight + ".lora_a", rank, s[1]);
+      add(weight + ".lora_b", s[0], rank);
+    }
+  }
+  const std::string path = dir + "/" + name + ".gguf";
+  EXPECT_TRUE(w.write(path).ok());
+  return path;
+}
+
+std::shared_ptr<const models::LoraAdapter> adapter(const models::Model& m, const std::string& path, const std::string& name,
+                                                   uint64_t serial) {
+  models::LoraAdapter a = testing::must(models::load_lora(path, m, name));
+  a.serial = serial;
+  return std::make_shared<const models::LoraAdapter>(std::move(a));
+}
+
+// The greedy text of `model` for the prompt, and what the prefix cache served of it.
+std::pair<std::string, int64_t> complete(const Harness& h, const std::string& model, const std::vector<int32_t>& prompt,
+                                          int expect_status = 200) {
+  const json r = h.post("/v1/completions", {{"model", model}, {"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}},
+                        expect_status);
+  if (expect_status != 200) return {r.dump(), 0};
+  return {r["choices"][0]["text"].get<std::string>(), r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>()};
+}
+
+std::vector<int32_t> long_prompt() {  // two full blocks and a part
+  std::vector<int32_t> p;
+  for (int i = 0; i < 40; ++i) p.push_back(1 + (i * 37) % 500);
+  return p;
+}
+
+TEST(LoraServer, ModelsListsTheAdaptersAndEachAnswersAsItDoesAlone) {
+  KVF_NEED_STORIES(m);
+  const std::string dir = testing::temp_dir("lora_server");
+  auto set = std::make_shared<models::LoraSet>();
+  set->adapters = {adapter(m, write_lora(m, dir, "a", 4, 1), "a", 1), adapter(m, write_lora(m, dir, "b", 8, 2), "b", 2)};
+  Harness h(testing::must(models::open_model(*testing::model_file("stories260K/stories260K.gguf"))), {}, 8, 64, set);
+  httplib::Client c = h.client();
+  auto r = c.Get("/v1/models");
+  ASSERT_TRUE(r);
+  const json models = json::parse(r->body);
+  ASSERT_EQ(models["data"].size(), 3u);
+  EXPECT_EQ(models["data"][1]["id"], "a");
+  EXPECT_EQ(models["data"][2]["parent"], "stories");
+  const std::vector<int32_t> prompt = m.tokenizer->encode("Once upon a time", true);
+  std::set<std::string> texts;
+  for (int32_t id = 0; id <= 2; ++id) {
+    const std::string name = id == 0 ? "stories" : id == 1 ? "a" : "b";
+    const std::string got = complete(h, name, prompt).first;
+    EXPECT_EQ(got, text_of(m, prompt, solo(m, prompt, 12, {}, set.get(), id))) << name;
+    texts.insert(got);
+  }
+  EXPECT_EQ(texts.size(), 3u) << "each adapter changes the text";
+  const json missing = h.post("/v1/completions", {{"model", "c"}, {"prompt", "x"}}, 404);
+  EXPECT_NE(missing.dump().find("'b'"), std::string::npos) << missing.dump();
+  h.post("/v1/load_lora_adapter", {{"lora_name", "c"}, {"lora_path", dir + "/a.gguf"}}, 404);  // without --allow-lora-reload
+}
+
+TEST(LoraServer, RuntimeLoadsComeOnlyFromTheLoraDirAndAReloadMisses) {
+  KVF_NEED_STORIES(m);
+  const std::string dir = testing::temp_dir("lora_dir"), outside = testing::temp_dir("lora_outside");
+  write_lora(m, dir, "a", 4, 1);
+  write_lora(m, outside, "x", 4, 3);
+  serve::ServerOptions so;
+  so.allow_lora_reload = true;
+  so.lora_dir = dir;
+  Harness h(testing::must(models::open_model(*testing::model_file("stories260K/stories260K.gguf"))), so);
+  const std::vector<int32_t> prompt = long_prompt();
+  complete(h, "a", prompt, 404);
+  h.post("/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", dir + "/a.gguf"}});
+  h.post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", outside + "/x.gguf"}}, 403);
+  h.post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", dir + "/../" + outside.substr(outside.rfind('/') + 1) + "/x.gguf"}}, 403);
+  h.post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", dir + "/none.gguf"}}, 400);
+  h.post("/v1/load_lora_adapter", {{"lora_name", "x"}}, 400);
+  auto set = std::make_shared<models::LoraSet>();
+  set->adapters = {adapter(m, dir + "/a.gguf", "a", 1)};
+  const auto [text, cached] = complete(h, "a", prompt);
+  EXPECT_EQ(text, text_of(m, prompt, solo(m, prompt, 12, {}, set.get(), 1)));
+  EXPECT_EQ(cached, 0);
+  EXPECT_EQ(complete(h, "a", prompt).second, 32) << "the adapter's own blocks";
+  EXPECT_EQ(complete(h, "stories", prompt).second, 0) << "the base model never reads the adapter's blocks";
+  h.post("/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", dir + "/a.gguf"}});  // a reload of the same bytes
+  const auto [again, cached_again] = complete(h, "a", prompt);
+  EXPECT_EQ(again, text);
+  EXPECT_EQ(cached_again, 0) << "the reload misses what the old load cached";
+  h.post("/v1/unload_lora_adapter", {{"lora_name", "a"}});
+  complete(h, "a", prompt, 404);
+  h.post("/v1/unload_lora_adapter", {{"lora_name", "a"}}, 404);
 }
 
 }  // namespace
