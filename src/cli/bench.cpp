@@ -253,6 +253,7 @@ Command add_bench_command(CLI::App& parent) {
   e->add_option("--dtype", e2e->dtype, "what products compute from: auto (16-bit inputs where a GPU's tensor cores run them) or f32")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "f32"}));
+  e->add_option("--lora", e2e->o.lora, "a LoRA adapter every token runs with (a PEFT directory, a GGUF LoRA, or synthetic:r<RANK>)");
   e->add_option("--skip-pass", e2e->o.skip_passes,
                 "a compiler pass to leave out (repeatable; attention, fusion, moe, ...): the unfused form, for comparison");
   e->add_option("--peer", e2e->peer, "llama.cpp's llama-bench binary: run it on the same file and print the ratio");

@@ -1,6 +1,7 @@
 #include "models/lora.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -211,7 +212,49 @@ Result<LoraAdapter> load_gguf_lora(const std::string& path, const Model& base, s
   return a;
 }
 
+Result<LoraAdapter> synthetic_lora(const std::string& spec, const Model& base, std::string name) {
+  const std::string prefix = "synthetic:r";
+  char* end = nullptr;
+  const long rank = spec.rfind(prefix, 0) == 0 ? std::strtol(spec.c_str() + prefix.size(), &end, 10) : 0;
+  if (rank <= 0 || rank > 4096 || end == nullptr || *end != '\0') {
+    return invalid_input(spec, ": a synthetic adapter is synthetic:r<RANK>, RANK in 1..4096");
+  }
+  LoraAdapter a;
+  a.name = std::move(name);
+  a.source = spec;
+  a.rank = rank;
+  a.scale = 2.0;  // lora_alpha = 2 r
+  uint64_t state = 0x6c6f7261ull;  // "lora"
+  auto uniform = [&] {  // splitmix64 -> [-1, 1)
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<float>(static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-52 - 1.0);
+  };
+  static const char* const kProjections[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  for (int64_t l = 0; l < base.config.n_layers; ++l) {
+    for (const char* p : kProjections) {
+      const std::string weight = str_cat("blk.", l, ".", p, ".weight");
+      auto it = base.weights.tensors().find(weight);
+      if (it == base.weights.tensors().end() || it->second.rank() != 2) continue;
+      const int64_t out = it->second.shape()[0], in = it->second.shape()[1];
+      // A ~ U(-1/sqrt(in), 1/sqrt(in)) as PEFT initializes it; B small, as training leaves it.
+      std::vector<float> fa(static_cast<size_t>(rank * in)), fb(static_cast<size_t>(out * rank));
+      for (float& v : fa) v = uniform() / std::sqrt(static_cast<float>(in));
+      for (float& v : fb) v = 0.01f * uniform();
+      Result<HostTensor> ta = HostTensor::from_f32({rank, in}, fa), tb = HostTensor::from_f32({out, rank}, fb);
+      if (!ta) return ta.take_error();
+      if (!tb) return tb.take_error();
+      a.targets.emplace(weight, LoraFactors{std::move(*ta), std::move(*tb)});
+    }
+  }
+  if (a.targets.empty()) return unsupported(spec, ": the model has none of the projections a synthetic adapter targets");
+  a.content_hash = lora_content_hash(a);
+  return a;
+}
+
 Result<LoraAdapter> load_lora(const std::string& path, const Model& base, std::string name) {
+  if (path.rfind("synthetic:", 0) == 0) return synthetic_lora(path, base, std::move(name));
   if (fs::is_directory(path) || fs::path(path).filename() == "adapter_config.json") return load_peft_lora(path, base, std::move(name));
   if (fs::path(path).extension() == ".gguf") return load_gguf_lora(path, base, std::move(name));
   if (!fs::exists(path)) return Error(ErrorCode::kInvalidInput, str_cat(path, ": no such adapter"));

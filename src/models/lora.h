@@ -46,7 +46,12 @@ Result<LoraAdapter> load_peft_lora(const std::string& path, const Model& base, s
 // "<weight>.lora_b" [out, r] under kvforge's names), with the same checks.
 Result<LoraAdapter> load_gguf_lora(const std::string& path, const Model& base, std::string name);
 
-// A directory or adapter_config.json: PEFT; a .gguf file: GGUF.
+// "synthetic:r<RANK>": an adapter of that rank on every attention and MLP projection of
+// `base` (q, k, v, output, gate, up, down), factors drawn from a fixed seed at the scale of
+// trained ones, lora_alpha = 2 r. For benchmarks and tests that need an adapter of a shape.
+Result<LoraAdapter> synthetic_lora(const std::string& spec, const Model& base, std::string name);
+
+// A directory or adapter_config.json: PEFT; a .gguf file: GGUF; "synthetic:r<RANK>".
 Result<LoraAdapter> load_lora(const std::string& path, const Model& base, std::string name);
 
 // The content hash of an adapter's factors and scale (FNV-1a over their bytes, in name order).

@@ -2,10 +2,12 @@
 // file: pp = one step over `pp` prompt tokens, tg = `tg` single-token steps, both starting
 // at context depth `depth` (reached by seeking: a step's cost does not depend on the
 // values in the cache, so the depth is not prefilled).
+#include <memory>
 #include <random>
 
 #include "scenarios/scenarios.h"
 #include "llm/generator.h"
+#include "models/lora_trace.h"
 #include "models/model.h"
 
 namespace kvf::bench {
@@ -21,6 +23,14 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
   if (o.cuda) g.executor = llm::ExecutorKind::kCuda;
   g.compute = o.f32_compute ? llm::Compute::kF32 : llm::Compute::kAuto;
   g.skip_passes = o.skip_passes;
+  models::LoraSet lora;
+  if (!o.lora.empty()) {
+    Result<models::LoraAdapter> a = models::load_lora(o.lora, *m, "bench");
+    if (!a) return a.take_error().context("--lora");
+    lora.adapters.push_back(std::make_shared<const models::LoraAdapter>(std::move(*a)));
+    g.lora = &lora;
+    g.adapter = 1;
+  }
   llm::Generator gen(*m, cap, g);
   std::mt19937 rng(42);
   auto tokens = [&](int64_t n) {

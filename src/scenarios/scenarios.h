@@ -65,6 +65,7 @@ struct E2eOptions {
   bool cuda = false;             // the compiled step on the GPU (llm::ExecutorKind::kCuda)
   bool f32_compute = false;      // --dtype f32: every product from f32 inputs (llm::Compute::kF32)
   std::vector<std::string> skip_passes;  // compiler passes left out: the unfused form, for comparison
+  std::string lora;  // a LoRA adapter (any --lora PATH form) every token runs with; "": none
   ProgressFn progress = {};      // tokens computed, warm-up runs included
 };
 struct E2eResult {
