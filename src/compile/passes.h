@@ -1,5 +1,5 @@
 // The passes, one file each, and the fixed order they run in (DESIGN.md §3):
-// canonicalize → cse → rope recognition → attention rewrite → dce → fusion → moe.
+// canonicalize → cse → rope recognition → attention rewrite → dce → fusion → moe → lora.
 #pragma once
 
 #include <vector>
@@ -15,6 +15,7 @@ Pass attention_pass();     // attention.cpp: the ops::attention_* chains -> one 
 Pass dce_pass();           // dce.cpp: drops eqns no output, donation or validation needs
 Pass fusion_pass();        // fusion.cpp: rmsnorm, softmax rows, glu, linear (+ bias epilogue)
 Pass moe_pass();           // moe.cpp: the routed experts' sum of fused units -> one Moe eqn
+Pass lora_pass();          // lora.cpp: a projection plus its gathered LoRA term -> one Lora eqn
 
 // All of the above, in order.
 std::vector<Pass> default_passes();

@@ -43,5 +43,6 @@ Result<Buffer> eval_softmax(const KernelArgs& a);
 Result<Buffer> eval_glu(const KernelArgs& a);
 Result<Buffer> eval_linear(const KernelArgs& a);
 Result<Buffer> eval_moe(const KernelArgs& a);
+Result<Buffer> eval_lora(const KernelArgs& a);
 
 }  // namespace kvf::eval

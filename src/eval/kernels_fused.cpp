@@ -262,4 +262,41 @@ Result<Buffer> eval_moe(const KernelArgs& a) {
   return out;
 }
 
+// Each row's LoRA term as the chain computes it: a[id] x, then b[id] of that, each sum
+// rounded where the chain's MatMul rounds; times s[id]; added to y. An id outside the stacks
+// is the chain's gather failing.
+Result<Buffer> eval_lora(const KernelArgs& a) {
+  const Buffer &x = *a.in[0], &y = *a.in[1], &fa = *a.in[2], &fb = *a.in[3], &fs = *a.in[4], &ids = *a.in[5];
+  const int64_t n = y.shape.back(), k = x.shape.back(), rows = ids.numel(), e = fa.shape[0], r = fa.shape[1] / k;
+  for (int64_t t = 0; t < rows; ++t) {
+    const double id = ids.data[static_cast<size_t>(t)];
+    if (id < 0 || id >= static_cast<double>(e)) return invalid_input("lora: row ", t, " names adapter ", id, " of ", e);
+  }
+  Result<Buffer> out = Buffer::zeros(a.out_type.dtype, a.out_type.shape);
+  if (!out) return out;
+  auto body = [&](int64_t begin, int64_t end) {
+    std::vector<double> ax(static_cast<size_t>(r));
+    for (int64_t t = begin; t < end; ++t) {
+      const auto id = static_cast<int64_t>(ids.data[static_cast<size_t>(t)]);
+      const double* xr = x.data.data() + t * k;
+      const double* ar = fa.data.data() + id * r * k;
+      const double* br = fb.data.data() + id * n * r;
+      for (int64_t j = 0; j < r; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < k; ++c) acc += ar[j * k + c] * xr[c];
+        ax[static_cast<size_t>(j)] = step(a, acc);
+      }
+      const double s = fs.data[static_cast<size_t>(id)];
+      for (int64_t o = 0; o < n; ++o) {
+        double acc = 0;
+        for (int64_t j = 0; j < r; ++j) acc += br[o * r + j] * ax[static_cast<size_t>(j)];
+        out->data[static_cast<size_t>(t * n + o)] = step(a, y.data[static_cast<size_t>(t * n + o)] + step(a, step(a, acc) * s));
+      }
+    }
+  };
+  if (a.pool) a.pool->parallel_for(rows, body, 1);
+  else body(0, rows);
+  return out;
+}
+
 }  // namespace kvf::eval

@@ -62,6 +62,7 @@ Result<Buffer> Oracle::eval_eqn(const ir::Graph& g, const ir::Eqn& e, std::span<
     case OpKind::kGlu: return eval_glu(a);
     case OpKind::kLinear: return eval_linear(a);
     case OpKind::kMoe: return eval_moe(a);
+    case OpKind::kLora: return eval_lora(a);
     default: break;
   }
   return internal_error("oracle: no loop for ", ir::op_name(e.op));

@@ -186,6 +186,28 @@ Result<TensorType> infer_moe(std::span<const TensorType> in) {
   return x;
 }
 
+// x [..., K], y [..., N] of the same rows, stacks a [E, R * K], b [E, N * R], s [E, 1], ids i32 [rows].
+Result<TensorType> infer_lora(std::span<const TensorType> in) {
+  const OpKind op = OpKind::kLora;
+  if (in.size() != 6) return bad(op, "expects x, y, a, b, s and ids");
+  const TensorType &x = in[0], &y = in[1], &a = in[2], &b = in[3], &s = in[4], &ids = in[5];
+  for (const TensorType* t : {&y, &x, &a, &b, &s}) {
+    if (t->dtype != DType::kF32 || t->shape.empty()) return bad(op, "y, x and the stacks must be f32, got ", type_str(*t));
+  }
+  const int64_t n = y.shape.back(), k = x.shape.back();
+  if (ids.dtype != DType::kI32 || ids.shape.size() != 1 || k == 0 || n == 0 || numel(x.shape) / k != ids.shape[0] ||
+      numel(y.shape) / n != ids.shape[0]) {
+    return bad(op, "ids must be i32 [rows] for the rows of x ", type_str(x), " and y ", type_str(y), ", got ", type_str(ids));
+  }
+  const int64_t e = a.shape[0];
+  if (a.shape.size() != 2 || a.shape[1] % k != 0 || a.shape[1] == 0 || b.shape != Shape{e, n * (a.shape[1] / k)} ||
+      s.shape != Shape{e, 1}) {
+    return bad(op, "stacks must be a [E, R * ", k, "], b [E, ", n, " * R] and s [E, 1], got ", type_str(a), ", ", type_str(b), ", ",
+               type_str(s));
+  }
+  return y;
+}
+
 }  // namespace
 
 Result<TensorType> infer_fused(OpKind op, const Params& p, std::span<const TensorType> in) {
@@ -199,6 +221,7 @@ Result<TensorType> infer_fused(OpKind op, const Params& p, std::span<const Tenso
     case OpKind::kGlu: return infer_glu(in);
     case OpKind::kLinear: return infer_linear(p, in);
     case OpKind::kMoe: return infer_moe(in);
+    case OpKind::kLora: return infer_lora(in);
     default: break;
   }
   return internal_error("infer_fused: ", op_name(op), " is not a fused op");

@@ -46,6 +46,7 @@ std::string_view op_name(OpKind op) {
     case OpKind::kGlu: return "glu";
     case OpKind::kLinear: return "linear";
     case OpKind::kMoe: return "moe";
+    case OpKind::kLora: return "lora";
   }
   return "?";
 }

@@ -224,7 +224,8 @@ Result<LoraAdapter> synthetic_lora(const std::string& spec, const Model& base, s
   a.source = spec;
   a.rank = rank;
   a.scale = 2.0;  // lora_alpha = 2 r
-  uint64_t state = 0x6c6f7261ull;  // "lora"
+  uint64_t state = 0x6c6f7261ull;  // "lora", then the name: adapters of other names differ
+  for (char ch : a.name) state = (state ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
   auto uniform = [&] {  // splitmix64 -> [-1, 1)
     uint64_t z = (state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -47,8 +47,9 @@ Result<LoraAdapter> load_peft_lora(const std::string& path, const Model& base, s
 Result<LoraAdapter> load_gguf_lora(const std::string& path, const Model& base, std::string name);
 
 // "synthetic:r<RANK>": an adapter of that rank on every attention and MLP projection of
-// `base` (q, k, v, output, gate, up, down), factors drawn from a fixed seed at the scale of
-// trained ones, lora_alpha = 2 r. For benchmarks and tests that need an adapter of a shape.
+// `base` (q, k, v, output, gate, up, down), factors drawn from a seed fixed by `name` at the
+// scale of trained ones, lora_alpha = 2 r. For benchmarks and tests that need an adapter of a
+// shape.
 Result<LoraAdapter> synthetic_lora(const std::string& spec, const Model& base, std::string name);
 
 // A directory or adapter_config.json: PEFT; a .gguf file: GGUF; "synthetic:r<RANK>".

@@ -6,6 +6,7 @@
 #include "exec/cpu/kernels_generic.h"
 #include "exec/cpu/kernels_rows.h"
 #include "exec/cpu/linear.h"
+#include "exec/cpu/lora.h"
 #include "exec/cpu/moe.h"
 #include "exec/step_checks.h"
 #include "ir/printer.h"
@@ -258,6 +259,7 @@ Status CpuExecutor::run_op(const Op& op) {
     case OpKind::kSoftmax: softmax_rows(pool_, op.in[0], op.out); return {};
     case OpKind::kGlu: glu(pool_, e.params.glu, op.in[0], op.in[1], op.out); return {};
     case OpKind::kMoe: run_moe(e, op); return {};
+    case OpKind::kLora: run_lora(op); return {};
     default: return run_primitive(e, op.in, op.out, pool_);
   }
 }
@@ -269,6 +271,14 @@ void CpuExecutor::run_moe(const ir::Eqn& e, const Op& op) {
   moe(pool_, {.x = op.in[0].f32(), .weights = op.in[1].f32(), .rows = op.in[0].numel / dim, .dim = dim,
               .ffn = all.front().n, .gate = all.subspan(0, experts), .up = all.subspan(experts, experts),
               .down = all.subspan(2 * experts, experts), .act = e.params.glu, .out = op.out.f32(), .scratch = op.scratch});
+}
+
+void CpuExecutor::run_lora(const Op& op) {
+  const Ref &x = op.in[0], &y = op.in[1], &a = op.in[2];
+  const int64_t in = x.shape().back(), out = y.shape().back();
+  lora(pool_, {.y = y.f32(), .x = x.f32(), .rows = op.in[5].numel, .in = in, .out = out, .rank = a.dim(1) / in,
+               .adapters = a.dim(0), .a = a.f32(), .b = op.in[3].f32(), .s = op.in[4].f32(), .ids = op.in[5].i32(),
+               .result = op.out.f32(), .scratch = op.scratch});
 }
 
 Status CpuExecutor::run(const SlotValues& slots) {

@@ -52,6 +52,7 @@ class CpuExecutor final : public Executor {
   Status bind_ops();
   Status run_op(const Op& op);
   void run_moe(const ir::Eqn& e, const Op& op);
+  void run_lora(const Op& op);
   Status fold(const Op& op);
 
   plan::Plan plan_;

@@ -251,7 +251,7 @@ Status CudaExecutor::check(size_t eqn) const {
       }
       return {};
     }
-    case OpKind::kRmsNorm: case OpKind::kRope: case OpKind::kSoftmax: case OpKind::kGlu: return {};
+    case OpKind::kRmsNorm: case OpKind::kRope: case OpKind::kSoftmax: case OpKind::kGlu: case OpKind::kLora: return {};
     case OpKind::kMoe: {
       const size_t experts = (e.in.size() - 2) / 3;
       for (size_t i = 2; i < e.in.size(); ++i) {
@@ -952,6 +952,16 @@ Status CudaExecutor::launch(const Op& op) {
           static_cast<float*>(out.data), out.numel, l);
       return {};
     case OpKind::kMoe: moe(moe_args(op), l); return {};
+    case OpKind::kLora: {
+      const Ref &x = op.in[0], &y = op.in[1], &a = op.in[2];
+      const int64_t in = x.type.shape.back(), n = y.type.shape.back();
+      lora({static_cast<const float*>(y.data), static_cast<const float*>(x.data), op.in[5].numel, in, n,
+            a.type.shape[1] / in, static_cast<const float*>(a.data), static_cast<const float*>(op.in[3].data),
+            static_cast<const float*>(op.in[4].data), static_cast<const int32_t*>(op.in[5].data),
+            static_cast<float*>(out.data), op.scratch},
+           l);
+      return {};
+    }
     case OpKind::kAttention:
       if (op.decode_kernel) return decode_attention(op.decode, op.decode_plan, decode_workspace_.data(), device_.stream());
       if (op.tiles) return step_prefill_attention(op.tile_args, device_.stream());

@@ -227,6 +227,20 @@ struct MoeArgs {
 };
 void moe(const MoeArgs& a, const Launch& l);
 
+// ---- LoRA terms (lora.cu): the Lora eqn (docs/ir.md). result may be y.
+struct LoraRows {
+  const float* y = nullptr;  // [rows, out]
+  const float* x = nullptr;  // [rows, in]
+  int64_t rows = 0, in = 0, out = 0, rank = 0;
+  const float* a = nullptr;  // [adapters, rank, in]
+  const float* b = nullptr;  // [adapters, out, rank]
+  const float* s = nullptr;  // [adapters]
+  const int32_t* ids = nullptr;  // [rows]
+  float* result = nullptr;   // [rows, out]
+  float* scratch = nullptr;  // [rows, rank]: plan::lora_scratch_floats
+};
+void lora(const LoraRows& a, const Launch& l);
+
 // ---- attention (attention_rows.cu): the fused op's full contract (exec/cpu/attention.h) ----
 struct AttentionRows {
   int64_t batch = 1, hq = 1, hkv = 1, lq = 1, lk = 1;

@@ -1,0 +1,94 @@
+// lora: the LoRA term models/lora_trace.cpp adds to each adapted projection becomes one Lora
+// eqn, keeping every bit on the oracle (an exact pass) over a step whose tokens mix the base
+// model and two adapters; the CPU executor's kernel (one adapter's rows at a time) stays
+// within float noise of the chain it replaces.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "compile/passes.h"
+#include "compile/pipeline.h"
+#include "ir/printer.h"
+#include "exec/cpu/executor.h"
+#include "models/lora.h"
+#include "models/lora_trace.h"
+#include "plan/plan.h"
+#include "testing.h"
+
+namespace kvf {
+namespace {
+
+using ir::OpKind;
+using testing::must;
+
+constexpr int64_t kTokens = 12;
+
+struct Traced {
+  models::Model m = testing::open_test_model("llama_lora");
+  models::LoraSet set;
+  ir::Graph graph;
+  Traced() {
+    for (const char* name : {"a1", "a2"}) {
+      set.adapters.push_back(std::make_shared<models::LoraAdapter>(
+          must(models::load_lora(testing::fixture_dir("llama_lora") + "/adapters/" + name, m, name))));
+    }
+    graph = must(m.trace_step({.n_tokens = kTokens, .capacity = 0, .cached = false, .lora = &set}));
+  }
+};
+
+ir::Graph compiled(const ir::Graph& g, bool with_lora) {
+  std::vector<compile::Pass> passes;
+  for (compile::Pass& p : compile::default_passes()) {
+    if (with_lora || p.name != "lora") passes.push_back(std::move(p));
+  }
+  return must(compile::run_passes(g, passes)).graph;
+}
+
+std::vector<int32_t> iota(int64_t n, int32_t from) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = from + static_cast<int32_t>(i);
+  return v;
+}
+
+// Tokens 3.., positions 0.., adapters cycling base, a1, a2.
+std::vector<int32_t> adapter_ids() {
+  std::vector<int32_t> ids(kTokens);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % 3);
+  return ids;
+}
+
+TEST(LoraPass, FormsOneEqnPerAdaptedProjectionAndKeepsEveryBitOnTheOracle) {
+  const Traced t;
+  const ir::Graph chain = compiled(t.graph, false), fused = compiled(t.graph, true);
+  EXPECT_EQ(testing::count_op(chain, OpKind::kLora), 0);
+  EXPECT_EQ(testing::count_op(fused, OpKind::kLora), 14) << "seven projections in each of two layers\n" << ir::print(fused);
+  EXPECT_EQ(testing::count_op(fused, OpKind::kGather), 1) << "the embedding's; the stacks are read by the Lora eqns";
+  EXPECT_EQ(testing::count_op(fused, OpKind::kMatMul), testing::count_op(chain, OpKind::kMatMul) - 2 * 14);
+  const eval::SlotBindings slots{{ir::Slot::kToken, must(eval::Buffer::i32({kTokens}, iota(kTokens, 3)))},
+                                 {ir::Slot::kPos, must(eval::Buffer::i32({kTokens}, iota(kTokens, 0)))},
+                                 {ir::Slot::kAdapter, must(eval::Buffer::i32({kTokens}, adapter_ids()))}};
+  const eval::Outputs a = must(testing::run_graph(chain, slots, eval::Precision::kNative));
+  const eval::Outputs b = must(testing::run_graph(fused, slots, eval::Precision::kNative));
+  EXPECT_EQ(a.at("logits").data, b.at("logits").data);
+}
+
+std::vector<float> run_cpu(const ir::Graph& g) {
+  ThreadPool pool(2);
+  exec::StateStore state;
+  auto ex = must(exec::cpu::CpuExecutor::create(must(plan::make_plan(g, plan::cpu_caps(2))), state, pool));
+  Status s = ex->run({{ir::Slot::kToken, iota(kTokens, 3)}, {ir::Slot::kPos, iota(kTokens, 0)}, {ir::Slot::kAdapter, adapter_ids()}});
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().to_string());
+  const std::span<const float> out = ex->output("logits");
+  return {out.begin(), out.end()};
+}
+
+TEST(LoraPass, TheCpuKernelStaysWithinFloatNoiseOfTheChain) {
+  const Traced t;
+  const std::vector<float> chain = run_cpu(compiled(t.graph, false)), fused = run_cpu(compiled(t.graph, true));
+  ASSERT_EQ(chain.size(), fused.size());
+  EXPECT_LE(testing::rel_error(std::vector<double>(fused.begin(), fused.end()), std::vector<double>(chain.begin(), chain.end())),
+            1e-6);
+}
+
+}  // namespace
+}  // namespace kvf
