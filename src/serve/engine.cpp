@@ -188,8 +188,8 @@ void Engine::end_choice(const std::string& id, const std::string& finish, int64_
   Choice& c = it->second;
   metrics_.finished(finish);
   metrics_.e2e_latency(seconds(Clock::now() - c.submitted));
+  if (c.adapted) --adapted_;  // before the end is seen: a change right after it is not refused
   c.job->push({c.index, std::nullopt, std::nullopt, true, finish, error, cached});
-  if (c.adapted) --adapted_;
   choices_.erase(it);
   --queued_;
   if (queued_ == 0) idle_cv_.notify_all();

@@ -526,5 +526,29 @@ TEST(LoraServer, RuntimeLoadsComeOnlyFromTheLoraDirAndAReloadMisses) {
   h.post("/v1/unload_lora_adapter", {{"lora_name", "a"}}, 404);
 }
 
+TEST(LoraServer, AChangeWhileARequestHoldsAnAdapterIsRefused) {
+  KVF_NEED_STORIES(m);
+  const std::string dir = testing::temp_dir("lora_busy");
+  auto set = std::make_shared<models::LoraSet>();
+  set->adapters = {adapter(m, write_lora(m, dir, "a", 4, 1), "a", 1)};
+  serve::ServerOptions so;
+  so.allow_lora_reload = true;
+  so.lora_dir = dir;
+  Harness h(testing::must(models::open_model(*testing::model_file("stories260K/stories260K.gguf"))), so, 8, 64, set);
+  // A job holds adapter a from its submission until it ends.
+  std::shared_ptr<serve::Job> job = testing::must(h.engine->submit({{1, 2, 3}, 200, {}, false, 1, "a"}));
+  const json busy = h.post("/v1/load_lora_adapter", {{"lora_name", "b"}, {"lora_path", dir + "/a.gguf"}}, 409);
+  EXPECT_NE(busy.dump().find("adapter"), std::string::npos) << busy.dump();
+  h.post("/v1/unload_lora_adapter", {{"lora_name", "a"}}, 409);
+  h.engine->cancel(*job);
+  for (bool ended = false; !ended;) {
+    for (const serve::JobEvent& e : job->wait(std::chrono::milliseconds(100))) ended = ended || e.end;
+  }
+  h.post("/v1/load_lora_adapter", {{"lora_name", "b"}, {"lora_path", dir + "/a.gguf"}});
+  h.post("/v1/unload_lora_adapter", {{"lora_name", "a"}});
+  EXPECT_EQ(h.engine->adapters().size(), 1u);
+  EXPECT_EQ(h.engine->adapters()[0]->name, "b");
+}
+
 }  // namespace
 }  // namespace kvf
