@@ -176,6 +176,13 @@ Result<HostTensor> llama_rows_to_model(const ModelConfig& c, const std::string& 
   return pairs_to_halves(t, q ? c.n_heads : c.n_kv_heads);
 }
 
+// q/k rows as HF lays them (halves) for a model that keeps pairs (read from a llama GGUF).
+Result<HostTensor> llama_hf_rows_to_model(const ModelConfig& c, const std::string& name, const HostTensor& t) {
+  const bool q = name.ends_with("attn_q.weight"), k = name.ends_with("attn_k.weight");
+  if (c.rope_layout != ir::ops::RopeLayout::kInterleaved || (!q && !k)) return t;
+  return halves_to_pairs(t, q ? c.n_heads : c.n_kv_heads);
+}
+
 // A model read from HF keeps rotate-half q/k rows; its llama GGUF wants them in pairs.
 Result<Weights> llama_to_gguf(const ModelConfig& c, const Weights& w) {
   if (c.rope_layout == ir::ops::RopeLayout::kInterleaved) return w;
@@ -341,7 +348,8 @@ Status check_layernorm_family(const ModelConfig& c) {
 }  // namespace
 
 const GgufCodec kLlamaGguf{.read_config = read_llama, .check_export = check_llama, .write_config = write_llama_like,
-                           .to_gguf = llama_to_gguf, .rows_to_model = llama_rows_to_model};
+                           .to_gguf = llama_to_gguf, .rows_to_model = llama_rows_to_model,
+                           .hf_rows_to_model = llama_hf_rows_to_model};
 const GgufCodec kQwenGguf{.read_config = read_qwen, .check_export = check_qwen, .write_config = write_llama_like};
 const GgufCodec kQwen3MoeGguf{.read_config = read_qwen3moe, .check_export = check_qwen3moe, .write_config = write_llama_like};
 const GgufCodec kQwen2MoeGguf{.read_config = read_qwen2moe, .to_model = qwen2moe_to_model, .check_export = check_qwen2moe,

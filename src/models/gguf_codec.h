@@ -33,6 +33,9 @@ struct GgufCodec {
   // A tensor whose rows are weight `name`'s output rows as this architecture's GGUF lays them
   // (a GGUF LoRA adapter's B factor) -> the rows of `c`'s weight; null: the same.
   Result<HostTensor> (*rows_to_model)(const ModelConfig& c, const std::string& name, const HostTensor& t) = nullptr;
+  // The same from the rows as Hugging Face lays them (a PEFT adapter's B factor), for a model
+  // read from this architecture's GGUF; null: the same.
+  Result<HostTensor> (*hf_rows_to_model)(const ModelConfig& c, const std::string& name, const HostTensor& t) = nullptr;
 };
 
 // llama (and mistral, and mixtral: llama.cpp's llama with experts): q/k rows in rope pairs.

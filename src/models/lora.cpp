@@ -157,6 +157,11 @@ Result<LoraAdapter> load_peft_lora(const std::string& path, const Model& base, s
     Result<HostTensor> ta = st->tensor(ab.first), tb = st->tensor(ab.second);
     if (!ta) return ta.take_error();
     if (!tb) return tb.take_error();
+    if (fam->gguf != nullptr && fam->gguf->hf_rows_to_model != nullptr && tb->rank() == 2) {  // B's rows: the weight's
+      Result<HostTensor> laid = fam->gguf->hf_rows_to_model(base.config, ours, *tb);
+      if (!laid) return laid.take_error().context(where);
+      *tb = std::move(*laid);
+    }
     s = add_target(a, base, ours, *ta, *tb, where);
     if (!s) return s.take_error();
   }

@@ -151,6 +151,9 @@ TEST_F(LoraFixture, LlamaCppsGgufOfAnAdapterOnTheBaseWrittenToGguf) {
   const models::Model base = must(models::open_model(path, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
   models::LoraSet only{{std::make_shared<models::LoraAdapter>(must(models::load_lora(f.dir + "/adapters/a1.gguf", base, "a1")))}};
   EXPECT_LE(adapter_one_error(f, base, only, refs[0].logits), 1e-4) << "q/k rows kept in pairs, as the base's";
+  // The PEFT adapter on the same GGUF base: its q/k rows laid into the base's pairs.
+  models::LoraSet peft{{std::make_shared<models::LoraAdapter>(must(models::load_lora(f.dir + "/adapters/a1", base, "a1")))}};
+  EXPECT_LE(adapter_one_error(f, base, peft, refs[0].logits), 1e-4) << "a PEFT adapter's q/k rows into the GGUF base's pairs";
 }
 
 // A copy of adapter a2 with its adapter_config.json edited by `edit`.
