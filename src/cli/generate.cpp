@@ -74,8 +74,8 @@ Status run(const GenerateOptions& o) {
   llm::GeneratorOptions gopts = generator_options(o.model);
   gopts.last_logits = true;
   gopts.decode_attention = target->get();
-  if (!o.adapter.empty() && lora->adapters.empty()) return invalid_input("--adapter ", o.adapter, " needs a --lora");
-  if (!lora->adapters.empty()) {
+  if (!o.adapter.empty() && lora->empty()) return invalid_input("--adapter ", o.adapter, " needs a --lora");
+  if (!lora->empty()) {
     Result<int32_t> id = o.adapter.empty() ? Result<int32_t>(1) : models::lora_id(&*lora, o.adapter);
     if (!id) return id.take_error().context("--adapter");
     gopts.lora = &*lora;

@@ -36,7 +36,7 @@ Result<LoraSpec> parse_lora_spec(const std::string& text) {
 }
 
 Result<models::LoraSet> load_adapters(const LoraOptions& o, const models::Model& m) {
-  models::LoraSet set;
+  std::vector<std::shared_ptr<const models::LoraAdapter>> adapters;
   std::set<std::string> names;
   uint64_t serial = 0;
   for (const std::string& text : o.specs) {
@@ -48,9 +48,9 @@ Result<models::LoraSet> load_adapters(const LoraOptions& o, const models::Model&
     a->scale *= s->scale;
     a->content_hash = models::lora_content_hash(*a);
     a->serial = ++serial;
-    set.adapters.push_back(std::make_shared<models::LoraAdapter>(std::move(*a)));
+    adapters.push_back(std::make_shared<const models::LoraAdapter>(std::move(*a)));
   }
-  return set;
+  return models::LoraSet(std::move(adapters));
 }
 
 }  // namespace kvf::cli

@@ -57,11 +57,11 @@ kv::WeightsIdentity lora_identity(kv::WeightsIdentity base, const models::LoraAd
   return kv::weights_identity(str_cat(base.value, "|lora|", adapter.content_hash, "|load=", adapter.serial));
 }
 
-bool Driver::has_lora() const { return opts_.lora != nullptr && !opts_.lora->adapters.empty(); }
+bool Driver::has_lora() const { return opts_.lora != nullptr && !opts_.lora->empty(); }
 
 kv::WeightsIdentity Driver::identity_of(int32_t adapter) const {
   if (adapter == 0) return opts_.identity;
-  return lora_identity(opts_.identity, *opts_.lora->adapters[static_cast<size_t>(adapter - 1)]);
+  return lora_identity(opts_.identity, *opts_.lora->adapters()[static_cast<size_t>(adapter - 1)]);
 }
 
 Status Driver::set_lora(const models::LoraSet* lora) {
@@ -85,7 +85,7 @@ Result<Opened> Driver::resume(Suspended s) {
 
 Result<Opened> Driver::admit(std::vector<int32_t> prompt, std::vector<int32_t> generated, int64_t max_new,
                              Sampler sampler, int32_t adapter) {
-  const int64_t adapters = has_lora() ? static_cast<int64_t>(opts_.lora->adapters.size()) : 0;
+  const int64_t adapters = has_lora() ? static_cast<int64_t>(opts_.lora->adapters().size()) : 0;
   if (adapter < 0 || adapter > adapters) {
     return invalid_input("driver: adapter ", adapter, " is not loaded (", adapters, " adapters; 0 is the base model)");
   }

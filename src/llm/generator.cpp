@@ -47,7 +47,7 @@ models::StepSpec Generator::spec_for(int64_t n_tokens) const {
   spec.kv_dtype = opts_.kv_dtype;
   spec.window = opts_.window;
   spec.sinks = opts_.sinks;
-  spec.lora = opts_.lora != nullptr && !opts_.lora->adapters.empty() ? opts_.lora : nullptr;
+  spec.lora = opts_.lora != nullptr && !opts_.lora->empty() ? opts_.lora : nullptr;
   return spec;
 }
 

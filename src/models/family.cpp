@@ -31,7 +31,7 @@ StepTrace::StepTrace(const ModelConfig& cfg, const StepSpec& step)
   const int64_t n = step.rows * step.n_tokens;
   tokens = b.slot(ir::Slot::kToken, DType::kI32, {n});
   pos = b.slot(ir::Slot::kPos, DType::kI32, {n});
-  if (step.lora != nullptr && !step.lora->adapters.empty()) trace_lora(*this, *step.lora, n);
+  if (step.lora != nullptr && !step.lora->empty()) trace_lora(*this, *step.lora, n);
   if (!paged(step)) {
     keys = ir::ops::key_positions(b, keys_seen(step));
     return;

@@ -8,7 +8,9 @@
 // oracle defines it.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "models/family.h"
@@ -16,8 +18,27 @@
 
 namespace kvf::models {
 
-struct LoraSet {
-  std::vector<std::shared_ptr<const LoraAdapter>> adapters;  // adapter id i + 1 is adapters[i]
+// One base weight's factors of every adapter of a set, stacked (entry 0 zero, smaller ranks
+// padded with zero rows): a [E, rank * in], b [E, out * rank], s [E] with E = adapters + 1.
+struct LoraStack {
+  int64_t rank = 0, in = 0, out = 0;
+  std::shared_ptr<const std::vector<float>> a, b, s;
+};
+
+// The adapters a model serves; adapter id i + 1 is adapters()[i]. The stacks every traced step
+// reads are built once, here, and shared by the steps of every shape (and their uploads).
+class LoraSet {
+ public:
+  LoraSet() = default;
+  LoraSet(std::vector<std::shared_ptr<const LoraAdapter>> adapters);  // implicit: LoraSet set{{a1, a2}}
+  const std::vector<std::shared_ptr<const LoraAdapter>>& adapters() const { return adapters_; }
+  bool empty() const { return adapters_.empty(); }
+  // The stack of base weight `name`; null when no adapter targets it.
+  const LoraStack* stack(const std::string& name) const;
+
+ private:
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters_;
+  std::map<std::string, LoraStack> stacks_;
 };
 
 // The id of the adapter named `name` in `set` (1-based), kInvalidInput naming the loaded ones

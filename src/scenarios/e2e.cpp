@@ -27,7 +27,7 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
   if (!o.lora.empty()) {
     Result<models::LoraAdapter> a = models::load_lora(o.lora, *m, "bench");
     if (!a) return a.take_error().context("--lora");
-    lora.adapters.push_back(std::make_shared<const models::LoraAdapter>(std::move(*a)));
+    lora = models::LoraSet({std::make_shared<const models::LoraAdapter>(std::move(*a))});
     g.lora = &lora;
     g.adapter = 1;
   }

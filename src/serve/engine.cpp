@@ -31,7 +31,7 @@ Engine::Engine(const models::Model& model, EngineOptions opts, Metrics& metrics)
   opts_.scheduler.on_token = [this](const std::string& id, const llm::RowResult& row) { on_token(id, row); };
   lora_ = opts_.lora;
   opts_.driver.lora = lora_.get();
-  for (size_t i = 0; lora_ && i < lora_->adapters.size(); ++i) lora_serial_ = std::max(lora_serial_, lora_->adapters[i]->serial);
+  for (size_t i = 0; lora_ && i < lora_->adapters().size(); ++i) lora_serial_ = std::max(lora_serial_, lora_->adapters()[i]->serial);
   driver_ = std::make_unique<llm::Driver>(model_, opts_.driver);
   sched_ = std::make_unique<llm::Scheduler>(*driver_, opts_.scheduler);
   opts_.driver.max_seq_len = driver_->max_seq_len();
@@ -90,7 +90,7 @@ const models::LoraSet* Engine::latest_lora() const { return lora_next_ ? lora_ne
 std::vector<std::shared_ptr<const models::LoraAdapter>> Engine::adapters() const {
   std::lock_guard lock(mu_);
   const models::LoraSet* set = latest_lora();
-  return set != nullptr ? set->adapters : std::vector<std::shared_ptr<const models::LoraAdapter>>{};
+  return set != nullptr ? set->adapters() : std::vector<std::shared_ptr<const models::LoraAdapter>>{};
 }
 
 // Under mu_.
@@ -104,24 +104,24 @@ Status Engine::swap_lora(std::shared_ptr<const models::LoraSet> next) {
 
 Status Engine::put_lora(models::LoraAdapter adapter) {
   std::lock_guard lock(mu_);
-  auto next = std::make_shared<models::LoraSet>();
-  if (const models::LoraSet* set = latest_lora()) *next = *set;
+  std::vector<std::shared_ptr<const models::LoraAdapter>> adapters;
+  if (const models::LoraSet* set = latest_lora()) adapters = set->adapters();
   adapter.serial = ++lora_serial_;
   auto loaded = std::make_shared<const models::LoraAdapter>(std::move(adapter));
-  auto same = std::find_if(next->adapters.begin(), next->adapters.end(), [&](const auto& a) { return a->name == loaded->name; });
-  if (same != next->adapters.end()) *same = loaded;
-  else next->adapters.push_back(loaded);
-  return swap_lora(std::move(next));
+  auto same = std::find_if(adapters.begin(), adapters.end(), [&](const auto& a) { return a->name == loaded->name; });
+  if (same != adapters.end()) *same = loaded;
+  else adapters.push_back(loaded);
+  return swap_lora(std::make_shared<const models::LoraSet>(std::move(adapters)));
 }
 
 Status Engine::remove_lora(const std::string& name) {
   std::lock_guard lock(mu_);
-  auto next = std::make_shared<models::LoraSet>();
-  if (const models::LoraSet* set = latest_lora()) *next = *set;
-  auto it = std::find_if(next->adapters.begin(), next->adapters.end(), [&](const auto& a) { return a->name == name; });
-  if (it == next->adapters.end()) return models::lora_id(next.get(), name).take_error();
-  next->adapters.erase(it);
-  return swap_lora(std::move(next));
+  std::vector<std::shared_ptr<const models::LoraAdapter>> adapters;
+  if (const models::LoraSet* set = latest_lora()) adapters = set->adapters();
+  auto it = std::find_if(adapters.begin(), adapters.end(), [&](const auto& a) { return a->name == name; });
+  if (it == adapters.end()) return models::lora_id(latest_lora(), name).take_error();
+  adapters.erase(it);
+  return swap_lora(std::make_shared<const models::LoraSet>(std::move(adapters)));
 }
 
 void Engine::cancel(const Job& job, int choice) {

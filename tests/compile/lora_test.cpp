@@ -28,10 +28,12 @@ struct Traced {
   models::LoraSet set;
   ir::Graph graph;
   Traced() {
+    std::vector<std::shared_ptr<const models::LoraAdapter>> adapters;
     for (const char* name : {"a1", "a2"}) {
-      set.adapters.push_back(std::make_shared<models::LoraAdapter>(
+      adapters.push_back(std::make_shared<models::LoraAdapter>(
           must(models::load_lora(testing::fixture_dir("llama_lora") + "/adapters/" + name, m, name))));
     }
+    set = models::LoraSet(std::move(adapters));
     graph = must(m.trace_step({.n_tokens = kTokens, .capacity = 0, .cached = false, .lora = &set}));
   }
 };

@@ -19,14 +19,14 @@ namespace {
 using testing::must;
 
 models::LoraSet fixture_adapters(const models::Model& m) {
-  models::LoraSet set;
+  std::vector<std::shared_ptr<const models::LoraAdapter>> adapters;
   uint64_t serial = 0;
   for (const char* name : {"a1", "a2"}) {
     models::LoraAdapter a = must(models::load_lora(testing::fixture_dir("llama_lora") + "/adapters/" + name, m, name));
     a.serial = ++serial;
-    set.adapters.push_back(std::make_shared<const models::LoraAdapter>(std::move(a)));
+    adapters.push_back(std::make_shared<const models::LoraAdapter>(std::move(a)));
   }
-  return set;
+  return models::LoraSet(std::move(adapters));
 }
 
 TEST(LoraGpu, EachAdaptersLogitsMatchPeft) {

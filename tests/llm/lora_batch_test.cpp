@@ -100,7 +100,7 @@ TEST(LoraBatch, PrefixHitsNeverCrossAdaptersAndAReloadMisses) {
   EXPECT_EQ(run(0), 0) << "the base model";
   EXPECT_EQ(run(0), 32);
   // a1 reloaded from the same bytes: a new load, a new identity.
-  models::LoraSet reloaded{{load(m, "a1", 3), set.adapters[1]}};
+  models::LoraSet reloaded{{load(m, "a1", 3), set.adapters()[1]}};
   ASSERT_TRUE(driver.set_lora(&reloaded).ok());
   EXPECT_EQ(run(1), 0) << "the reloaded adapter misses the earlier load's blocks";
   EXPECT_EQ(run(1), 32);

@@ -40,10 +40,11 @@ std::vector<AdapterRef> adapter_refs(const std::string& dir) {
 class LoraFixture : public ::testing::Test {
  protected:
   void SetUp() override {
+    std::vector<std::shared_ptr<const models::LoraAdapter>> adapters;
     for (const AdapterRef& r : refs) {
-      set.adapters.push_back(std::make_shared<models::LoraAdapter>(
-          must(models::load_lora(f.dir + "/adapters/" + r.name, m, r.name))));
+      adapters.push_back(std::make_shared<models::LoraAdapter>(must(models::load_lora(f.dir + "/adapters/" + r.name, m, r.name))));
     }
+    set = models::LoraSet(std::move(adapters));
   }
   // adapter 0: the base model's reference; i: adapter i's.
   const load::NpyArray& want(int adapter) const {
@@ -57,8 +58,8 @@ class LoraFixture : public ::testing::Test {
 };
 
 TEST_F(LoraFixture, EachAdapterLoadsItsTargetsAtItsScale) {
-  ASSERT_EQ(set.adapters.size(), 2u);
-  const models::LoraAdapter &a1 = *set.adapters[0], &a2 = *set.adapters[1];
+  ASSERT_EQ(set.adapters().size(), 2u);
+  const models::LoraAdapter &a1 = *set.adapters()[0], &a2 = *set.adapters()[1];
   EXPECT_EQ(a1.rank, 8);
   EXPECT_DOUBLE_EQ(a1.scale, 16.0 / 8.0);  // lora_alpha / r
   EXPECT_EQ(a1.targets.size(), 7u * 2u);   // seven projections of two layers
@@ -114,8 +115,8 @@ TEST_F(LoraFixture, AnAdapterIdPastTheSetIsRefused) {
 
 TEST_F(LoraFixture, ContentHashFollowsTheFactorsNotTheName) {
   const models::LoraAdapter again = must(models::load_lora(f.dir + "/adapters/a1", m, "other"));
-  EXPECT_EQ(again.content_hash, set.adapters[0]->content_hash);
-  EXPECT_NE(set.adapters[0]->content_hash, set.adapters[1]->content_hash);
+  EXPECT_EQ(again.content_hash, set.adapters()[0]->content_hash);
+  EXPECT_NE(set.adapters()[0]->content_hash, set.adapters()[1]->content_hash);
 }
 
 // Logits of all the fixture's positions through `m` with `set`'s adapter 1.
@@ -129,7 +130,7 @@ double adapter_one_error(const testing::Fixture& f, const models::Model& m, cons
 
 TEST_F(LoraFixture, LlamaCppsGgufOfAnAdapterHoldsItsPeftFactors) {
   const models::LoraAdapter g = must(models::load_lora(f.dir + "/adapters/a1.gguf", m, "a1"));
-  const models::LoraAdapter& p = *set.adapters[0];
+  const models::LoraAdapter& p = *set.adapters()[0];
   EXPECT_EQ(g.rank, p.rank);
   EXPECT_DOUBLE_EQ(g.scale, p.scale);
   ASSERT_EQ(g.targets.size(), p.targets.size());

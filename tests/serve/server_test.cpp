@@ -470,8 +470,8 @@ std::vector<int32_t> long_prompt() {  // two full blocks and a part
 TEST(LoraServer, ModelsListsTheAdaptersAndEachAnswersAsItDoesAlone) {
   KVF_NEED_STORIES(m);
   const std::string dir = testing::temp_dir("lora_server");
-  auto set = std::make_shared<models::LoraSet>();
-  set->adapters = {adapter(m, write_lora(m, dir, "a", 4, 1), "a", 1), adapter(m, write_lora(m, dir, "b", 8, 2), "b", 2)};
+  auto set = std::make_shared<models::LoraSet>(std::vector<std::shared_ptr<const models::LoraAdapter>>{
+      adapter(m, write_lora(m, dir, "a", 4, 1), "a", 1), adapter(m, write_lora(m, dir, "b", 8, 2), "b", 2)});
   Harness h(testing::must(models::open_model(*testing::model_file("stories260K/stories260K.gguf"))), {}, 8, 64, set);
   httplib::Client c = h.client();
   auto r = c.Get("/v1/models");
@@ -510,8 +510,8 @@ TEST(LoraServer, RuntimeLoadsComeOnlyFromTheLoraDirAndAReloadMisses) {
   h.post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", dir + "/../" + outside.substr(outside.rfind('/') + 1) + "/x.gguf"}}, 403);
   h.post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", dir + "/none.gguf"}}, 400);
   h.post("/v1/load_lora_adapter", {{"lora_name", "x"}}, 400);
-  auto set = std::make_shared<models::LoraSet>();
-  set->adapters = {adapter(m, dir + "/a.gguf", "a", 1)};
+  auto set = std::make_shared<models::LoraSet>(
+      std::vector<std::shared_ptr<const models::LoraAdapter>>{adapter(m, dir + "/a.gguf", "a", 1)});
   const auto [text, cached] = complete(h, "a", prompt);
   EXPECT_EQ(text, text_of(m, prompt, solo(m, prompt, 12, {}, set.get(), 1)));
   EXPECT_EQ(cached, 0);
@@ -529,8 +529,8 @@ TEST(LoraServer, RuntimeLoadsComeOnlyFromTheLoraDirAndAReloadMisses) {
 TEST(LoraServer, AChangeWhileARequestHoldsAnAdapterIsRefused) {
   KVF_NEED_STORIES(m);
   const std::string dir = testing::temp_dir("lora_busy");
-  auto set = std::make_shared<models::LoraSet>();
-  set->adapters = {adapter(m, write_lora(m, dir, "a", 4, 1), "a", 1)};
+  auto set = std::make_shared<models::LoraSet>(
+      std::vector<std::shared_ptr<const models::LoraAdapter>>{adapter(m, write_lora(m, dir, "a", 4, 1), "a", 1)});
   serve::ServerOptions so;
   so.allow_lora_reload = true;
   so.lora_dir = dir;
