@@ -137,6 +137,39 @@ __global__ void __launch_bounds__(kRouteThreads) route(MoeArgs a, Pass p) {
 
 constexpr int kTile = 64, kTileK = 32;
 
+// What one tile of the grouped GEMM works on: expert e (the pass's j-th), its listed rows from
+// m0 (count in all), output columns from n0 of n, the product's depth k and its weights, and
+// where its outputs go. kUnit: x's listed rows by gate and up into the units; else the units
+// by down into the outputs.
+struct Tile {
+  int64_t j, e, count, m0, n0, k, n, row_bytes;
+  const uint8_t* w[2];
+  const int32_t* list;
+  const float* units;
+  float* out;
+};
+
+// False for a tile past its expert's list (or past the last expert): it leaves at once.
+template <bool kUnit>
+__device__ bool tile_of(const MoeArgs& a, const Pass& p, Tile& t) {
+  t.j = blockIdx.z;
+  t.e = p.first + t.j;
+  if (t.e >= a.experts) return false;
+  t.count = p.counts[t.j];
+  t.m0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  if (t.m0 >= t.count) return false;
+  t.n0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  t.k = kUnit ? a.dim : a.ffn;
+  t.n = kUnit ? a.ffn : a.dim;
+  t.row_bytes = stored_row_bytes(kUnit ? a.gate_dt : a.down_dt, t.k);
+  t.w[0] = static_cast<const uint8_t*>(kUnit ? a.gate[t.e] : a.down[t.e]);
+  t.w[1] = static_cast<const uint8_t*>(kUnit ? a.up[t.e] : nullptr);
+  t.list = p.lists + t.j * a.rows;
+  t.units = p.units + t.j * a.rows * a.ffn;
+  t.out = kUnit ? p.units + t.j * a.rows * a.ffn : p.outputs + t.j * a.rows * a.dim;
+  return true;
+}
+
 // One 64x64 tile of an expert's product over its listed rows, 256 threads of 4x4 outputs.
 // kUnit: x's listed rows by the gate and up weights, act(gate) * up into the pass's units;
 // else the units by the down weights into its outputs. Tiles past the list leave at once.
@@ -144,18 +177,10 @@ template <bool kUnit>
 __global__ void __launch_bounds__(256) expert_tiles(MoeArgs a, Pass p) {
   __shared__ float xs[kTileK][kTile + 4];
   __shared__ float ws[kUnit ? 2 : 1][kTileK][kTile + 4];
-  const int64_t j = blockIdx.z, e = p.first + j;
-  if (e >= a.experts) return;
-  const int64_t count = p.counts[j], m0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  if (m0 >= count) return;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int64_t k = kUnit ? a.dim : a.ffn, n = kUnit ? a.ffn : a.dim;
+  Tile t;
+  if (!tile_of<kUnit>(a, p, t)) return;
+  const int64_t count = t.count, m0 = t.m0, n0 = t.n0, k = t.k, n = t.n;
   const DType dt = kUnit ? a.gate_dt : a.down_dt;
-  const int64_t row_bytes = stored_row_bytes(dt, k);
-  const auto* w0 = static_cast<const uint8_t*>(kUnit ? a.gate[e] : a.down[e]);
-  const auto* w1 = static_cast<const uint8_t*>(kUnit ? a.up[e] : nullptr);
-  const int32_t* list = p.lists + j * a.rows;
-  const float* units = p.units + j * a.rows * a.ffn;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   float acc[2][4][4] = {};
   for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
@@ -163,9 +188,9 @@ __global__ void __launch_bounds__(256) expert_tiles(MoeArgs a, Pass p) {
       const int r = i / kTileK, c = i % kTileK;
       const int64_t gm = m0 + r, gn = n0 + r, gk = k0 + c;
       const bool x_in = gm < count && gk < k, w_in = gn < n && gk < k;
-      xs[c][r] = !x_in ? 0.0f : kUnit ? a.x[list[gm] * k + gk] : units[gm * k + gk];
-      ws[0][c][r] = w_in ? load_stored(dt, w0 + gn * row_bytes, gk) : 0.0f;
-      if constexpr (kUnit) ws[1][c][r] = w_in ? load_stored(dt, w1 + gn * row_bytes, gk) : 0.0f;
+      xs[c][r] = !x_in ? 0.0f : kUnit ? a.x[t.list[gm] * k + gk] : t.units[gm * k + gk];
+      ws[0][c][r] = w_in ? load_stored(dt, t.w[0] + gn * t.row_bytes, gk) : 0.0f;
+      if constexpr (kUnit) ws[1][c][r] = w_in ? load_stored(dt, t.w[1] + gn * t.row_bytes, gk) : 0.0f;
     }
     __syncthreads();
 #pragma unroll 8
@@ -188,7 +213,6 @@ __global__ void __launch_bounds__(256) expert_tiles(MoeArgs a, Pass p) {
     }
     __syncthreads();
   }
-  float* out = kUnit ? p.units + j * a.rows * a.ffn : p.outputs + j * a.rows * a.dim;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t gm = m0 + ty * 4 + i;
@@ -197,7 +221,7 @@ __global__ void __launch_bounds__(256) expert_tiles(MoeArgs a, Pass p) {
     for (int jj = 0; jj < 4; ++jj) {
       const int64_t gn = n0 + tx * 4 + jj;
       if (gn >= n) continue;
-      out[gm * n + gn] = kUnit ? glu_value(a.act, acc[0][i][jj]) * acc[1][i][jj] : acc[0][i][jj];
+      t.out[gm * n + gn] = kUnit ? glu_value(a.act, acc[0][i][jj]) * acc[1][i][jj] : acc[0][i][jj];
     }
   }
 }
@@ -232,17 +256,9 @@ __global__ void __launch_bounds__(128) expert_tiles_tc(MoeArgs a, Pass p) {
   auto* xs = reinterpret_cast<Half*>(smem);                 // [kTile][kLd]
   auto* ws = xs + kTile * kLd;                               // [kParts][kTile][kLd]
   auto* cs = reinterpret_cast<float*>(smem);                 // [kParts][kTile][kOutLd], after the products
-  const int64_t j = blockIdx.z, e = p.first + j;
-  if (e >= a.experts) return;
-  const int64_t count = p.counts[j], m0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  if (m0 >= count) return;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int64_t k = kUnit ? a.dim : a.ffn, n = kUnit ? a.ffn : a.dim;
-  const int64_t row_bytes = stored_row_bytes(dt, k);
-  const uint8_t* w[2] = {static_cast<const uint8_t*>(kUnit ? a.gate[e] : a.down[e]),
-                         static_cast<const uint8_t*>(kUnit ? a.up[e] : nullptr)};
-  const int32_t* list = p.lists + j * a.rows;
-  const float* units = p.units + j * a.rows * a.ffn;
+  Tile t;
+  if (!tile_of<kUnit>(a, p, t)) return;
+  const int64_t count = t.count, m0 = t.m0, n0 = t.n0, k = t.k, n = t.n;
   const int warp = threadIdx.x / 32, wr = (warp / 2) * 32, wc = (warp % 2) * 32;
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kParts][2][2];
 #pragma unroll
@@ -260,7 +276,7 @@ __global__ void __launch_bounds__(128) expert_tiles_tc(MoeArgs a, Pass p) {
       const int64_t gm = m0 + r, gn = n0 + r, gk = k0 + c;
       float v[8] = {};
       if (gm < count) {
-        const float* src = kUnit ? a.x + list[gm] * k + gk : units + gm * k + gk;
+        const float* src = kUnit ? a.x + t.list[gm] * k + gk : t.units + gm * k + gk;
         const float4 lo = *reinterpret_cast<const float4*>(src), hi = *reinterpret_cast<const float4*>(src + 4);
         v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
       }
@@ -268,7 +284,7 @@ __global__ void __launch_bounds__(128) expert_tiles_tc(MoeArgs a, Pass p) {
 #pragma unroll
       for (int q = 0; q < kParts; ++q) {
         float wv[8] = {};
-        if (gn < n) load8<dt>(w[q] + gn * row_bytes, gk / 8, wv);
+        if (gn < n) load8<dt>(t.w[q] + gn * t.row_bytes, gk / 8, wv);
         store8<Half>(ws + (q * kTile + r) * kLd + c, wv);
       }
     }
@@ -303,13 +319,12 @@ __global__ void __launch_bounds__(128) expert_tiles_tc(MoeArgs a, Pass p) {
     }
   }
   __syncthreads();
-  float* out = kUnit ? p.units + j * a.rows * a.ffn : p.outputs + j * a.rows * a.dim;
   for (int i = threadIdx.x; i < kTile * kTile; i += 128) {
     const int r = i / kTile, c = i % kTile;
     const int64_t gm = m0 + r, gn = n0 + c;
     if (gm >= count || gn >= n) continue;
     const float y = cs[r * kOutLd + c];
-    out[gm * n + gn] = kUnit ? glu_value(a.act, y) * cs[(kTile + r) * kOutLd + c] : y;
+    t.out[gm * n + gn] = kUnit ? glu_value(a.act, y) * cs[(kTile + r) * kOutLd + c] : y;
   }
 }
 
