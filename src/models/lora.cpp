@@ -209,10 +209,10 @@ Result<LoraAdapter> load_gguf_lora(const std::string& path, const Model& base, s
     const int64_t r = ta->shape()[0];
     if (a.rank == 0) a.rank = r;
     if (r != a.rank) return refuse(where, str_cat("has rank ", r, " where others have ", a.rank, " (one rank per adapter)"));
-    a.scale = alpha != 0.0 ? alpha / static_cast<double>(a.rank) : 1.0;
     Status s = add_target(a, base, ours, *ta, *tb, where);
     if (!s) return s.take_error();
   }
+  a.scale = alpha != 0.0 ? alpha / static_cast<double>(a.rank) : 1.0;
   a.content_hash = lora_content_hash(a);
   return a;
 }

@@ -302,10 +302,10 @@ void HttpServer::Impl::change_lora(const httplib::Request& req, httplib::Respons
   if (*name == m->name) return send_error(res, {400, "invalid_request_error", "an adapter cannot take the base model's name", "lora_name", ""});
   Status s;
   if (load) {
-    std::error_code ec;
-    const fs::path root = fs::weakly_canonical(opts.lora_dir, ec), at = fs::weakly_canonical(*path, ec);
+    std::error_code root_ec, at_ec;
+    const fs::path root = fs::weakly_canonical(opts.lora_dir, root_ec), at = fs::weakly_canonical(*path, at_ec);
     const auto rel = at.lexically_relative(root);
-    if (ec || opts.lora_dir.empty() || rel.empty() || *rel.begin() == "..") {
+    if (root_ec || at_ec || opts.lora_dir.empty() || rel.empty() || *rel.begin() == "..") {
       return send_error(res, {403, "invalid_request_error", str_cat("lora_path must lie under --lora-dir ", opts.lora_dir), "lora_path", ""});
     }
     Result<models::LoraAdapter> a = models::load_lora(at.string(), m->engine->model(), *name);
