@@ -1,6 +1,7 @@
 // lora (exact): the LoRA term models/lora_trace.cpp traces onto a projection's result y,
-//   y + reshape(matmul(reshape(gather(b, ids)), matmul(reshape(gather(a, ids)), reshape(x)))
+//   y + reshape(matmul(reshape(matmul(reshape(gather(a, ids)), reshape(x))), reshape(gather(b, ids)))
 //               * broadcast(reshape(gather(s, ids))))
+// (the outer reshape absent where the term already has y's shape)
 // becomes one Lora eqn over x, y, the stacks a, b, s and ids (x read as [rows, in], through a
 // reshape when the chain reads it from another shape), which an executor runs per
 // adapter over the rows that use it (rows of adapter 0 add nothing). The oracle computes it
@@ -26,8 +27,9 @@ std::optional<Match> lora_at(const ir::Graph& g, size_t root) {
   std::optional<Match> found;
   either_order(g.eqns[root], [&](ValueId y, ValueId term) {
     Chain c(g);
+    // The term back in y's shape: no reshape where it already has it (a decode's one row).
     const Eqn* back = c.take(term, OpKind::kReshape);
-    const Eqn* mul = back ? c.take(back->in[0], OpKind::kMul) : nullptr;
+    const Eqn* mul = c.take(back ? back->in[0] : term, OpKind::kMul);
     if (!mul) return false;
     return either_order(*mul, [&](ValueId product, ValueId scale) {
       Chain t = c;
@@ -37,8 +39,9 @@ std::optional<Match> lora_at(const ir::Graph& g, size_t root) {
       const Eqn* bcast = def(g, scale, OpKind::kBroadcast);
       const Eqn* s3 = bcast ? def(g, bcast->in[0], OpKind::kReshape) : nullptr;
       const Eqn* gs = s3 ? def(g, s3->in[0], OpKind::kGather) : nullptr;
-      const Eqn* gb = outer && gs ? gathered_rows(t, outer->in[0]) : nullptr;
-      const Eqn* inner = gb ? t.take(outer->in[1], OpKind::kMatMul) : nullptr;
+      const Eqn* gb = outer && gs ? gathered_rows(t, outer->in[1]) : nullptr;
+      const Eqn* ax_row = gb ? t.take(outer->in[0], OpKind::kReshape) : nullptr;  // A x as [rows, 1, r]
+      const Eqn* inner = ax_row ? t.take(ax_row->in[0], OpKind::kMatMul) : nullptr;
       const Eqn* ga = inner ? gathered_rows(t, inner->in[0]) : nullptr;
       const Eqn* x3 = ga ? def(g, inner->in[1], OpKind::kReshape) : nullptr;  // shared by x's projections
       if (!x3 || ga->in[1] != gb->in[1] || ga->in[1] != gs->in[1]) return false;

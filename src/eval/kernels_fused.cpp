@@ -262,7 +262,7 @@ Result<Buffer> eval_moe(const KernelArgs& a) {
   return out;
 }
 
-// Each row's LoRA term as the chain computes it: a[id] x, then b[id] of that, each sum
+// Each row's LoRA term as the chain computes it: a[id] x, then (a[id] x)ᵀ b[id], each sum
 // rounded where the chain's MatMul rounds; times s[id]; added to y. An id outside the stacks
 // is the chain's gather failing.
 Result<Buffer> eval_lora(const KernelArgs& a) {
@@ -280,7 +280,7 @@ Result<Buffer> eval_lora(const KernelArgs& a) {
       const auto id = static_cast<int64_t>(ids.data[static_cast<size_t>(t)]);
       const double* xr = x.data.data() + t * k;
       const double* ar = fa.data.data() + id * r * k;
-      const double* br = fb.data.data() + id * n * r;
+      const double* br = fb.data.data() + id * r * n;  // [r, n]
       for (int64_t j = 0; j < r; ++j) {
         double acc = 0;
         for (int64_t c = 0; c < k; ++c) acc += ar[j * k + c] * xr[c];
@@ -289,7 +289,7 @@ Result<Buffer> eval_lora(const KernelArgs& a) {
       const double s = fs.data[static_cast<size_t>(id)];
       for (int64_t o = 0; o < n; ++o) {
         double acc = 0;
-        for (int64_t j = 0; j < r; ++j) acc += br[o * r + j] * ax[static_cast<size_t>(j)];
+        for (int64_t j = 0; j < r; ++j) acc += ax[static_cast<size_t>(j)] * br[j * n + o];
         out->data[static_cast<size_t>(t * n + o)] = step(a, y.data[static_cast<size_t>(t * n + o)] + step(a, step(a, acc) * s));
       }
     }

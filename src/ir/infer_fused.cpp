@@ -186,7 +186,7 @@ Result<TensorType> infer_moe(std::span<const TensorType> in) {
   return x;
 }
 
-// x [..., K], y [..., N] of the same rows, stacks a [E, R * K], b [E, N * R], s [E, 1], ids i32 [rows].
+// x [..., K], y [..., N] of the same rows, stacks a [E, R * K], b [E, R * N], s [E, 1], ids i32 [rows].
 Result<TensorType> infer_lora(std::span<const TensorType> in) {
   const OpKind op = OpKind::kLora;
   if (in.size() != 6) return bad(op, "expects x, y, a, b, s and ids");
@@ -200,9 +200,9 @@ Result<TensorType> infer_lora(std::span<const TensorType> in) {
     return bad(op, "ids must be i32 [rows] for the rows of x ", type_str(x), " and y ", type_str(y), ", got ", type_str(ids));
   }
   const int64_t e = a.shape[0];
-  if (a.shape.size() != 2 || a.shape[1] % k != 0 || a.shape[1] == 0 || b.shape != Shape{e, n * (a.shape[1] / k)} ||
+  if (a.shape.size() != 2 || a.shape[1] % k != 0 || a.shape[1] == 0 || b.shape != Shape{e, (a.shape[1] / k) * n} ||
       s.shape != Shape{e, 1}) {
-    return bad(op, "stacks must be a [E, R * ", k, "], b [E, ", n, " * R] and s [E, 1], got ", type_str(a), ", ", type_str(b), ", ",
+    return bad(op, "stacks must be a [E, R * ", k, "], b [E, R * ", n, "] and s [E, 1], got ", type_str(a), ", ", type_str(b), ", ",
                type_str(s));
   }
   return y;

@@ -46,7 +46,7 @@ LoraSet::LoraSet(std::vector<std::shared_ptr<const LoraAdapter>> adapters) : ada
   }
   for (auto& [name, st] : stacks_) {
     const int64_t r = st.rank, in = st.in, out = st.out;
-    std::vector<float> a(static_cast<size_t>(n * r * in), 0.0f), b(static_cast<size_t>(n * out * r), 0.0f);
+    std::vector<float> a(static_cast<size_t>(n * r * in), 0.0f), b(static_cast<size_t>(n * r * out), 0.0f);
     std::vector<float> s(static_cast<size_t>(n), 0.0f);
     for (int64_t i = 1; i < n; ++i) {
       const LoraAdapter& ad = *adapters_[static_cast<size_t>(i - 1)];
@@ -56,7 +56,9 @@ LoraSet::LoraSet(std::vector<std::shared_ptr<const LoraAdapter>> adapters) : ada
       const float* fa = it->second.a.data<float>();
       const float* fb = it->second.b.data<float>();
       std::copy(fa, fa + ri * in, a.begin() + i * r * in);  // rows past ri stay 0
-      for (int64_t o = 0; o < out; ++o) std::copy(fb + o * ri, fb + (o + 1) * ri, b.begin() + (i * out + o) * r);
+      for (int64_t o = 0; o < out; ++o) {
+        for (int64_t j = 0; j < ri; ++j) b[static_cast<size_t>((i * r + j) * out + o)] = fb[o * ri + j];
+      }
       s[static_cast<size_t>(i)] = static_cast<float>(ad.scale);
     }
     st.a = std::make_shared<const std::vector<float>>(std::move(a));
@@ -98,10 +100,10 @@ void trace_lora(StepTrace& t, const LoraSet& set, int64_t tokens) {
     }
     const V a_rows = b.reshape(b.gather(stack_constant(b, name, "a", {n + 1, r * in}, st->a), ids), {rows, r, in});
     const V ax = b.matmul(a_rows, b.reshape(x, {rows, in, 1}));  // [rows, r, 1]
-    const V b_rows = b.reshape(b.gather(stack_constant(b, name, "b", {n + 1, out * r}, st->b), ids), {rows, out, r});
-    const V bax = b.matmul(b_rows, ax);  // [rows, out, 1]
+    const V bt_rows = b.reshape(b.gather(stack_constant(b, name, "b", {n + 1, r * out}, st->b), ids), {rows, r, out});
+    const V bax = b.matmul(b.reshape(ax, {rows, 1, r}), bt_rows);  // [rows, 1, out]
     const V s = b.broadcast(b.reshape(b.gather(stack_constant(b, name, "scale", {n + 1, 1}, st->s), ids), {rows, 1, 1}),
-                            {rows, out, 1});
+                            {rows, 1, out});
     return y + b.reshape(bax * s, y.shape());
   });
 }

@@ -19,7 +19,9 @@
 namespace kvf::models {
 
 // One base weight's factors of every adapter of a set, stacked (entry 0 zero, smaller ranks
-// padded with zero rows): a [E, rank * in], b [E, out * rank], s [E] with E = adapters + 1.
+// padded with zeros): a [E, rank * in] (each entry A [rank, in]), b [E, rank * out] (each entry
+// Bᵀ [rank, out]: a term's columns are then rows of b, read contiguously by the kernels), s [E]
+// with E = adapters + 1.
 struct LoraStack {
   int64_t rank = 0, in = 0, out = 0;
   std::shared_ptr<const std::vector<float>> a, b, s;

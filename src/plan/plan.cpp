@@ -156,8 +156,7 @@ Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
     }
     if (e.op == ir::OpKind::kLora) {
       const int64_t rows = numel(g.type(e.in[5]).shape), in = g.type(e.in[0]).shape.back();
-      const int64_t out = g.type(e.in[1]).shape.back(), rank = g.type(e.in[2]).shape[1] / in;
-      scratch[i] = lora_scratch_floats(rows, in, out, rank, caps.target) * 4;
+      scratch[i] = lora_scratch_floats(rows, in, g.type(e.in[2]).shape[1] / in, caps.target) * 4;
     }
     p.requests.push_back(std::move(r));
   }

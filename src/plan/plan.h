@@ -30,10 +30,10 @@ ir::Graph colocate_linears(ir::Graph g);
 // A request the device cannot run is a typed refusal naming the eqn and what is missing.
 Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps);
 
-// The scratch a Lora eqn over `rows` rows takes: on the CPU one adapter's rows gathered
-// (their indices, x, A x and B A x; exec/cpu/lora.cpp), on a GPU every row's A x.
-inline int64_t lora_scratch_floats(int64_t rows, int64_t in, int64_t out, int64_t rank, Target target) {
-  return target == Target::kCuda ? rows * rank : rows * (1 + in + rank + out);
+// The scratch a Lora eqn over `rows` rows takes: on the CPU the rows listed by adapter and
+// one adapter's rows gathered (x and A x; exec/cpu/lora.cpp), on a GPU every row's A x.
+inline int64_t lora_scratch_floats(int64_t rows, int64_t in, int64_t rank, Target target) {
+  return target == Target::kCuda ? rows * rank : rows * (1 + in + rank);
 }
 
 // Per eqn: a cast of a weight to f32 whose every reader is a gather of its rows. Executors

@@ -21,20 +21,23 @@ namespace {
 using ir::OpKind;
 using testing::must;
 
-constexpr int64_t kTokens = 12;
+// A step of 12 tokens (a prefill) and of 1 (a decode: every reshape of the chain is then
+// over one row).
+constexpr int64_t kStepTokens[] = {12, 1};
 
 struct Traced {
   models::Model m = testing::open_test_model("llama_lora");
   models::LoraSet set;
   ir::Graph graph;
-  Traced() {
+  int64_t tokens;
+  explicit Traced(int64_t tokens) : tokens(tokens) {
     std::vector<std::shared_ptr<const models::LoraAdapter>> adapters;
     for (const char* name : {"a1", "a2"}) {
       adapters.push_back(std::make_shared<models::LoraAdapter>(
           must(models::load_lora(testing::fixture_dir("llama_lora") + "/adapters/" + name, m, name))));
     }
     set = models::LoraSet(std::move(adapters));
-    graph = must(m.trace_step({.n_tokens = kTokens, .capacity = 0, .cached = false, .lora = &set}));
+    graph = must(m.trace_step({.n_tokens = tokens, .capacity = 0, .cached = false, .lora = &set}));
   }
 };
 
@@ -52,15 +55,17 @@ std::vector<int32_t> iota(int64_t n, int32_t from) {
   return v;
 }
 
-// Tokens 3.., positions 0.., adapters cycling base, a1, a2.
-std::vector<int32_t> adapter_ids() {
-  std::vector<int32_t> ids(kTokens);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % 3);
+// Tokens 3.., positions 0.., adapters cycling a1, a2, base.
+std::vector<int32_t> adapter_ids(int64_t tokens) {
+  std::vector<int32_t> ids(static_cast<size_t>(tokens));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i + 1) % 3);
   return ids;
 }
 
 TEST(LoraPass, FormsOneEqnPerAdaptedProjectionAndKeepsEveryBitOnTheOracle) {
-  const Traced t;
+  for (const int64_t kTokens : kStepTokens) {
+  SCOPED_TRACE(str_cat(kTokens, " tokens"));
+  const Traced t(kTokens);
   const ir::Graph chain = compiled(t.graph, false), fused = compiled(t.graph, true);
   EXPECT_EQ(testing::count_op(chain, OpKind::kLora), 0);
   EXPECT_EQ(testing::count_op(fused, OpKind::kLora), 14) << "seven projections in each of two layers\n" << ir::print(fused);
@@ -68,28 +73,32 @@ TEST(LoraPass, FormsOneEqnPerAdaptedProjectionAndKeepsEveryBitOnTheOracle) {
   EXPECT_EQ(testing::count_op(fused, OpKind::kMatMul), testing::count_op(chain, OpKind::kMatMul) - 2 * 14);
   const eval::SlotBindings slots{{ir::Slot::kToken, must(eval::Buffer::i32({kTokens}, iota(kTokens, 3)))},
                                  {ir::Slot::kPos, must(eval::Buffer::i32({kTokens}, iota(kTokens, 0)))},
-                                 {ir::Slot::kAdapter, must(eval::Buffer::i32({kTokens}, adapter_ids()))}};
+                                 {ir::Slot::kAdapter, must(eval::Buffer::i32({kTokens}, adapter_ids(kTokens)))}};
   const eval::Outputs a = must(testing::run_graph(chain, slots, eval::Precision::kNative));
   const eval::Outputs b = must(testing::run_graph(fused, slots, eval::Precision::kNative));
   EXPECT_EQ(a.at("logits").data, b.at("logits").data);
+  }
 }
 
-std::vector<float> run_cpu(const ir::Graph& g) {
+std::vector<float> run_cpu(const ir::Graph& g, int64_t kTokens) {
   ThreadPool pool(2);
   exec::StateStore state;
   auto ex = must(exec::cpu::CpuExecutor::create(must(plan::make_plan(g, plan::cpu_caps(2))), state, pool));
-  Status s = ex->run({{ir::Slot::kToken, iota(kTokens, 3)}, {ir::Slot::kPos, iota(kTokens, 0)}, {ir::Slot::kAdapter, adapter_ids()}});
+  Status s = ex->run({{ir::Slot::kToken, iota(kTokens, 3)}, {ir::Slot::kPos, iota(kTokens, 0)}, {ir::Slot::kAdapter, adapter_ids(kTokens)}});
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().to_string());
   const std::span<const float> out = ex->output("logits");
   return {out.begin(), out.end()};
 }
 
 TEST(LoraPass, TheCpuKernelStaysWithinFloatNoiseOfTheChain) {
-  const Traced t;
-  const std::vector<float> chain = run_cpu(compiled(t.graph, false)), fused = run_cpu(compiled(t.graph, true));
-  ASSERT_EQ(chain.size(), fused.size());
-  EXPECT_LE(testing::rel_error(std::vector<double>(fused.begin(), fused.end()), std::vector<double>(chain.begin(), chain.end())),
-            1e-6);
+  for (const int64_t tokens : kStepTokens) {
+    SCOPED_TRACE(str_cat(tokens, " tokens"));
+    const Traced t(tokens);
+    const std::vector<float> chain = run_cpu(compiled(t.graph, false), tokens), fused = run_cpu(compiled(t.graph, true), tokens);
+    ASSERT_EQ(chain.size(), fused.size());
+    EXPECT_LE(testing::rel_error(std::vector<double>(fused.begin(), fused.end()), std::vector<double>(chain.begin(), chain.end())),
+              1e-6);
+  }
 }
 
 }  // namespace

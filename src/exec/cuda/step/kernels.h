@@ -233,7 +233,7 @@ struct LoraRows {
   const float* x = nullptr;  // [rows, in]
   int64_t rows = 0, in = 0, out = 0, rank = 0;
   const float* a = nullptr;  // [adapters, rank, in]
-  const float* b = nullptr;  // [adapters, out, rank]
+  const float* b = nullptr;  // [adapters, rank, out]: each adapter's B transposed
   const float* s = nullptr;  // [adapters]
   const int32_t* ids = nullptr;  // [rows]
   float* result = nullptr;   // [rows, out]

@@ -1,5 +1,5 @@
 // LoRA terms (kernels.h's lora): every row's A x, a warp per (row, rank index), then
-// y + s * B (A x), a thread per output element. A row of adapter 0 (the base model) copies
+// y + s * (A x)ᵀ Bᵀ, a thread per output element. A row of adapter 0 (the base model) copies
 // y. The ids come from the step's slot, read on the device: one captured graph serves any mix.
 #include "exec/cuda/step/launch.cuh"
 
@@ -31,10 +31,10 @@ __global__ void lora_up(LoraRows a) {
       a.result[i] = a.y[i];
       continue;
     }
-    const float* br = a.b + (id * a.out + c) * a.rank;
+    const float* bt = a.b + id * a.rank * a.out + c;  // column c of Bᵀ [rank, out]: a warp reads whole rows
     const float* ax = a.scratch + t * a.rank;
     float acc = 0.0f;
-    for (int64_t j = 0; j < a.rank; ++j) acc += br[j] * ax[j];
+    for (int64_t j = 0; j < a.rank; ++j) acc += ax[j] * bt[j * a.out];
     a.result[i] = __fadd_rn(a.y[i], __fmul_rn(acc, a.s[id]));  // rounded, then added: the chain's Mul and Add
   }
 }
