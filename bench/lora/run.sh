@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # What LoRA adapters cost on the CPU, on the ~125M llama of bench/peers as F16 (written here by
-# `kvforge convert` from synthetic:llama-125m): tg128 with and without a rank-16 adapter on all
-# seven projections, and a batch of 16 requests (64 prompt tokens, 64 greedy tokens each)
-# without adapters and spread over 4 rank-16 adapters, the steady decode rate of each. ROUNDS
-# rounds, back to back.
+# `kvforge convert` from synthetic:llama-125m): tg128 with a rank-16 adapter on all seven
+# projections against tg128 without it (measured in turn by one `bench e2e --lora`), and a
+# batch of 16 requests (64 prompt tokens, 64 greedy tokens each) spread over 4 rank-16
+# adapters against the same batch without adapters, the steady decode rate of each, back to
+# back. ROUNDS rounds.
 #   bench/lora/run.sh [KVFORGE=build/src/kvforge] [THREADS=2] [ROUNDS=3]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,14 +27,16 @@ for name, lora in (("plain", None), ("four", "abcd")):
             f.write(json.dumps(req) + "\n")
 PY
 adapters=(--lora a=synthetic:r16 --lora b=synthetic:r16 --lora c=synthetic:r16 --lora d=synthetic:r16)
+decode_rate() {
+  "$kvforge" batch -m "$model" --threads "$threads" --kv-type f16 --requests "$work/$1.jsonl" --max-rows 16 \
+    --max-batch-tokens 1024 "${adapters[@]}" --json 2>/dev/null | tail -n 1 |
+    python3 -c "import json, sys; print(json.load(sys.stdin)['decode_tokens_per_s'])"
+}
 for round in $(seq "$rounds"); do
   echo "round $round"
-  "$kvforge" bench e2e -m "$model" --threads "$threads" --pp 0 --tg 128 --repeats 3
-  "$kvforge" bench e2e -m "$model" --threads "$threads" --pp 0 --tg 128 --repeats 3 --lora synthetic:r16
-  for name in plain four; do
-    printf '%s: ' "batch of 16, $name"
-    "$kvforge" batch -m "$model" --threads "$threads" --kv-type f16 --requests "$work/$name.jsonl" --max-rows 16 \
-      --max-batch-tokens 1024 "${adapters[@]}" --json 2>/dev/null | tail -n 1 |
-      python3 -c "import json, sys; s = json.load(sys.stdin); print(f\"decode {s['decode_tokens_per_s']:.1f} tok/s, wall {s['tokens_per_s']:.1f} tok/s\")"
-  done
+  # tg128 with the adapter and without it, in turn within one process.
+  "$kvforge" bench e2e -m "$model" --threads "$threads" --pp 0 --tg 128 --repeats 7 --lora synthetic:r16
+  plain=$(decode_rate plain)
+  four=$(decode_rate four)
+  python3 -c "print(f'batch of 16 decode: {$four:.1f} tok/s over 4 adapters, {$plain:.1f} tok/s without; with/without {$four / $plain:.2f}x')"
 done

@@ -122,6 +122,11 @@ Status run_e2e(const E2eCli& c) {
     if (peer->pp_tok_s > 0) j["pp_ratio"] = ours->pp_tok_s / peer->pp_tok_s;
     if (peer->tg_tok_s > 0) j["tg_ratio"] = ours->tg_tok_s / peer->tg_tok_s;
   }
+  if (!c.o.lora.empty()) {
+    j["without_lora"] = {{"pp_tok_s", ours->base_pp_tok_s}, {"tg_tok_s", ours->base_tg_tok_s}};
+    if (ours->base_pp_tok_s > 0) j["lora_pp_ratio"] = ours->pp_tok_s / ours->base_pp_tok_s;
+    if (ours->base_tg_tok_s > 0) j["lora_tg_ratio"] = ours->tg_tok_s / ours->base_tg_tok_s;
+  }
   if (c.json) {
     std::printf("%s\n", j.dump().c_str());
     return {};
@@ -136,6 +141,13 @@ Status run_e2e(const E2eCli& c) {
   const std::string where = c.o.cuda ? std::string("cuda") : str_cat(c.o.threads, " threads");
   std::printf("%s, %s, depth %lld, KV %s:%s\n", c.o.model.c_str(), where.c_str(), (long long)c.o.depth,
               std::string(dtype_name(c.o.kv_dtype)).c_str(), rates(ours->pp_tok_s, ours->tg_tok_s).c_str());
+  if (j.contains("without_lora")) {
+    std::string ratio;
+    if (c.o.pp > 0) ratio += str_cat(" pp ", fixed(j.value("lora_pp_ratio", 0.0), 2), "x");
+    if (c.o.tg > 0) ratio += str_cat(ratio.empty() ? "" : ",", " tg ", fixed(j.value("lora_tg_ratio", 0.0), 2), "x");
+    std::printf("without the adapter, in turn:%s; with/without:%s\n", rates(ours->base_pp_tok_s, ours->base_tg_tok_s).c_str(),
+                ratio.c_str());
+  }
   if (j.contains("peer")) {
     const double pp = j["peer"]["pp_tok_s"].get<double>(), tg = j["peer"]["tg_tok_s"].get<double>();
     std::string ratio;
@@ -253,7 +265,9 @@ Command add_bench_command(CLI::App& parent) {
   e->add_option("--dtype", e2e->dtype, "what products compute from: auto (16-bit inputs where a GPU's tensor cores run them) or f32")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "f32"}));
-  e->add_option("--lora", e2e->o.lora, "a LoRA adapter every token runs with (a PEFT directory, a GGUF LoRA, or synthetic:r<RANK>)");
+  e->add_option("--lora", e2e->o.lora,
+                "a LoRA adapter every token runs with (a PEFT directory, a GGUF LoRA, or synthetic:r<RANK>), measured in turn "
+                "with the model without it");
   e->add_option("--skip-pass", e2e->o.skip_passes,
                 "a compiler pass to leave out (repeatable; attention, fusion, moe, ...): the unfused form, for comparison");
   e->add_option("--peer", e2e->peer, "llama.cpp's llama-bench binary: run it on the same file and print the ratio");

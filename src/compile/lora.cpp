@@ -1,7 +1,8 @@
 // lora (exact): the LoRA term models/lora_trace.cpp traces onto a projection's result y,
 //   y + reshape(matmul(reshape(matmul(reshape(gather(a, ids)), reshape(x))), reshape(gather(b, ids)))
 //               * broadcast(reshape(gather(s, ids))))
-// (the outer reshape absent where the term already has y's shape)
+// (the outer reshape absent where the term already has y's shape; a cast to f32 after the a
+// and b gathers where the stacks are f16)
 // becomes one Lora eqn over x, y, the stacks a, b, s and ids (x read as [rows, in], through a
 // reshape when the chain reads it from another shape), which an executor runs per
 // adapter over the rows that use it (rows of adapter 0 add nothing). The oracle computes it
@@ -17,10 +18,13 @@ using ir::Eqn;
 using ir::OpKind;
 using ir::ValueId;
 
-// The stack rows gathered by ids and reshaped: the gather (recorded in c) or null.
+// The stack rows gathered by ids (and cast to f32 from a 16-bit stack) and reshaped: the
+// gather (recorded in c) or null.
 const Eqn* gathered_rows(Chain& c, ValueId v) {
   const Eqn* r = c.take(v, OpKind::kReshape);
-  return r != nullptr ? c.take(r->in[0], OpKind::kGather) : nullptr;
+  if (r == nullptr) return nullptr;
+  const Eqn* widen = c.take(r->in[0], OpKind::kCast);
+  return c.take(widen != nullptr ? widen->in[0] : r->in[0], OpKind::kGather);
 }
 
 std::optional<Match> lora_at(const ir::Graph& g, size_t root) {

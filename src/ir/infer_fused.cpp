@@ -186,13 +186,17 @@ Result<TensorType> infer_moe(std::span<const TensorType> in) {
   return x;
 }
 
-// x [..., K], y [..., N] of the same rows, stacks a [E, R * K], b [E, R * N], s [E, 1], ids i32 [rows].
+// x [..., K], y [..., N] of the same rows, stacks a [E, R * K], b [E, R * N] (f32 or f16), s [E, 1],
+// ids i32 [rows].
 Result<TensorType> infer_lora(std::span<const TensorType> in) {
   const OpKind op = OpKind::kLora;
   if (in.size() != 6) return bad(op, "expects x, y, a, b, s and ids");
   const TensorType &x = in[0], &y = in[1], &a = in[2], &b = in[3], &s = in[4], &ids = in[5];
-  for (const TensorType* t : {&y, &x, &a, &b, &s}) {
-    if (t->dtype != DType::kF32 || t->shape.empty()) return bad(op, "y, x and the stacks must be f32, got ", type_str(*t));
+  for (const TensorType* t : {&y, &x, &s}) {
+    if (t->dtype != DType::kF32 || t->shape.empty()) return bad(op, "y, x and s must be f32, got ", type_str(*t));
+  }
+  if ((a.dtype != DType::kF32 && a.dtype != DType::kF16) || b.dtype != a.dtype) {
+    return bad(op, "the stacks a and b must be both f32 or both f16, got ", type_str(a), " and ", type_str(b));
   }
   const int64_t n = y.shape.back(), k = x.shape.back();
   if (ids.dtype != DType::kI32 || ids.shape.size() != 1 || k == 0 || n == 0 || numel(x.shape) / k != ids.shape[0] ||

@@ -46,7 +46,7 @@ enum class OpKind : uint8_t {
                // stored weights -> f32 [..., D]: sum over e of weights[..., e] times expert e's
                // gated unit down_e(act(gate_e x) * up_e x), in e order, skipping the experts whose
                // weight is 0 (a 0 weight adds an exact 0 in the chain); params.glu
-  kLora,       // x f32 [..., K], y f32 [..., N], a f32 [E, R * K], b f32 [E, R * N], s f32 [E, 1],
+  kLora,       // x f32 [..., K], y f32 [..., N], a [E, R * K], b [E, R * N] (f32 or f16), s f32 [E, 1],
                // ids i32 [T] (T rows of x and y) -> y + s[id] * (a[id] x)ᵀ b[id] per row, a[id]
                // [R, K] and b[id] [R, N] (B transposed); id 0 is the base model's all-zero entry
 };

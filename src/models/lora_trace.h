@@ -9,8 +9,10 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/family.h"
@@ -19,28 +21,40 @@
 namespace kvf::models {
 
 // One base weight's factors of every adapter of a set, stacked (entry 0 zero, smaller ranks
-// padded with zeros): a [E, rank * in] (each entry A [rank, in]), b [E, rank * out] (each entry
-// Bᵀ [rank, out]: a term's columns are then rows of b, read contiguously by the kernels), s [E]
-// with E = adapters + 1.
+// padded with zeros), with E = adapters + 1: a [E, rank * in] (each entry A [rank, in]) and b
+// [E, rank * out] (each entry Bᵀ [rank, out]: a term's columns are rows of b, read
+// contiguously by the kernels), both of lora_stack_type(); s f32 [E, 1].
 struct LoraStack {
   int64_t rank = 0, in = 0, out = 0;
-  std::shared_ptr<const std::vector<float>> a, b, s;
+  HostTensor a, b, s;
 };
 
-// The adapters a model serves; adapter id i + 1 is adapters()[i]. The stacks every traced step
-// reads are built once, here, and shared by the steps of every shape (and their uploads).
+// The type an adapter's factors are kept in beside a base weight of type `weight`: f16 beside
+// f16 and block-quantized weights (the adapter rounded to the half type the model computes
+// its weights in, as vLLM keeps adapters in the model's dtype and llama.cpp's converter writes
+// them: decode reads the factors of every adapted projection, so they cost bytes like the
+// weights do), f32 beside f32 and bf16 weights (exactly as loaded).
+DType lora_stack_type(DType weight);
+
+// The adapters a model serves; adapter id i + 1 is adapters()[i]. A weight's stack is built
+// once per type, on first use, and shared by the steps of every shape (and their uploads).
 class LoraSet {
  public:
   LoraSet() = default;
   LoraSet(std::vector<std::shared_ptr<const LoraAdapter>> adapters);  // implicit: LoraSet set{{a1, a2}}
+  LoraSet(LoraSet&& o) noexcept;
+  LoraSet& operator=(LoraSet&& o) noexcept;
   const std::vector<std::shared_ptr<const LoraAdapter>>& adapters() const { return adapters_; }
   bool empty() const { return adapters_.empty(); }
-  // The stack of base weight `name`; null when no adapter targets it.
-  const LoraStack* stack(const std::string& name) const;
+  // The stack of base weight `name` in `type` (f32 or f16), built on first use; null when no
+  // adapter targets the weight, an error when its memory is refused. It lives as long as this set.
+  Result<const LoraStack*> stack(const std::string& name, DType type) const;
 
  private:
   std::vector<std::shared_ptr<const LoraAdapter>> adapters_;
-  std::map<std::string, LoraStack> stacks_;
+  std::map<std::string, LoraStack> shapes_;  // per targeted weight: rank, in and out
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<std::string, DType>, LoraStack> stacks_;
 };
 
 // The id of the adapter named `name` in `set` (1-based), kInvalidInput naming the loaded ones

@@ -60,6 +60,26 @@ Result<double> median_seconds(int repeats, const std::function<Status()>& fn, bo
   return t[t.size() / 2];
 }
 
+Result<std::pair<double, double>> paired_median_seconds(int repeats, const std::function<Status()>& a,
+                                                        const std::function<Status()>& b) {
+  for (const auto* fn : {&a, &b}) {
+    Status s = (*fn)();
+    if (!s) return s.take_error();
+  }
+  std::vector<double> ta, tb;
+  for (int i = 0; i < std::max(1, repeats); ++i) {
+    for (auto [fn, t] : {std::pair{&a, &ta}, std::pair{&b, &tb}}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Status s = (*fn)();
+      if (!s) return s.take_error();
+      t->push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return std::pair{ta[ta.size() / 2], tb[tb.size() / 2]};
+}
+
 double memory_read_gbps(ThreadPool& pool, int64_t bytes, int repeats) {
   exec::HostBuffer buf(bytes);
   std::memset(buf.data(), 1, static_cast<size_t>(bytes));

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -24,6 +25,10 @@ struct Table {
 // Median wall time in seconds of `repeats` calls of fn (after one untimed warm-up when
 // warmup is set). fn returning an error stops the measurement.
 Result<double> median_seconds(int repeats, const std::function<Status()>& fn, bool warmup = true);
+// Two measurements side by side: a then b, each once untimed, then `repeats` times in turn,
+// so drift of a shared machine reaches both alike. Their median wall times in seconds.
+Result<std::pair<double, double>> paired_median_seconds(int repeats, const std::function<Status()>& a,
+                                                        const std::function<Status()>& b);
 
 // Read bandwidth of this machine in GB/s (1e9 bytes/s): the median of summing a buffer
 // much larger than the caches with every thread of the pool.
@@ -65,11 +70,13 @@ struct E2eOptions {
   bool cuda = false;             // the compiled step on the GPU (llm::ExecutorKind::kCuda)
   bool f32_compute = false;      // --dtype f32: every product from f32 inputs (llm::Compute::kF32)
   std::vector<std::string> skip_passes;  // compiler passes left out: the unfused form, for comparison
-  std::string lora;  // a LoRA adapter (any --lora PATH form) every token runs with; "": none
+  std::string lora;  // a LoRA adapter (any --lora PATH form) every token runs with, measured side by
+                     // side with the model without it; "": none
   ProgressFn progress = {};      // tokens computed, warm-up runs included
 };
 struct E2eResult {
   double pp_tok_s = 0, tg_tok_s = 0;
+  double base_pp_tok_s = 0, base_tg_tok_s = 0;  // with `lora`: the same steps without the adapter
 };
 Result<E2eResult> e2e_scenario(const E2eOptions& o);
 

@@ -10,6 +10,7 @@
 #include "compile/pipeline.h"
 #include "ir/printer.h"
 #include "exec/cpu/executor.h"
+#include "models/export_gguf.h"
 #include "models/lora.h"
 #include "models/lora_trace.h"
 #include "plan/plan.h"
@@ -22,15 +23,27 @@ using ir::OpKind;
 using testing::must;
 
 // A step of 12 tokens (a prefill) and of 1 (a decode: every reshape of the chain is then
-// over one row).
-constexpr int64_t kStepTokens[] = {12, 1};
+// over one row), on the f32 base and on the base written as f16 GGUF (whose stacks are f16,
+// widened after their gathers).
+struct StepCase {
+  int64_t tokens;
+  bool f16_base;
+};
+constexpr StepCase kSteps[] = {{12, false}, {1, false}, {12, true}, {1, true}};
+
+models::Model base_model(bool f16) {
+  if (!f16) return testing::open_test_model("llama_lora");
+  const std::string path = testing::temp_dir("lora_pass") + "/base-f16.gguf";
+  EXPECT_TRUE(models::export_gguf(testing::open_test_model("llama_lora"), path, {.outtype = DType::kF16}).ok());
+  return must(models::open_model(path, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
+}
 
 struct Traced {
-  models::Model m = testing::open_test_model("llama_lora");
+  models::Model m;
   models::LoraSet set;
   ir::Graph graph;
   int64_t tokens;
-  explicit Traced(int64_t tokens) : tokens(tokens) {
+  explicit Traced(StepCase c) : m(base_model(c.f16_base)), tokens(c.tokens) {
     std::vector<std::shared_ptr<const models::LoraAdapter>> adapters;
     for (const char* name : {"a1", "a2"}) {
       adapters.push_back(std::make_shared<models::LoraAdapter>(
@@ -63,9 +76,15 @@ std::vector<int32_t> adapter_ids(int64_t tokens) {
 }
 
 TEST(LoraPass, FormsOneEqnPerAdaptedProjectionAndKeepsEveryBitOnTheOracle) {
-  for (const int64_t kTokens : kStepTokens) {
-  SCOPED_TRACE(str_cat(kTokens, " tokens"));
-  const Traced t(kTokens);
+  for (const StepCase step : kSteps) {
+  const int64_t kTokens = step.tokens;
+  SCOPED_TRACE(str_cat(kTokens, " tokens, ", step.f16_base ? "f16" : "f32", " base"));
+  const Traced t(step);
+  for (const ir::Value& v : t.graph.values) {
+    if (v.name.starts_with("lora.a.") || v.name.starts_with("lora.b.")) {
+      EXPECT_EQ(v.type.dtype, step.f16_base ? DType::kF16 : DType::kF32) << v.name;
+    }
+  }
   const ir::Graph chain = compiled(t.graph, false), fused = compiled(t.graph, true);
   EXPECT_EQ(testing::count_op(chain, OpKind::kLora), 0);
   EXPECT_EQ(testing::count_op(fused, OpKind::kLora), 14) << "seven projections in each of two layers\n" << ir::print(fused);
@@ -91,10 +110,11 @@ std::vector<float> run_cpu(const ir::Graph& g, int64_t kTokens) {
 }
 
 TEST(LoraPass, TheCpuKernelStaysWithinFloatNoiseOfTheChain) {
-  for (const int64_t tokens : kStepTokens) {
-    SCOPED_TRACE(str_cat(tokens, " tokens"));
-    const Traced t(tokens);
-    const std::vector<float> chain = run_cpu(compiled(t.graph, false), tokens), fused = run_cpu(compiled(t.graph, true), tokens);
+  for (const StepCase step : kSteps) {
+    SCOPED_TRACE(str_cat(step.tokens, " tokens, ", step.f16_base ? "f16" : "f32", " base"));
+    const Traced t(step);
+    const std::vector<float> chain = run_cpu(compiled(t.graph, false), step.tokens);
+    const std::vector<float> fused = run_cpu(compiled(t.graph, true), step.tokens);
     ASSERT_EQ(chain.size(), fused.size());
     EXPECT_LE(testing::rel_error(std::vector<double>(fused.begin(), fused.end()), std::vector<double>(chain.begin(), chain.end())),
               1e-6);

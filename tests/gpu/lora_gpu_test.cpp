@@ -1,6 +1,7 @@
 // LoRA on the GPU (tests/fixtures/llama_lora): each adapter's all-position logits against
 // PEFT's with f32 compute, and a paged batch mixing the base model and both adapters equal,
-// token for token, to the CPU's (lora.cu against exec/cpu/lora.cpp, through the same plans).
+// token for token, to the CPU's (lora.cu against exec/cpu/lora.cpp, through the same plans);
+// f16 factors beside an f16 base against the CPU's.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -10,6 +11,7 @@
 #include "hf_fixture.h"
 #include "llm/driver.h"
 #include "llm/scheduler.h"
+#include "models/export_gguf.h"
 #include "models/lora.h"
 #include "models/lora_trace.h"
 
@@ -76,6 +78,33 @@ TEST(LoraGpu, AMixedPagedBatchEqualsTheCpus) {
   const models::Model m = testing::open_test_model("llama_lora");
   const models::LoraSet set = fixture_adapters(m);
   EXPECT_EQ(mixed_batch(m, set, llm::ExecutorKind::kCuda), mixed_batch(m, set, llm::ExecutorKind::kCpu));
+}
+
+// The base written as f16 GGUF keeps its adapters' factors in f16 (models::lora_stack_type):
+// lora.cu's half loads give the CPU's logits at every position, for each adapter.
+TEST(LoraGpu, HalfStacksBesideAnF16BaseMatchTheCpu) {
+  KVF_NEED_GPU();
+  const testing::Fixture f = testing::read_fixture("llama_lora");
+  const std::string path = testing::temp_dir("lora_gpu") + "/base-f16.gguf";
+  ASSERT_TRUE(models::export_gguf(testing::open_fixture(f), path, {.outtype = DType::kF16}).ok());
+  const models::Model m = must(models::open_model(path, {.tokenizer_path = "", .check_finite = true, .with_tokenizer = false}));
+  const models::LoraSet set = fixture_adapters(m);
+  std::vector<float> base;
+  for (int adapter = 0; adapter <= 2; ++adapter) {
+    SCOPED_TRACE(str_cat("adapter ", adapter));
+    auto logits = [&](llm::ExecutorKind kind) {
+      llm::Generator gen(m, static_cast<int64_t>(f.input_ids.size()),
+                         {.executor = kind, .compute = llm::Compute::kF32, .lora = &set, .adapter = adapter});
+      return must(gen.step(f.input_ids));
+    };
+    const std::vector<float> gpu = logits(llm::ExecutorKind::kCuda), cpu = logits(llm::ExecutorKind::kCpu);
+    const double rel = testing::rel_error(std::vector<double>(gpu.begin(), gpu.end()), std::vector<double>(cpu.begin(), cpu.end()));
+    std::printf("[ lora gpu ] f16 stacks, adapter %d: rel %.2e against the CPU\n", adapter, rel);
+    EXPECT_LE(rel, 1e-4);
+    if (adapter == 0) base = cpu;
+    else EXPECT_GT(testing::rel_error(std::vector<double>(cpu.begin(), cpu.end()), std::vector<double>(base.begin(), base.end())), 1e-3)
+        << "the adapter moves the logits";
+  }
 }
 
 }  // namespace

@@ -490,6 +490,26 @@ TEST(Infer, AttentionPagedKeys) {
   EXPECT_TRUE(Refuses(OpKind::kAttention, split, {q, f32({64, 2, 12}), vp, f32({64, 1, 5}), read}));     // width
 }
 
+// ---------------------------------------------------------------- fused lora
+
+// x [6, 8] through rank 2 into y [6, 5] over 3 stack entries: stacks f32 or f16 (both the
+// same), s and x f32, ids one per row.
+TEST(Infer, LoraStacks) {
+  auto in = [](DType stacks, Shape ids) {
+    return std::vector<TensorType>{f32({6, 8}), f32({6, 5}), {stacks, {3, 16}}, {stacks, {3, 10}}, f32({3, 1}), i32(std::move(ids))};
+  };
+  EXPECT_TRUE(Infers(OpKind::kLora, {}, in(DType::kF32, {6}), f32({6, 5})));
+  EXPECT_TRUE(Infers(OpKind::kLora, {}, in(DType::kF16, {6}), f32({6, 5})));
+  EXPECT_TRUE(Refuses(OpKind::kLora, {}, in(DType::kBF16, {6})));
+  EXPECT_TRUE(Refuses(OpKind::kLora, {}, in(DType::kF32, {5})));  // ids for another row count
+  std::vector<TensorType> mixed = in(DType::kF32, {6});
+  mixed[3].dtype = DType::kF16;
+  EXPECT_TRUE(Refuses(OpKind::kLora, {}, mixed));
+  std::vector<TensorType> other_rank = in(DType::kF16, {6});
+  other_rank[3].shape = {3, 15};  // b of rank 3 beside a of rank 2
+  EXPECT_TRUE(Refuses(OpKind::kLora, {}, other_rank));
+}
+
 // ---------------------------------------------------------------- op metadata
 
 TEST(OpKind, NamesAndClasses) {

@@ -70,7 +70,8 @@ Status check_fused(const ir::Graph& g, const ir::Eqn& e) {
     const DType dt = g.type(v).dtype;
     const bool weight = (e.op == OpKind::kLinear && i == 1) || (e.op == OpKind::kMoe && i >= 2);
     const bool kv = e.op == OpKind::kAttention && v != e.in[0] && dt == DType::kF16;
-    if (dt != DType::kF32 && dt != DType::kI32 && !weight && !kv) {
+    const bool factors = e.op == OpKind::kLora && (i == 2 || i == 3) && dt == DType::kF16;
+    if (dt != DType::kF32 && dt != DType::kI32 && !weight && !kv && !factors) {
       return unsupported("exec/cpu: ", ir::op_name(e.op), " over ", ir::type_str(g.type(v)));
     }
   }
@@ -277,8 +278,8 @@ void CpuExecutor::run_lora(const Op& op) {
   const Ref &x = op.in[0], &y = op.in[1], &a = op.in[2];
   const int64_t in = x.shape().back(), out = y.shape().back();
   lora(pool_, {.y = y.f32(), .x = x.f32(), .rows = op.in[5].numel, .in = in, .out = out, .rank = a.dim(1) / in,
-               .adapters = a.dim(0), .a = a.f32(), .b = op.in[3].f32(), .s = op.in[4].f32(), .ids = op.in[5].i32(),
-               .result = op.out.f32(), .scratch = op.scratch});
+               .adapters = a.dim(0), .factors = a.dtype(), .a = a.data, .b = op.in[3].data, .s = op.in[4].f32(),
+               .ids = op.in[5].i32(), .result = op.out.f32(), .scratch = op.scratch});
 }
 
 Status CpuExecutor::run(const SlotValues& slots) {

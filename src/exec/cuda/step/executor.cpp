@@ -955,10 +955,10 @@ Status CudaExecutor::launch(const Op& op) {
     case OpKind::kLora: {
       const Ref &x = op.in[0], &y = op.in[1], &a = op.in[2];
       const int64_t in = x.type.shape.back(), n = y.type.shape.back();
-      lora({static_cast<const float*>(y.data), static_cast<const float*>(x.data), op.in[5].numel, in, n,
-            a.type.shape[1] / in, static_cast<const float*>(a.data), static_cast<const float*>(op.in[3].data),
-            static_cast<const float*>(op.in[4].data), static_cast<const int32_t*>(op.in[5].data),
-            static_cast<float*>(out.data), op.scratch},
+      lora({.y = static_cast<const float*>(y.data), .x = static_cast<const float*>(x.data), .rows = op.in[5].numel,
+            .in = in, .out = n, .rank = a.type.shape[1] / in, .factors = a.type.dtype, .a = a.data, .b = op.in[3].data,
+            .s = static_cast<const float*>(op.in[4].data), .ids = static_cast<const int32_t*>(op.in[5].data),
+            .result = static_cast<float*>(out.data), .scratch = op.scratch},
            l);
       return {};
     }

@@ -232,8 +232,9 @@ struct LoraRows {
   const float* y = nullptr;  // [rows, out]
   const float* x = nullptr;  // [rows, in]
   int64_t rows = 0, in = 0, out = 0, rank = 0;
-  const float* a = nullptr;  // [adapters, rank, in]
-  const float* b = nullptr;  // [adapters, rank, out]: each adapter's B transposed
+  DType factors = DType::kF32;  // a's and b's type: f32 or f16
+  const void* a = nullptr;      // [adapters, rank, in]
+  const void* b = nullptr;      // [adapters, rank, out]: each adapter's B transposed
   const float* s = nullptr;  // [adapters]
   const int32_t* ids = nullptr;  // [rows]
   float* result = nullptr;   // [rows, out]
