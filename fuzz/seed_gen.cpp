@@ -374,6 +374,10 @@ void from_fixtures(const fs::path& fixtures) {
   for (const auto& family : fs::directory_iterator(fixtures)) {
     const std::string name = family.path().filename().string();
     if (fs::exists(family.path() / "config.json")) put("hf_config_fuzz", name + ".json", slurp(family.path() / "config.json"));
+    for (const char* adapter : {"a1", "a2"}) {
+      const fs::path config = family.path() / "adapters" / adapter / "adapter_config.json";
+      if (fs::exists(config)) put("lora_config_fuzz", name + "_" + adapter + ".json", slurp(config));
+    }
     const std::vector<uint8_t> bytes = slurp(family.path() / "model.safetensors");
     Result<load::SafetensorsSet> set = load::parse_safetensors_bytes(bytes, name);
     if (!set.ok()) continue;

@@ -5,7 +5,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +33,13 @@ Result<std::string> read_text(const std::string& path) {
 
 Error refuse(const std::string& where, const std::string& what) {
   return Error(ErrorCode::kUnsupported, str_cat(where, ": ", what));
+}
+
+// The scale s = alpha / r (or / √r) is kept as f32 beside the factors: one that is not a
+// finite f32 would turn every adapted row into infinities.
+Status check_scale(double scale, const std::string& where, const char* alpha_key) {
+  if (std::isfinite(scale) && std::abs(scale) <= std::numeric_limits<float>::max()) return {};
+  return Error(ErrorCode::kInvalidInput, str_cat(where, ": ", alpha_key, " gives the scale ", scale, ", which is not a finite f32"));
 }
 
 // Whether a key is absent, null, false or empty: a feature the adapter does not use.
@@ -85,14 +94,28 @@ bool split_peft_name(const std::string& name, std::string& module, bool& is_b) {
   return false;
 }
 
+// cfg[key] as a T (a string or a bool), `fallback` when absent or null; a key of another type
+// is an error naming it.
+template <class T>
+Result<T> value_or(const json& cfg, const char* key, T fallback, const std::string& where) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return fallback;
+  const bool fits = std::is_same_v<T, bool> ? it->is_boolean() : it->is_string();
+  if (!fits) return Error(ErrorCode::kInvalidInput, str_cat(where, ": ", key, " must be a ", std::is_same_v<T, bool> ? "boolean" : "string"));
+  return it->get<T>();
+}
+
 Status check_peft_config(const json& cfg, const std::string& where, LoraAdapter& a) {
   if (!cfg.is_object()) return Error(ErrorCode::kInvalidInput, str_cat(where, ": not a JSON object"));
-  const std::string type = cfg.value("peft_type", std::string("LORA"));
-  if (type != "LORA") return refuse(where, str_cat("peft_type ", type, " (only LORA adapters load)"));
+  Result<std::string> type = value_or<std::string>(cfg, "peft_type", "LORA", where);
+  if (!type) return type.take_error();
+  if (*type != "LORA") return refuse(where, str_cat("peft_type ", *type, " (only LORA adapters load)"));
   for (const char* key : {"use_dora", "modules_to_save", "rank_pattern", "alpha_pattern", "fan_in_fan_out"}) {
     if (!unset(cfg, key)) return refuse(where, str_cat(key, " is set; only plain LoRA factors load"));
   }
-  if (cfg.value("bias", std::string("none")) != "none") return refuse(where, "bias is trained (bias must be \"none\")");
+  Result<std::string> bias = value_or<std::string>(cfg, "bias", "none", where);
+  if (!bias) return bias.take_error();
+  if (*bias != "none") return refuse(where, "bias is trained (bias must be \"none\")");
   auto r = cfg.find("r"), alpha = cfg.find("lora_alpha");
   if (r == cfg.end() || !r->is_number_integer() || r->get<int64_t>() <= 0) {
     return Error(ErrorCode::kInvalidInput, str_cat(where, ": r must be a positive integer"));
@@ -100,9 +123,10 @@ Status check_peft_config(const json& cfg, const std::string& where, LoraAdapter&
   if (alpha == cfg.end() || !alpha->is_number()) return Error(ErrorCode::kInvalidInput, str_cat(where, ": lora_alpha must be a number"));
   a.rank = r->get<int64_t>();
   const double al = alpha->get<double>();
-  const bool rslora = cfg.value("use_rslora", false);
-  a.scale = rslora ? al / std::sqrt(static_cast<double>(a.rank)) : al / static_cast<double>(a.rank);
-  return {};
+  Result<bool> rslora = value_or(cfg, "use_rslora", false, where);
+  if (!rslora) return rslora.take_error();
+  a.scale = *rslora ? al / std::sqrt(static_cast<double>(a.rank)) : al / static_cast<double>(a.rank);
+  return check_scale(a.scale, where, "lora_alpha");
 }
 
 }  // namespace
@@ -213,6 +237,8 @@ Result<LoraAdapter> load_gguf_lora(const std::string& path, const Model& base, s
     if (!s) return s.take_error();
   }
   a.scale = alpha != 0.0 ? alpha / static_cast<double>(a.rank) : 1.0;
+  Status scaled = check_scale(a.scale, path, "adapter.lora.alpha");
+  if (!scaled) return scaled.take_error();
   a.content_hash = lora_content_hash(a);
   return a;
 }

@@ -184,6 +184,9 @@ TEST(LoraLoad, WhatPlainLoraCannotHoldIsRefused) {
       {"rank_pattern", [](nlohmann::json& c) { c["rank_pattern"] = {{"q_proj", 2}}; }, ErrorCode::kUnsupported, "rank_pattern"},
       {"wrong_rank", [](nlohmann::json& c) { c["r"] = 5; }, ErrorCode::kInvalidInput, "at rank 5"},
       {"no_rank", [](nlohmann::json& c) { c.erase("r"); }, ErrorCode::kInvalidInput, "r must be"},
+      {"alpha_past_f32", [](nlohmann::json& c) { c["lora_alpha"] = 1e300; }, ErrorCode::kInvalidInput, "not a finite f32"},
+      {"type_not_string", [](nlohmann::json& c) { c["peft_type"] = {1, 2}; }, ErrorCode::kInvalidInput, "peft_type must be a string"},
+      {"rslora_not_bool", [](nlohmann::json& c) { c["use_rslora"] = "yes"; }, ErrorCode::kInvalidInput, "use_rslora must be a boolean"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
