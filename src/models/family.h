@@ -12,7 +12,7 @@
 
 namespace kvf::models {
 
-struct LoraSet;  // models/lora_trace.h
+class LoraSet;  // models/lora_trace.h
 
 // The shape of one traced step.
 struct StepSpec {

@@ -128,7 +128,7 @@ int64_t Device::available_bytes() const {
 Result<const void*> Device::upload(const HostTensor& t) {
   const WeightKey key{t.raw(), t.dtype(), t.shape(), t.strides()};
   auto it = weights_.find(key);
-  if (it != weights_.end()) return static_cast<const void*>(it->second.data());
+  if (it != weights_.end()) return static_cast<const void*>(it->second.device.data());
   HostTensor c = t;
   if (!c.is_contiguous()) {
     Result<HostTensor> r = t.contiguous();
@@ -141,7 +141,7 @@ Result<const void*> Device::upload(const HostTensor& t) {
   Buffer b(this, *p, bytes);
   Status s = copy_to_device(*p, c.raw(), bytes);
   if (!s) return s.take_error();
-  return static_cast<const void*>(weights_.emplace(key, std::move(b)).first->second.data());
+  return static_cast<const void*>(weights_.emplace(key, Upload{t, std::move(b)}).first->second.device.data());
 }
 
 Status Device::copy_to_device(void* dst, const void* src, int64_t bytes) {

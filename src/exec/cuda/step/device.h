@@ -38,7 +38,9 @@ class Device final : public Memory {
   const plan::DeviceCaps& caps() const { return caps_; }  // read from the device when it opened
 
   // The device copy of a constant (row-major, contiguous), uploaded on first use of that
-  // view and kept for the device's life.
+  // view and kept for the device's life, with the host bytes it was made from: they cannot be
+  // freed and their address reused by other bytes (a reloaded LoRA adapter's stacks) that
+  // would then find this copy.
   Result<const void*> upload(const HostTensor& t);
 
   Status copy_to_device(void* dst, const void* src, int64_t bytes);
@@ -72,7 +74,11 @@ class Device final : public Memory {
   plan::DeviceCaps caps_;
   // A view is its bytes and its layout: a transposed view shares its data's address.
   using WeightKey = std::tuple<const void*, DType, Shape, Shape>;
-  std::map<WeightKey, Buffer> weights_;
+  struct Upload {
+    HostTensor host;  // holds the bytes at the key's address
+    Buffer device;
+  };
+  std::map<WeightKey, Upload> weights_;
   void* profile_events_[2] = {nullptr, nullptr};
   std::map<std::string, std::pair<double, int64_t>> profile_;  // kernel -> (ms, launches)
 };
