@@ -69,6 +69,24 @@ V alibi_bias(Builder& b, const std::vector<float>& slopes, V keys,
 V alibi_bias(Builder& b, const std::vector<float>& slopes, int64_t lk,
              const std::string& name = "alibi_slopes");   // over key_positions
 
+// Selected attention's mask: selected [R, n, NB] pred (block_topk) over blocks of `ratio`
+// key positions -> additive [R, 1, n, Lk]: key t visible to query i iff t <= pos[i] and t's
+// block is selected or is i's own block while unfinished (its last position past pos[i]).
+V selected_mask(V selected, V pos, int64_t lk, int64_t ratio);
+// ---- ranking and block selection (selection.cpp)
+// Each entry's place along the last axis of scores: how many entries (only those `among`
+// holds, a pred of scores' shape, when given) score above it, or the same at a lower index.
+// As a pred: place < k. Ties go to the lower index.
+V rank_below(V scores, int64_t k, V among = {});
+V block_last_positions(Builder& b, int64_t n_blocks, int64_t ratio);  // i32 [1, NB]: j ratio + ratio - 1
+// pred [R * n, NB]: each block's last position `dir` pos (kLe: the block is complete).
+V blocks_against(V pos, int64_t n_blocks, int64_t ratio, CmpDir dir);
+// A sparse-attention selection: scores [R, n, NB] f32 (each query's score for each block of
+// `ratio` key positions), pos [R * n] the queries' positions -> pred [R, n, NB]: the K best
+// complete blocks (all positions <= pos) of each query, ties to the lower block; all of them
+// when fewer than K are complete. Ratio 1 is a token-level top-k over the causal keys
+// (DeepSeek-V3.2's indexer).
+V block_topk(V scores, V pos, int64_t k, int64_t ratio);
 // ---- attention (attention.cpp)
 struct AttnOpts {
   double scale = 1.0;    // usually 1/sqrt(Dk)

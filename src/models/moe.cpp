@@ -8,28 +8,6 @@ namespace ops = ir::ops;
 
 namespace {
 
-// Each entry's rank along the last axis of scores [..., e]: how many entries score above it,
-// or the same with a lower index. As a pred: rank < k.
-V ranks_below(V scores, int64_t k) {
-  ir::Builder& b = *scores.b;
-  if (!scores.valid()) return scores;  // a failed trace (a missing router) has no shape: stay poisoned
-  const Shape s = scores.shape();
-  const int64_t e = s.back();
-  Shape pairs = s, mine_shape = s, theirs_shape = s;
-  pairs.push_back(e);  // [.., e, j]: entry e against entry j
-  mine_shape.push_back(1);
-  theirs_shape.back() = 1;
-  theirs_shape.push_back(e);
-  V mine = b.broadcast(b.reshape(scores, mine_shape), pairs);
-  V theirs = b.broadcast(b.reshape(scores, theirs_shape), pairs);
-  V lower_index = b.compare(b.iota({e, e}, 1), b.iota({e, e}, 0), ir::CmpDir::kLt);  // j < e
-  V before = b.select(b.broadcast(lower_index, pairs), b.like(scores, 1.0), b.like(scores, 0.0));
-  V above = b.select(b.compare(theirs, mine, ir::CmpDir::kGt), b.like(scores, 1.0), b.like(scores, 0.0));
-  V tied = b.select(b.compare(theirs, mine, ir::CmpDir::kEq), before, b.like(scores, 0.0));
-  V rank = b.reduce_sum(above + tied, {static_cast<int64_t>(s.size())});
-  return b.compare(rank, b.like(rank, static_cast<double>(k)), ir::CmpDir::kLt);
-}
-
 // DeepSeek-V3's pick over sigmoid scores [1, n, E]: the bias added for the choice alone, the
 // choice restricted to the best groups (a group's score: its two best), masked experts
 // counted as 0 (as the reference fills them). Returns the picked experts' scores, 0 elsewhere.
@@ -39,19 +17,19 @@ V grouped_pick(const ModelConfig& cfg, V scores, V bias) {
   V choice = scores + b.broadcast(b.reshape(bias, {1, 1, e}), {1, n, e});
   if (g > 1) {
     V grouped = b.reshape(choice, {1, n, g, per});
-    V best2 = b.reduce_sum(b.select(ranks_below(grouped, 2), grouped, b.like(grouped, 0.0)), {3});
-    V keep = b.reshape(b.broadcast(b.reshape(ranks_below(best2, cfg.expert_groups_used), {1, n, g, 1}), {1, n, g, per}),
+    V best2 = b.reduce_sum(b.select(ops::rank_below(grouped, 2), grouped, b.like(grouped, 0.0)), {3});
+    V keep = b.reshape(b.broadcast(b.reshape(ops::rank_below(best2, cfg.expert_groups_used), {1, n, g, 1}), {1, n, g, per}),
                        {1, n, e});
     choice = b.select(keep, choice, b.like(choice, 0.0));
   }
-  return b.select(ranks_below(choice, cfg.n_experts_used), scores, b.like(scores, 0.0));
+  return b.select(ops::rank_below(choice, cfg.n_experts_used), scores, b.like(scores, 0.0));
 }
 
 }  // namespace
 
 V top_k_scores(V scores, int64_t k) {
   ir::Builder& b = *scores.b;
-  return b.select(ranks_below(scores, k), scores, b.like(scores, 0.0));
+  return b.select(ops::rank_below(scores, k), scores, b.like(scores, 0.0));
 }
 
 namespace {

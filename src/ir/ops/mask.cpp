@@ -47,6 +47,24 @@ V sliding_window_mask(V pos, int64_t lk, int64_t window) {
   return span_mask(pos, key_positions(*pos.b, lk), {KeySpan{.window = window}});
 }
 
+V selected_mask(V selected, V pos, int64_t lk, int64_t ratio) {
+  if (!selected.valid()) return selected;
+  if (!pos.valid()) return pos;
+  Builder& b = *selected.b;
+  const int64_t r = selected.dim(0), n = selected.dim(1), n_blocks = selected.dim(2);
+  // Each key column takes its block's word: [R, n, NB] -> [R, n, NB * ratio] -> the first Lk.
+  auto per_key = [&](V per_block) {
+    V wide = b.reshape(b.broadcast(b.reshape(per_block, {r, n, n_blocks, 1}), {r, n, n_blocks, ratio}), {r, n, n_blocks * ratio});
+    return b.slice_axis(wide, 2, 0, lk);
+  };
+  V unfinished = b.reshape(blocks_against(pos, n_blocks, ratio, CmpDir::kGt), {r, n, n_blocks});
+  V query = b.broadcast(b.reshape(pos, {r, n, 1}), {r, n, lk});
+  V causal = b.compare(b.broadcast(b.iota({1, 1, lk}, 2), {r, n, lk}), query, CmpDir::kLe);
+  V own = per_key(unfinished);  // under causality: the query's own block while it is unfinished
+  V visible = b.binary(OpKind::kAnd, causal, b.binary(OpKind::kOr, per_key(selected), own));
+  return additive(visible);
+}
+
 std::vector<float> alibi_slopes(int64_t n_heads) {
   std::vector<float> slopes;
   if (n_heads <= 0) return slopes;
