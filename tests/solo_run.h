@@ -1,5 +1,6 @@
 // The reference every batching test compares with: one request alone on a contiguous cache,
-// sampled by its own Sampler, on the executor `kind`; and the requests those tests batch.
+// sampled by its own Sampler, on the executor `kind`; the requests those tests batch, and
+// their drivers.
 #pragma once
 
 #include <random>
@@ -29,6 +30,17 @@ inline std::vector<int32_t> solo(const models::Model& m, const llm::Request& r, 
     in = {next};
   }
   return out;
+}
+
+// A test's driver: `blocks` pool blocks, sequences up to max_seq_len, two threads, and the
+// weights identity `name` (so prefix hits never cross tests).
+inline llm::DriverOptions test_driver(int32_t blocks, int64_t max_seq_len, const std::string& name) {
+  llm::DriverOptions o;
+  o.pool_blocks = blocks;
+  o.max_seq_len = max_seq_len;
+  o.threads = 2;
+  o.identity = llm::kv::weights_identity(name);
+  return o;
 }
 
 // Six requests q0..q5 of 10, 15, ..., 35 random prompt tokens and 20 new ones each (up to 55

@@ -94,6 +94,13 @@ def configs():
         out["qwen2_moe_routed"] = lambda: t.Qwen2MoeConfig(**base(
             num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
             decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=False, use_sliding_window=False))
+    if hasattr(t, "DeepseekV32Config"):  # DeepSeek-V3's layout plus the sparse-attention indexer: rows past
+        # position 16 attend to their indexer's 16 best keys (token-level top-k), the others to all
+        out["deepseek_v32"] = lambda: t.DeepseekV32Config(**base(
+            num_key_value_heads=HEADS, q_lora_rank=16, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+            v_head_dim=24, first_k_dense_replace=1, moe_intermediate_size=32, n_routed_experts=4,
+            num_experts_per_tok=2, n_shared_experts=1, n_group=2, topk_group=1, routed_scaling_factor=2.5,
+            norm_topk_prob=True, index_topk=16, index_n_heads=64, index_head_dim=16))
     return out
 
 
@@ -111,6 +118,34 @@ def randomize(model, family, gen):
                 p.copy_(torch.empty_like(p).normal_(0.0, 0.12, generator=gen))
 
 
+class IndexerGaps:
+    """While a sparse-attention indexer runs, records each top-k that drops keys: the gap
+    between the last key kept and the first dropped, over rows where both are unmasked. The
+    pick among exact (or near) ties is the reference's own, so a fixture needs clear gaps."""
+
+    def __init__(self, model):
+        self.gaps, self.active, self.orig = [], False, torch.Tensor.topk
+        for name, mod in model.named_modules():
+            if name.endswith("indexer"):
+                mod.register_forward_pre_hook(lambda *a: setattr(self, "active", True))
+                mod.register_forward_hook(lambda *a: setattr(self, "active", False))
+        gaps = self
+
+        def topk(t, k, *args, **kw):
+            if gaps.active and k < t.shape[-1]:
+                vals = gaps.orig(t.float(), k + 1, dim=-1).values
+                kept, dropped = vals[..., k - 1], vals[..., k]
+                valid = dropped > torch.finfo(torch.float32).min / 2
+                if bool(valid.any()):
+                    gaps.gaps.append(float((kept - dropped)[valid].min()))
+            return gaps.orig(t, k, *args, **kw)
+        torch.Tensor.topk = topk
+
+    def close(self):
+        torch.Tensor.topk = self.orig
+        return min(self.gaps) if self.gaps else None
+
+
 def build(family, make_config, out_dir, seed):
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -119,11 +154,13 @@ def build(family, make_config, out_dir, seed):
     randomize(model, family, gen)
     model.eval()
     ids = torch.randint(3, VOCAB, (1, N_INPUT), generator=gen)
+    gaps = IndexerGaps(model) if getattr(cfg, "index_topk", None) else None
     with torch.no_grad():
         logits = model(ids).logits[0].float().numpy()
         prompt = ids[:, :N_PROMPT]
         res = model.generate(prompt, max_new_tokens=N_NEW, min_new_tokens=N_NEW, do_sample=False, use_cache=True,
                              output_scores=True, return_dict_in_generate=True, pad_token_id=0)
+    index_gap = gaps.close() if gaps else None
     greedy = res.sequences[0, N_PROMPT:].tolist()
     margins = []
     for s in res.scores:
@@ -140,13 +177,16 @@ def build(family, make_config, out_dir, seed):
         "greedy_top2_margins": margins, "logits": "logits.npy", "logits_shape": list(logits.shape),
         "command": "python3 tools/make_fixtures.py --out tests/fixtures",
     }
+    if index_gap is not None:
+        meta["index_topk_min_gap"] = index_gap
     with open(os.path.join(d, "fixture.json"), "w") as f:
         json.dump(meta, f, indent=1)
     gen_cfg = os.path.join(d, "generation_config.json")
     if os.path.exists(gen_cfg):
         os.remove(gen_cfg)
     print(f"{family:14s} params {sum(p.numel() for p in model.parameters()):7d}  "
-          f"min margin {min(margins):.4f}  logits {tuple(logits.shape)}")
+          f"min margin {min(margins):.4f}  logits {tuple(logits.shape)}"
+          + (f"  indexer top-k min gap {index_gap:.3g}" if index_gap is not None else ""))
 
 
 def build_lora(out_dir, seed, llama_cpp=None):

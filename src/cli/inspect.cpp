@@ -14,19 +14,22 @@ struct InspectOptions {
   bool json = false;
 };
 
-// What per-head K/V of an MLA model would hold: layers · H · (nope + rope + v) · tokens · bytes,
-// printed beside the latent bill so the relief shows.
+// What per-head K/V of an MLA model would hold: layers · (H · (nope + rope + v) [+ the
+// indexer's key]) · tokens · bytes, printed beside the latent bill so the relief shows.
 int64_t expanded_mla_bytes(const models::ModelConfig& c, int64_t tokens, int64_t bytes) {
-  return c.n_layers * c.n_heads * (c.qk_nope_dim + c.qk_rope_dim + c.v_head_dim) * tokens * bytes;
+  const int64_t index_key = models::sparse_indexer(c) ? c.index_head_dim : 0;
+  return c.n_layers * (c.n_heads * (c.qk_nope_dim + c.qk_rope_dim + c.v_head_dim) + index_key) * tokens * bytes;
 }
 
 void print_bill(const models::ModelConfig& c) {
   const auto per_token = static_cast<long long>(models::kv_bill_bytes(c, 1, 2));
   const double context_mib = static_cast<double>(models::kv_bill_bytes(c, c.context, 2)) / (1 << 20);
   if (models::latent_kv(c)) {
-    std::printf("KV bill (MLA latent) = %lld layers * (%lld kv_lora_rank + %lld rope dims) * tokens * bytes = %lld B/token "
-                "in f16 (per-head K/V would be %lld); %.2f MiB for the full context in f16\n",
-                (long long)c.n_layers, (long long)c.kv_lora_rank, (long long)c.qk_rope_dim, per_token,
+    const std::string index_key =
+        models::sparse_indexer(c) ? str_cat(" + ", c.index_head_dim, " indexer key dims") : std::string();
+    std::printf("KV bill (MLA latent) = %lld layers * (%lld kv_lora_rank + %lld rope dims%s) * tokens * bytes = %lld "
+                "B/token in f16 (per-head K/V would be %lld); %.2f MiB for the full context in f16\n",
+                (long long)c.n_layers, (long long)c.kv_lora_rank, (long long)c.qk_rope_dim, index_key.c_str(), per_token,
                 (long long)expanded_mla_bytes(c, 1, 2), context_mib);
     return;
   }
@@ -38,8 +41,13 @@ void print_bill(const models::ModelConfig& c) {
 // MLA heads share one latent K/V, so they have no kv-head count: their widths instead.
 std::string heads_text(const models::ModelConfig& c) {
   if (!models::latent_kv(c)) return str_cat(c.n_heads, " heads / ", c.n_kv_heads, " kv heads (head dim ", c.head_dim, ")");
+  const std::string indexer = models::sparse_indexer(c) ? str_cat("; each query attends to the ", c.index_topk,
+                                                                   " keys its indexer of ", c.index_heads, " heads of dim ",
+                                                                   c.index_head_dim, " scores best")
+                                                         : std::string();
   return str_cat(c.n_heads, " heads (MLA: q/k head dim ", c.qk_nope_dim + c.qk_rope_dim, " = ", c.qk_nope_dim, " + ",
-                 c.qk_rope_dim, " rope, v head dim ", c.v_head_dim, ", one latent K/V of rank ", c.kv_lora_rank, ")");
+                 c.qk_rope_dim, " rope, v head dim ", c.v_head_dim, ", one latent K/V of rank ", c.kv_lora_rank, indexer,
+                 ")");
 }
 
 Status run(const InspectOptions& o) {
@@ -62,6 +70,11 @@ Status run(const InspectOptions& o) {
     j["kv_lora_rank"] = c.kv_lora_rank;
     j["qk_rope_dim"] = c.qk_rope_dim;
     j["kv_bytes_per_token_f16_expanded"] = expanded_mla_bytes(c, 1, 2);
+  }
+  if (models::sparse_indexer(c)) {
+    j["index_topk"] = c.index_topk;
+    j["index_heads"] = c.index_heads;
+    j["index_head_dim"] = c.index_head_dim;
   }
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());

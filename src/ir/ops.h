@@ -13,6 +13,7 @@ namespace kvf::ir::ops {
 // ---- activations (activation.cpp)
 V silu(V x);                 // x / (1 + exp(-x))
 V sigmoid(V x);              // 1 / (1 + exp(-x))
+V relu(V x);                 // max(x, 0)
 V gelu_erf(V x);             // 0.5 x (1 + erf(x / sqrt 2))
 V gelu_tanh(V x);            // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 V swiglu(V gate, V up);      // silu(gate) * up
@@ -132,6 +133,14 @@ CachedAttention attention_latent(V q, V c_new, V r_new, V c_cache, V r_cache, V 
 // k_pool/v_pool are the written c and k_rot pools. Fused into the paged split-key form.
 PagedAttention attention_latent_paged(V q, V c_new, V r_new, V c_pool, V r_pool, V write, V read, V pos, V mask,
                                       const AttnOpts& opts, V key_pos = {});
+// One cache's write and read as the attention forms above do them, for per-layer state
+// beside K/V (a sparse-attention indexer's keys). x_new [B, H, T, D] is rounded into the
+// cache's dtype and written into cache [B, H, cap, D] at pos[0] (donating it) ...
+V write_cache(V x_new, V cache, V pos);
+// ... or scattered into pool [S, H, D] through write [B*T] (-1 writes nothing; donating it).
+V write_pool(V x_new, V pool, V write);
+// Row b's logical positions of pool [S, H, D] read through read [B, cap]: [B, H, cap, D].
+V pool_view(V pool, V read);
 // Clamps x into [lo, hi] and declares the witness lo <= x <= hi as a validation output.
 V index_guard(V x, int64_t lo, int64_t hi, const std::string& what);
 // Attends over the first len[b] keys of each row (len i32 [B], 1 <= len <= L, guarded):

@@ -2,8 +2,10 @@
 #include "models/deepseek2.h"
 
 #include <cmath>
+#include <optional>
 
 #include "models/moe.h"
+#include "models/sparse_indexer.h"
 
 namespace kvf::models {
 
@@ -65,6 +67,9 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
   if (cfg.kv_lora_rank <= 0 || cfg.qk_rope_dim <= 0 || cfg.qk_nope_dim <= 0 || cfg.v_head_dim <= 0) {
     return invalid_input("deepseek2: kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim must be positive");
   }
+  if (sparse_indexer(cfg) && step.window > 0) {
+    return unsupported(cfg.arch, ": a StreamingLLM window over the sparse-attention indexer's selection");
+  }
   const int64_t n = step_tokens(step), dim = cfg.dim, nh = cfg.n_heads;
   const int64_t nope = cfg.qk_nope_dim, rot = cfg.qk_rope_dim, dk = nope + rot, dv = cfg.v_head_dim, r = cfg.kv_lora_rank;
   StepTrace t(cfg, step);
@@ -78,6 +83,8 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
   const double scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1.0 / std::sqrt(static_cast<double>(dk));
   const ops::AttnOpts attn{.scale = scale, .softcap = 0.0};
   auto W = [&](const std::string& name, Shape shape) { return weight(b, w, name, shape); };
+  std::optional<SparseIndexer> indexer;
+  if (sparse_indexer(cfg)) indexer.emplace(cfg, w, step, t);
 
   V x = embed_tokens(t, cfg, w);
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
@@ -85,10 +92,10 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
     const std::string p = str_cat("blk.", l, ".");
     V h = b.name(ops::rmsnorm(x, W(p + "attn_norm.weight", {dim}), cfg.norm_eps), "attn_norm", li);
     // queries: [1, H, n, nope | rot]
-    V q_flat;
+    V q_flat, q_a_norm;
     if (cfg.q_lora_rank > 0) {  // compressed queries: down-project, RMSNorm, up-project
       V q_a = ops::linear(h, W(p + "attn_q_a.weight", {cfg.q_lora_rank, dim}));
-      V q_a_norm = ops::rmsnorm(q_a, W(p + "attn_q_a_norm.weight", {cfg.q_lora_rank}), cfg.norm_eps);
+      q_a_norm = ops::rmsnorm(q_a, W(p + "attn_q_a_norm.weight", {cfg.q_lora_rank}), cfg.norm_eps);
       q_flat = ops::linear(q_a_norm, W(p + "attn_q_b.weight", {nh * dk, cfg.q_lora_rank}));
     } else {
       q_flat = ops::linear(h, W(p + "attn_q.weight", {nh * dk, dim}));
@@ -102,8 +109,9 @@ Result<ir::Graph> trace_deepseek2(const ModelConfig& cfg, const Weights& w, cons
     V k_rot = ops::apply_rope(b.reshape(b.slice_axis(kv_a, -1, r, r + rot), {1, 1, n, rot}), rope);
     V kv_b = W(p + "attn_kv_b.weight", {nh * (nope + dv), r});
     const MlaHeads heads{q_nope, q_rot, latent, k_rot, kv_b};
-    V att = step.cached ? absorbed_attention(step, l, heads, pos, mask, attn)
-                        : decompressed_attention(heads, mask, attn);
+    const V layer_mask = indexer ? mask + indexer->mask(l, h, q_a_norm) : mask;  // the indexer's keys alone
+    V att = step.cached ? absorbed_attention(step, l, heads, pos, layer_mask, attn)
+                        : decompressed_attention(heads, layer_mask, attn);
     x = b.name(x + ops::linear(merge_heads(att), W(p + "attn_output.weight", {dim, nh * dv})), "attn_out", li);
     V f = b.name(ops::rmsnorm(x, W(p + "ffn_norm.weight", {dim}), cfg.norm_eps), "ffn_norm", li);
     if (cfg.routed(l)) {

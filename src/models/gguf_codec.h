@@ -50,5 +50,6 @@ extern const GgufCodec kBloomGguf;     // ALiBi: no context of its own
 extern const GgufCodec kGemma2Gguf;    // norms stored as 1 + w; scale by rule; softcaps; sliding period
 extern const GgufCodec kGemma3Gguf;    // gemma2's, with q/k norms and the sliding layers' rope base
 extern const GgufCodec kDeepseek2Gguf; // MLA's latent up-projection one tensor or split per head
+extern const GgufCodec kDeepseek32Gguf; // deepseek2's, with the sparse-attention indexer's keys
 
 }  // namespace kvf::models

@@ -1,5 +1,6 @@
 // The GGUF codec of deepseek2, llama.cpp's one architecture for DeepSeek-V2 and -V3 (and so
-// for kvforge's deepseek2 and deepseek3 families: V3's sigmoid routing is a key there).
+// for kvforge's deepseek2 and deepseek3 families: V3's sigmoid routing is a key there), and
+// of deepseek32 (V3.2: the same with the sparse-attention indexer's keys).
 // Multi-head latent attention keeps its latent up-projection either as kvforge does, one
 // attn_kv_b of [H * (nope + dv), kv_lora_rank] rows (what kvforge writes; llama.cpp reads it
 // when the *_mla key lengths are absent), or split per head as llama.cpp's converter now
@@ -141,9 +142,27 @@ void write_deepseek2(const ModelConfig& c, const std::string& arch, load::GgufWr
   w.set_u32(arch + ".expert_group_used_count", u32(c.expert_groups_used));
 }
 
+// deepseek32: deepseek2's keys and the indexer's (llama.cpp's attention.indexer.*).
+Status read_deepseek32(const load::GgufFile& f, const std::string& arch, ModelConfig& c) {
+  Status s = read_deepseek2(f, arch, c);
+  if (!s) return s;
+  return read_required(f, arch, {{"attention.indexer.top_k", &c.index_topk},
+                                 {"attention.indexer.head_count", &c.index_heads},
+                                 {"attention.indexer.key_length", &c.index_head_dim}});
+}
+
+void write_deepseek32(const ModelConfig& c, const std::string& arch, load::GgufWriter& w) {
+  write_deepseek2(c, arch, w);
+  w.set_u32(arch + ".attention.indexer.top_k", u32(c.index_topk));
+  w.set_u32(arch + ".attention.indexer.head_count", u32(c.index_heads));
+  w.set_u32(arch + ".attention.indexer.key_length", u32(c.index_head_dim));
+}
+
 }  // namespace
 
 const GgufCodec kDeepseek2Gguf{.read_config = read_deepseek2, .to_model = deepseek2_to_model,
                                .check_export = check_deepseek2, .write_config = write_deepseek2};
+const GgufCodec kDeepseek32Gguf{.read_config = read_deepseek32, .to_model = deepseek2_to_model,
+                                .check_export = check_deepseek2, .write_config = write_deepseek32};
 
 }  // namespace kvf::models

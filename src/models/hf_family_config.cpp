@@ -268,6 +268,14 @@ Status deepseek3_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   return deepseek2_hf_config(hf, c);
 }
 
+// DeepSeek-V3.2: V3 with a sparse-attention indexer in every layer.
+Status deepseek32_hf_config(const load::HfConfig& hf, ModelConfig& c) {
+  Status s = deepseek3_hf_config(hf, c);
+  if (!s) return s;
+  return read_ints(hf, {{"index_topk", &c.index_topk}, {"index_n_heads", &c.index_heads},
+                        {"index_head_dim", &c.index_head_dim}});
+}
+
 Status gpt2_hf_config(const load::HfConfig& hf, ModelConfig& c) {
   Status s = read_ints(hf, {{"n_embd", &c.dim}, {"n_layer", &c.n_layers}, {"n_head", &c.n_heads},
                             {"n_positions", &c.context}, {"vocab_size", &c.vocab}});

@@ -17,6 +17,7 @@ Status mixtral_hf_config(const load::HfConfig& hf, ModelConfig& c);    // mistra
 Status gemma3_hf_config(const load::HfConfig& hf, ModelConfig& c);  // gemma2's, q/k norms, a local rope base
 Status gemma2_hf_config(const load::HfConfig& hf, ModelConfig& c);
 Status deepseek3_hf_config(const load::HfConfig& hf, ModelConfig& c);  // deepseek2's, V3's routing
+Status deepseek32_hf_config(const load::HfConfig& hf, ModelConfig& c); // deepseek3's, with the sparse-attention indexer
 Status deepseek2_hf_config(const load::HfConfig& hf, ModelConfig& c);
 Status gpt2_hf_config(const load::HfConfig& hf, ModelConfig& c);
 Status bloom_hf_config(const load::HfConfig& hf, ModelConfig& c);

@@ -102,6 +102,17 @@ const FamilyNames kDeepseek3Names = [] {
   return n;
 }();
 
+// Defined after kDeepseek3Names in this file, so initialized after it.
+const FamilyNames kDeepseek32Names = [] {
+  FamilyNames n = kDeepseek3Names;
+  n.layer.insert(n.layer.end(), {{"self_attn.indexer.wq_b.weight", "indexer.attn_q_b.weight"},
+                                 {"self_attn.indexer.wk.weight", "indexer.attn_k.weight"},
+                                 {"self_attn.indexer.k_norm.weight", "indexer.k_norm.weight"},
+                                 {"self_attn.indexer.k_norm.bias", "indexer.k_norm.bias"},
+                                 {"self_attn.indexer.weights_proj.weight", "indexer.proj.weight"}});
+  return n;
+}();
+
 const FamilyNames kGpt2Names{
     "transformer.h.",
     {{"ln_1.weight", "attn_norm.weight"}, {"ln_1.bias", "attn_norm.bias"},

@@ -53,6 +53,7 @@ extern const FamilyNames kGemma2Names;
 extern const FamilyNames kGemma3Names;  // gemma2's, with q/k norms
 extern const FamilyNames kDeepseek2Names;
 extern const FamilyNames kDeepseek3Names;  // deepseek2's, with the router's correction bias
+extern const FamilyNames kDeepseek32Names; // deepseek3's, with the sparse-attention indexer
 extern const FamilyNames kGpt2Names;
 extern const FamilyNames kBloomNames;
 

@@ -50,6 +50,29 @@ Status ModelConfig::check_experts() const {
   return {};
 }
 
+namespace {
+
+// The indexer reads MLA's query latent and ropes its keys with MLA's rotary dims.
+Status check_indexer(const ModelConfig& c) {
+  if (c.index_topk == 0 && c.index_heads == 0 && c.index_head_dim == 0) return {};
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"top-k", c.index_topk}, {"heads", c.index_heads},
+                                {"head dim", c.index_head_dim}}) {
+    if (v <= 0 || v > kMaxSize) {
+      return invalid_input(c.arch, " config: the sparse-attention indexer's ", name, " = ", v, " must be in 1..", kMaxSize);
+    }
+  }
+  if (!latent_kv(c) || c.q_lora_rank <= 0) {
+    return invalid_input(c.arch, " config: the sparse-attention indexer needs latent attention with a q_lora_rank");
+  }
+  if (c.index_head_dim < c.qk_rope_dim) {
+    return invalid_input(c.arch, " config: the indexer's head dim ", c.index_head_dim, " is below the rope dims ",
+                         c.qk_rope_dim);
+  }
+  return {};
+}
+
+}  // namespace
+
 Status ModelConfig::check() const {
   constexpr int64_t kMaxLayers = 4096, kMaxMatrix = int64_t{1} << 36;
   const std::pair<const char*, int64_t> sizes[] = {{"vocab", vocab},           {"dim", dim},
@@ -99,6 +122,8 @@ Status ModelConfig::check() const {
                            " must be nope ", qk_nope_dim, " + rope, and q_lora_rank ", q_lora_rank, " in range");
     }
   }
+  Status s = check_indexer(*this);
+  if (!s) return s;
   return check_experts();
 }
 
@@ -112,7 +137,7 @@ ir::ops::RopeSpec ModelConfig::rope_spec_local() const {
 }
 
 int64_t kv_elems_per_token_layer(const ModelConfig& cfg) {
-  if (latent_kv(cfg)) return cfg.kv_lora_rank + cfg.qk_rope_dim;
+  if (latent_kv(cfg)) return cfg.kv_lora_rank + cfg.qk_rope_dim + (sparse_indexer(cfg) ? cfg.index_head_dim : 0);
   return 2 * cfg.n_kv_heads * cfg.head_dim;
 }
 

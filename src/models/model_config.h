@@ -49,6 +49,11 @@ struct ModelConfig {
   int64_t qk_nope_dim = 0;          // per-head key part without rope
   int64_t qk_rope_dim = 0;          // rotary part, shared by every head
   int64_t v_head_dim = 0;
+  // deepseek_v32's sparse-attention indexer (models/sparse_indexer.h): each query attends to
+  // the index_topk keys its indexer of index_heads heads of index_head_dim scores best.
+  int64_t index_topk = 0;           // 0: no indexer, dense attention
+  int64_t index_heads = 0;
+  int64_t index_head_dim = 0;
 
   // Mixture of experts (models/moe.h): the layers marked in expert_layers route each token
   // to n_experts_used of n_experts gated units; the others keep a dense MLP.
@@ -90,12 +95,14 @@ struct ModelConfig {
 
 // MLA configs (kv_lora_rank > 0) cache the latent, not per-head K/V (docs/kv.md).
 inline bool latent_kv(const ModelConfig& cfg) { return cfg.kv_lora_rank > 0; }
+inline bool sparse_indexer(const ModelConfig& cfg) { return cfg.index_topk > 0; }
 // Elements one token adds to one layer's cache: 2 · n_kv · d_head for K/V, or the latent
-// kv_lora_rank + qk_rope_dim (c and the shared rotary key, each stored once).
+// kv_lora_rank + qk_rope_dim (c and the shared rotary key, each stored once); plus
+// index_head_dim with a sparse-attention indexer (its key).
 int64_t kv_elems_per_token_layer(const ModelConfig& cfg);
 // The KV memory bill (seed 003): layers · kv_elems_per_token_layer · tokens · bytes per
 // element, what the caches of `tokens` positions hold: 2 · layers · n_kv · d_head · tokens ·
-// bytes, or for MLA layers · (kv_lora_rank + qk_rope_dim) · tokens · bytes.
+// bytes, or for MLA layers · (kv_lora_rank + qk_rope_dim [+ index_head_dim]) · tokens · bytes.
 int64_t kv_bill_bytes(const ModelConfig& cfg, int64_t tokens, int64_t bytes_per_elem);
 
 }  // namespace kvf::models

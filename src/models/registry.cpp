@@ -46,6 +46,8 @@ const std::vector<Family>& table() {
       // llama.cpp's deepseek2 holds V3 as well (its sigmoid routing is a key): read back as deepseek2.
       {.arch = "deepseek3", .hf_types = {"deepseek_v3"}, .gguf_arch = "deepseek2", .trace = trace_deepseek2,
        .hf_config = deepseek3_hf_config, .hf_names = &kDeepseek3Names, .gguf = &kDeepseek2Gguf},
+      {.arch = "deepseek32", .hf_types = {"deepseek_v32"}, .gguf_arch = "deepseek32", .trace = trace_deepseek2,
+       .hf_config = deepseek32_hf_config, .hf_names = &kDeepseek32Names, .gguf = &kDeepseek32Gguf},
   };
   return rows;
 }

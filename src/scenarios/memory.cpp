@@ -48,8 +48,9 @@ Result<Table> memory_scenario(const MemoryBenchOptions& o) {
   Table t;
   const models::ModelConfig& c = m->config;
   const std::string bill = models::latent_kv(c)
-                               ? str_cat("bill latent ", c.n_layers, "*(", c.kv_lora_rank, "+", c.qk_rope_dim, ")*", elem,
-                                         " = ", per_token, " B/token")
+                               ? str_cat("bill latent ", c.n_layers, "*(", c.kv_lora_rank, "+", c.qk_rope_dim,
+                                         models::sparse_indexer(c) ? str_cat("+", c.index_head_dim) : std::string(), ")*",
+                                         elem, " = ", per_token, " B/token")
                                : str_cat("bill 2*", c.n_layers, "*", c.n_kv_heads, "*", c.head_dim, "*", elem, " = ",
                                          per_token, " B/token");
   t.title = str_cat("KV memory, ", o.model, ", ", o.requests, " requests (prompts 1..", o.max_prompt, ", 1..",

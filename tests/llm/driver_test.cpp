@@ -21,12 +21,7 @@ using testing::random_ids;
 using testing::solo;
 
 llm::DriverOptions driver_options(int32_t blocks, int64_t max_seq_len) {
-  llm::DriverOptions o;
-  o.pool_blocks = blocks;
-  o.max_seq_len = max_seq_len;
-  o.threads = 2;
-  o.identity = llm::kv::weights_identity("driver_test");
-  return o;
+  return testing::test_driver(blocks, max_seq_len, "driver_test");
 }
 
 std::map<std::string, llm::Completion> by_id(const std::vector<llm::Completion>& cs) {
@@ -65,7 +60,7 @@ TEST_P(DriverFamilies, BatchedGenerationEqualsEachRequestAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Families, DriverFamilies,
                          ::testing::Values("synthetic:llama-260k", "llama", "mistral", "qwen3", "gemma2", "gpt2", "bloom",
-                                           "deepseek_v2"),
+                                           "deepseek_v2", "deepseek_v32"),
                          [](const auto& info) { return testing::as_test_name(info.param); });
 
 TEST(Driver, ThirtyTwoSequencesOfMixedLengthsInOneBatch) {

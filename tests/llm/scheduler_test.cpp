@@ -9,19 +9,13 @@
 #include "llm/driver.h"
 #include "llm/scheduler.h"
 #include "models/model.h"
+#include "solo_run.h"
 #include "testing.h"
 
 namespace kvf {
 namespace {
 
-llm::DriverOptions options(int32_t blocks) {
-  llm::DriverOptions o;
-  o.pool_blocks = blocks;
-  o.max_seq_len = 64;
-  o.threads = 2;
-  o.identity = llm::kv::weights_identity("scheduler_test");
-  return o;
-}
+llm::DriverOptions options(int32_t blocks) { return testing::test_driver(blocks, 64, "scheduler_test"); }
 
 std::vector<llm::Request> requests(int n) {
   std::vector<llm::Request> rs;

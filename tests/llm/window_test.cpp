@@ -12,6 +12,7 @@
 #include "llm/generator.h"
 #include "llm/scheduler.h"
 #include "models/model.h"
+#include "solo_run.h"
 #include "testing.h"
 
 namespace kvf {
@@ -43,13 +44,9 @@ std::vector<int32_t> contiguous_greedy(const models::Model& m, const std::vector
 }
 
 llm::DriverOptions driver_options(int32_t pool_blocks, int64_t max_seq_len, int64_t window, int64_t sinks) {
-  llm::DriverOptions o;
-  o.pool_blocks = pool_blocks;
-  o.max_seq_len = max_seq_len;
-  o.threads = 2;
+  llm::DriverOptions o = testing::test_driver(pool_blocks, max_seq_len, "window_test");
   o.window = window;
   o.sinks = sinks;
-  o.identity = llm::kv::weights_identity("window_test");
   return o;
 }
 

@@ -48,7 +48,7 @@ TEST_P(GgufFixture, AllPositionLogitsAndGreedyIdsMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Families, GgufFixture,
                          ::testing::Values("llama", "qwen2", "qwen3", "mixtral", "phi3", "gpt2", "bloom", "gemma2", "gemma3",
                                            "deepseek_v2", "deepseek_v2_moe", "deepseek_v2_qlora", "deepseek_v3",
-                                           "qwen3_moe_routed", "qwen2_moe_routed"));
+                                           "qwen3_moe_routed", "qwen2_moe_routed", "deepseek_v32"));
 
 // llama.cpp's converter splits MLA's up-projection per head: attn_k_b [H, r, nope] (W_uk
 // transposed) and attn_v_b [H, dv, r]. Reading rejoins them into kvforge's attn_kv_b.

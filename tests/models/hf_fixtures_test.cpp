@@ -45,7 +45,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HfFixture,
                                                               "gemma2", "gpt2", "bloom", "deepseek_v2",
                                                               "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral", "qwen3_moe",
                                                               "qwen2_moe", "deepseek_v3", "gemma3", "phi3", "qwen3_moe_routed",
-                                                              "qwen2_moe_routed"),
+                                                              "qwen2_moe_routed", "deepseek_v32"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle)),
                          [](const auto& info) {
                            return str_cat(std::get<0>(info.param),

@@ -158,12 +158,13 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Families, PagedStep,
                          ::testing::Combine(::testing::Values("synthetic:llama-260k", "llama", "llama3_scaled", "mistral",
-                                                              "qwen2", "qwen3", "gemma2", "gpt2", "bloom", "deepseek_v2"),
+                                                              "qwen2", "qwen3", "gemma2", "gpt2", "bloom", "deepseek_v2",
+                                                              "deepseek_v32"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle),
                                             ::testing::Values(DType::kF32)),
                          param_name);
 INSTANTIATE_TEST_SUITE_P(F16Cache, PagedStep,
-                         ::testing::Combine(::testing::Values("synthetic:llama-260k", "gemma2", "deepseek_v2"),
+                         ::testing::Combine(::testing::Values("synthetic:llama-260k", "gemma2", "deepseek_v2", "deepseek_v32"),
                                             ::testing::Values(llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle),
                                             ::testing::Values(DType::kF16)),
                          param_name);

@@ -50,10 +50,10 @@ TEST(Registry, EveryNameLeadsToOneFamily) {
 
 TEST(Registry, KnownFamiliesListsEachKey) {
   EXPECT_EQ(models::known_families(models::FamilyKey::kArch),
-            "llama, mistral, qwen2, qwen3, qwen3moe, qwen2moe, mixtral, phi3, gemma2, gemma3, gpt2, bloom, deepseek2, deepseek3");
+            "llama, mistral, qwen2, qwen3, qwen3moe, qwen2moe, mixtral, phi3, gemma2, gemma3, gpt2, bloom, deepseek2, deepseek3, deepseek32");
   EXPECT_EQ(models::known_families(models::FamilyKey::kHfType),
-            "llama, mistral, qwen2, qwen3, qwen3_moe, qwen2_moe, mixtral, phi3, gemma2, gemma3_text, gpt2, bloom, deepseek_v2, deepseek_v3");
-  EXPECT_EQ(models::known_families(models::FamilyKey::kGguf), "llama, qwen2, qwen3, qwen3moe, qwen2moe, phi3, gemma2, gemma3, gpt2, bloom, deepseek2");
+            "llama, mistral, qwen2, qwen3, qwen3_moe, qwen2_moe, mixtral, phi3, gemma2, gemma3_text, gpt2, bloom, deepseek_v2, deepseek_v3, deepseek_v32");
+  EXPECT_EQ(models::known_families(models::FamilyKey::kGguf), "llama, qwen2, qwen3, qwen3moe, qwen2moe, phi3, gemma2, gemma3, gpt2, bloom, deepseek2, deepseek32");
 }
 
 // Each fixture checkpoint opens as the family its model_type names, with that family's
@@ -94,7 +94,7 @@ TEST(Registry, AGgufArchitectureWithoutAReaderIsRefusedNamingTheReadersThereAre)
   fs::remove(path);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(m.error().message().find("GGUF architecture 'falcon' is not supported (GGUF: llama, qwen2, qwen3, qwen3moe, qwen2moe, phi3, gemma2, gemma3, gpt2, bloom, deepseek2;"),
+  EXPECT_NE(m.error().message().find("GGUF architecture 'falcon' is not supported (GGUF: llama, qwen2, qwen3, qwen3moe, qwen2moe, phi3, gemma2, gemma3, gpt2, bloom, deepseek2, deepseek32;"),
             std::string::npos)
       << m.error().to_string();
 }

@@ -8,6 +8,8 @@ namespace kvf::ir::ops {
 V silu(V x) { return x / (1.0 + x.b->unary(OpKind::kExp, -x)); }
 V sigmoid(V x) { return x.b->like(x, 1.0) / (1.0 + x.b->unary(OpKind::kExp, -x)); }
 
+V relu(V x) { return x.b->binary(OpKind::kMax, x, x.b->like(x, 0.0)); }
+
 // Sibling sub-expressions that both emit eqns are sequenced through locals: C++ leaves the
 // order of operator operands unspecified, and the graph must not depend on the compiler.
 V gelu_erf(V x) {

@@ -31,16 +31,20 @@ V transform_scores(V scores, V mask, const AttnOpts& opts) {
 V stored_as(V x, V cache) { return x.dtype() == cache.dtype() ? x : x.b->cast(x, cache.dtype()); }
 V widened_as(V cache, V q) { return cache.dtype() == q.dtype() ? cache : cache.b->cast(cache, q.dtype()); }
 
-// Writes k_new/v_new [B, H, T, D] into the caches at pos[0] by DynamicUpdateSlice,
-// donating the state; out is left for the caller.
+// x_new [B, H, T, D] into cache at position `start` (i32 [1]), donating the cache.
+V write_at(V x_new, V cache, V start) {
+  Builder& b = *x_new.b;
+  V written = b.dynamic_update_slice(cache, stored_as(x_new, cache), start, 2);
+  b.donate(cache, written);
+  return written;
+}
+
+// Writes k_new/v_new [B, H, T, D] into the caches at pos[0]; out is left for the caller.
 CachedAttention write_caches(V k_new, V v_new, V k_cache, V v_cache, V pos) {
-  Builder& b = *k_new.b;
-  V start = b.slice_axis(pos, 0, 0, 1);
+  V start = pos.b->slice_axis(pos, 0, 0, 1);
   CachedAttention r;
-  r.k_cache = b.dynamic_update_slice(k_cache, stored_as(k_new, k_cache), start, 2);
-  r.v_cache = b.dynamic_update_slice(v_cache, stored_as(v_new, v_cache), start, 2);
-  b.donate(k_cache, r.k_cache);
-  b.donate(v_cache, r.v_cache);
+  r.k_cache = write_at(k_new, k_cache, start);
+  r.v_cache = write_at(v_new, v_cache, start);
   return r;
 }
 
@@ -55,6 +59,22 @@ V cached_len(V pos) {
 V latent_key(V c, V k_rot) { return c.b->concat({c, k_rot}, 3); }
 
 }  // namespace
+
+V write_cache(V x_new, V cache, V pos) { return write_at(x_new, cache, pos.b->slice_axis(pos, 0, 0, 1)); }
+
+V write_pool(V x_new, V pool, V write) {
+  Builder& b = *x_new.b;
+  // [B, H, T, D] -> [B*T, H, D], the pool's row layout
+  V rows = b.reshape(b.transpose(x_new, {0, 2, 1, 3}), {x_new.dim(0) * x_new.dim(2), x_new.dim(1), x_new.dim(3)});
+  V written = b.scatter_update(pool, write, stored_as(rows, pool));
+  b.donate(pool, written);
+  return written;
+}
+
+V pool_view(V pool, V read) {
+  Builder& b = *pool.b;
+  return b.transpose(b.gather(pool, read), {0, 2, 1, 3});
+}
 
 V repeat_kv(V x, int64_t n_rep) {
   if (n_rep == 1) return x;
@@ -100,19 +120,6 @@ CachedAttention attention_latent(V q, V c_new, V r_new, V c_cache, V r_cache, V 
 
 namespace {
 
-// New rows [B, H, T, D] -> [B*T, H, D], the pool's row layout, in the pool's dtype.
-V pool_rows(V x, V pool) {
-  Builder& b = *x.b;
-  V rows = b.reshape(b.transpose(x, {0, 2, 1, 3}), {x.dim(0) * x.dim(2), x.dim(1), x.dim(3)});
-  return stored_as(rows, pool);
-}
-
-// Row b's logical positions read through `read` [B, cap]: the view [B, H, cap, D].
-V gathered_view(V pool, V read) {
-  Builder& b = *pool.b;
-  return b.transpose(b.gather(pool, read), {0, 2, 1, 3});
-}
-
 // What a paged step attends over: the pools with k_new/v_new [B, H, T, D] scattered in
 // through `write` [B*T] (in place on the donated pools; out is left for the caller), row
 // b's live length pos[b, T-1] + 1 (pos [B, T]), and each row's views of the written pools
@@ -125,10 +132,8 @@ struct PagedViews {
 PagedViews paged_views(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V read, V pos, V key_pos) {
   Builder& b = *q.b;
   PagedViews w;
-  w.written.k_pool = b.scatter_update(k_pool, write, pool_rows(k_new, k_pool));
-  w.written.v_pool = b.scatter_update(v_pool, write, pool_rows(v_new, v_pool));
-  b.donate(k_pool, w.written.k_pool);
-  b.donate(v_pool, w.written.v_pool);
+  w.written.k_pool = write_pool(k_new, k_pool, write);
+  w.written.v_pool = write_pool(v_new, v_pool, write);
   const int64_t t = pos.dim(1);
   V last = b.slice_axis(pos, 1, t - 1, t);  // [B, 1]
   if (key_pos.valid()) {
@@ -141,8 +146,8 @@ PagedViews paged_views(V q, V k_new, V v_new, V k_pool, V v_pool, V write, V rea
   } else {
     w.len = b.reshape(last, {pos.dim(0)}) + b.like(pos, 1.0);
   }
-  w.k = widened_as(gathered_view(w.written.k_pool, read), q);
-  w.v = widened_as(gathered_view(w.written.v_pool, read), q);
+  w.k = widened_as(pool_view(w.written.k_pool, read), q);
+  w.v = widened_as(pool_view(w.written.v_pool, read), q);
   return w;
 }
 
