@@ -166,12 +166,21 @@ Command add_bench_command(CLI::App& parent) {
   auto run_fn = std::make_shared<std::function<Status()>>();
 
   auto att = std::make_shared<std::pair<bench::AttentionBenchOptions, Output>>();
+  auto sel = std::make_shared<bench::SelectedBenchOptions>();
+  auto selected = std::make_shared<bool>(false);
   auto contexts = std::make_shared<std::string>();
-  CLI::App* a = cmd->add_subcommand("attention", "Fused attention vs the primitive decomposition, decode and prefill");
+  CLI::App* a = cmd->add_subcommand("attention", "Fused attention vs the primitive decomposition, decode and prefill; "
+                                                 "with --selected, dense vs selected (sparse) MLA decode attention");
   a->add_option("--threads", att->first.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
   a->add_option("--repeats", att->first.repeats, "timed repeats per case (median)")->capture_default_str();
-  a->add_option("--contexts", *contexts, "comma-separated key counts (default 512..32768)");
+  a->add_option("--contexts", *contexts,
+                "comma-separated key counts (default 512..32768; with --selected 8192..131072)");
   a->add_option("--max-prefill", att->first.max_prefill, "prefill cases up to this context")->capture_default_str();
+  a->add_flag("--selected", *selected,
+              "one decode step of a DeepSeek-V3.2-shaped layer: dense MLA attention against the sparse-attention "
+              "indexer, block top-k and selected attention (f16 caches)");
+  a->add_option("--topk", sel->topk, "with --selected: the keys each query keeps")->capture_default_str()->check(
+      CLI::PositiveNumber);
   add_output_options(*a, att->second);
   a->callback([=] {
     *run_fn = [=]() -> Status {
@@ -179,6 +188,16 @@ Command add_bench_command(CLI::App& parent) {
         Result<std::vector<int64_t>> list = parse_list("--contexts", *contexts);
         if (!list) return list.take_error();
         att->first.contexts = std::move(*list);
+        sel->contexts = att->first.contexts;
+      }
+      if (*selected) {
+        sel->threads = att->first.threads;
+        sel->repeats = att->first.repeats;
+        Result<bench::Table> t = with_progress("contexts", *sel, bench::selected_attention_scenario);
+        if (!t) return t.take_error();
+        Status s = emit(*t, att->second);
+        if (!s || att->second.png.empty()) return s;
+        return plot_png(*t, att->second.png, {.ys = {1, 2}, .ylabel = "ms"});
       }
       Result<bench::Table> t = with_progress("contexts", att->first, bench::attention_scenario);
       if (!t) return t.take_error();

@@ -84,12 +84,6 @@ std::optional<ValueId> identity_operand(const ir::Graph& g, const Eqn& e) {
   return same ? std::optional<ValueId>(e.in[0]) : std::nullopt;
 }
 
-// The value a chain of reshapes starts from: reshape(reshape(x)) reads x.
-ValueId reshape_source(const ir::Graph& g, ValueId v) {
-  while (const Eqn* e = def(g, v, OpKind::kReshape)) v = e->in[0];
-  return v;
-}
-
 // A layout of a source's elements: each axis's extent and stride (in elements).
 struct View {
   Shape shape;

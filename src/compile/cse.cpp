@@ -4,44 +4,25 @@
 // one value already (ir::Builder), and slots and state are unique by construction.
 #include <bit>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 
+#include "compile/match.h"
 #include "compile/passes.h"
-#include "compile/rewriter.h"
 
 namespace kvf::compile {
 namespace {
 
 using ir::ValueId;
 
-void put(std::ostream& os, const std::vector<int64_t>& xs) {
-  os << '(';
-  for (int64_t x : xs) os << x << ',';
-  os << ')';
-}
-
 // Doubles by their bits: -0 and +0 differ, and so do two spellings of a NaN.
 uint64_t bits(double x) { return std::bit_cast<uint64_t>(x); }
 
-// Every field of Params: an op ignores the ones it does not read, and the tracer leaves
-// those at their defaults, so comparing them all only ever misses a merge.
+// Every field of Params (params_key): an op ignores the ones it does not read, and the tracer
+// leaves those at their defaults, so comparing them all only ever misses a merge.
 std::string eqn_key(const ir::Eqn& e, const std::vector<ValueId>& in) {
-  const ir::Params& p = e.params;
-  std::ostringstream os;
-  os << static_cast<int>(e.op) << '|';
-  for (ValueId v : in) os << v << ',';
-  os << '|';
-  put(os, p.axes);
-  put(os, p.shape);
-  put(os, p.starts);
-  put(os, p.limits);
-  put(os, p.steps);
-  os << p.axis << '|' << p.keepdim << '|' << static_cast<int>(p.cmp) << '|' << static_cast<int>(p.dtype) << '|'
-     << bits(p.attn.scale) << ',' << bits(p.attn.softcap) << ',' << p.attn.n_rep << ',' << p.attn.has_shared << ','
-     << p.attn.has_mask << ',' << p.attn.has_len << ',' << p.attn.has_read << '|' << static_cast<int>(p.rope.layout) << ',' << p.rope.rotary_dim
-     << '|' << bits(p.eps) << ',' << p.unit_offset << ',' << static_cast<int>(p.glu) << ',' << p.has_bias;
-  return os.str();
+  std::string key = str_cat(static_cast<int>(e.op), "|");
+  for (ValueId v : in) key += str_cat(v, ",");
+  return key + "|" + params_key(e.params);
 }
 
 // For every literal, the first literal of the graph with its bits and dtype.

@@ -2,7 +2,9 @@
 #include "compile/match.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <sstream>
 
 #include "ir/infer.h"
 
@@ -11,6 +13,38 @@ namespace kvf::compile {
 using ir::Eqn;
 using ir::OpKind;
 using ir::ValueId;
+
+namespace {
+
+void put(std::ostream& os, const std::vector<int64_t>& xs) {
+  os << '(';
+  for (int64_t x : xs) os << x << ',';
+  os << ')';
+}
+
+uint64_t bits(double x) { return std::bit_cast<uint64_t>(x); }
+
+}  // namespace
+
+ValueId reshape_source(const ir::Graph& g, ValueId v) {
+  while (const Eqn* e = def(g, v, OpKind::kReshape)) v = e->in[0];
+  return v;
+}
+
+std::string params_key(const ir::Params& p) {
+  std::ostringstream os;
+  put(os, p.axes);
+  put(os, p.shape);
+  put(os, p.starts);
+  put(os, p.limits);
+  put(os, p.steps);
+  os << p.axis << '|' << p.keepdim << '|' << static_cast<int>(p.cmp) << '|' << static_cast<int>(p.dtype) << '|'
+     << bits(p.attn.scale) << ',' << bits(p.attn.softcap) << ',' << p.attn.n_rep << ',' << p.attn.has_shared << ','
+     << p.attn.has_mask << ',' << p.attn.has_len << ',' << p.attn.has_read << '|' << static_cast<int>(p.rope.layout)
+     << ',' << p.rope.rotary_dim << '|' << bits(p.eps) << ',' << p.unit_offset << ',' << static_cast<int>(p.glu) << ','
+     << p.has_bias << '|' << p.topk << ',' << p.ratio << ',' << bits(p.scale);
+  return os.str();
+}
 
 Uses::Uses(const ir::Graph& g) : readers_(g.values.size()), root_(g.values.size(), false) {
   for (size_t i = 0; i < g.eqns.size(); ++i) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "compile/rewriter.h"
@@ -28,10 +29,15 @@ class Uses {
 const ir::Eqn* producer(const ir::Graph& g, ir::ValueId v);
 // The eqn defining v when it is `op`, else null.
 const ir::Eqn* def(const ir::Graph& g, ir::ValueId v, ir::OpKind op);
+// The value a chain of reshapes starts from: reshape(reshape(x)) reads x.
+ir::ValueId reshape_source(const ir::Graph& g, ir::ValueId v);
 // v is a literal holding exactly x (an exact compare: -0 == +0 here).
 bool is_literal(const ir::Graph& g, ir::ValueId v, double x);
 // v is a literal within rel_tol of x (irrational constants written to fewer digits).
 bool is_literal_near(const ir::Graph& g, ir::ValueId v, double x, double rel_tol);
+// Every field of p as text (doubles by their bits): two eqns of one op with equal keys have
+// equal params.
+std::string params_key(const ir::Params& p);
 // A reduction over exactly the last axis of x, keeping it as size 1.
 bool reduces_last_axis_keepdim(const ir::Graph& g, const ir::Eqn& e);
 // A slice of its operand that keeps every axis whole except the last, which runs

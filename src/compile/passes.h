@@ -1,5 +1,6 @@
 // The passes, one file each, and the fixed order they run in (DESIGN.md §3):
-// canonicalize → cse → rope recognition → attention rewrite → dce → fusion → moe → lora.
+// canonicalize → cse → rope recognition → attention rewrite → selection → dce → fusion → moe →
+// lora.
 #pragma once
 
 #include <vector>
@@ -12,6 +13,7 @@ Pass canonicalize_pass();  // canonicalize.cpp: fold no-op reshapes/transposes/b
 Pass cse_pass();           // cse.cpp: one eqn per (op, params, operands); equal literals merge
 Pass rope_pass();          // rope.cpp: the apply_rope chain -> one Rope eqn
 Pass attention_pass();     // attention.cpp: the ops::attention_* chains -> one Attention eqn
+Pass selection_pass();     // selection.cpp: selected-block masks and block top-k -> SelectedAttention, BlockTopK
 Pass dce_pass();           // dce.cpp: drops eqns no output, donation or validation needs
 Pass fusion_pass();        // fusion.cpp: rmsnorm, softmax rows, glu, linear (+ bias epilogue)
 Pass moe_pass();           // moe.cpp: the routed experts' sum of fused units -> one Moe eqn

@@ -44,5 +44,8 @@ Result<Buffer> eval_glu(const KernelArgs& a);
 Result<Buffer> eval_linear(const KernelArgs& a);
 Result<Buffer> eval_moe(const KernelArgs& a);
 Result<Buffer> eval_lora(const KernelArgs& a);
+Result<Buffer> eval_block_topk(const KernelArgs& a);
+Result<Buffer> eval_selected_attention(const KernelArgs& a);
+Result<Buffer> eval_indexer_scores(const KernelArgs& a);
 
 }  // namespace kvf::eval

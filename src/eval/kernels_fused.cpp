@@ -2,6 +2,7 @@
 // f64, so a pass can be checked against the chain it replaced and every exec/ kernel against
 // the oracle. Rope rounds its products like the chain it replaces (the rope pass is exact);
 // the others round once at the end (their passes reassociate).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -66,11 +67,23 @@ Status check_read(const Buffer& read, int64_t pool_rows) {
   return {};
 }
 
-}  // namespace
 
-Result<Buffer> eval_attention(const KernelArgs& a) {
+// selected_attention's selection: key t is visible to query row i of batch row b iff
+// t <= pos[b Lq + i] and t's block of `ratio` keys is selected or is unfinished at pos.
+struct Selection {
+  const Buffer *selected, *pos;
+  int64_t ratio;
+  bool visible(int64_t b, int64_t i, int64_t lq, int64_t t) const {
+    const double p = pos->data[static_cast<size_t>(b * lq + i)];
+    const int64_t blocks = selected->shape[2], blk = t / ratio;
+    if (static_cast<double>(t) > p) return false;
+    return selected->data[static_cast<size_t>((b * lq + i) * blocks + blk)] != 0 ||
+           static_cast<double>(blk * ratio + ratio - 1) > p;
+  }
+};
+
+Result<Buffer> attend(const KernelArgs& a, const AttnView& in, const Selection* sel) {
   const ir::AttnParams& p = a.eqn.params.attn;
-  const AttnView in = attention_operands(a);
   const bool paged = in.read != nullptr;
   if (paged) {
     Status ok = check_read(*in.read, in.k->shape[0]);
@@ -104,10 +117,13 @@ Result<Buffer> eval_attention(const KernelArgs& a) {
           }
           double s = dot * p.scale;
           if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
+          double added = 0;  // the mask, plus the selection's 0 or -inf as the chain adds them
           if (in.mask) {
             const int64_t mb = ms[0] == 1 ? 0 : b, mh = ms[1] == 1 ? 0 : h;
-            s += in.mask->data[static_cast<size_t>(((mb * ms[1] + mh) * lq + i) * lk + t)];
+            added = in.mask->data[static_cast<size_t>(((mb * ms[1] + mh) * lq + i) * lk + t)];
           }
+          if (sel) added += sel->visible(b, i, lq, t) ? 0.0 : -kInf;
+          if (in.mask || sel) s += added;
           scores[static_cast<size_t>(t)] = s;
           m = std::max(m, s);
         }
@@ -126,6 +142,63 @@ Result<Buffer> eval_attention(const KernelArgs& a) {
         if (live == 0) std::fill(orow, orow + dv, std::numeric_limits<double>::quiet_NaN());
       }
     }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Buffer> eval_attention(const KernelArgs& a) { return attend(a, attention_operands(a), nullptr); }
+
+Result<Buffer> eval_selected_attention(const KernelArgs& a) {
+  const Selection sel{a.in[a.in.size() - 2], a.in.back(), a.eqn.params.ratio};
+  return attend(a, attention_operands(a), &sel);
+}
+
+Result<Buffer> eval_indexer_scores(const KernelArgs& a) {
+  const Buffer &q = *a.in[0], &k = *a.in[1], &w = *a.in[2];
+  const int64_t r = q.shape[0], h = q.shape[1], n = q.shape[2], d = q.shape[3], lk = k.shape[2];
+  Result<Buffer> out = Buffer::zeros(a.out_type.dtype, a.out_type.shape);
+  if (!out) return out;
+  for (int64_t b = 0; b < r; ++b) {
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t t = 0; t < lk; ++t) {
+        const double* kr = k.data.data() + (b * lk + t) * d;
+        double sum = 0;
+        for (int64_t j = 0; j < h; ++j) {
+          const double* qr = q.data.data() + ((b * h + j) * n + i) * d;
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) dot += qr[c] * kr[c];
+          sum += w.data[static_cast<size_t>((b * h + j) * n + i)] * std::max(0.0, dot * a.eqn.params.scale);
+        }
+        out->data[static_cast<size_t>((b * n + i) * lk + t)] = sum;
+      }
+    }
+  }
+  return out;
+}
+
+// Each row's place among its candidates (complete blocks), as ops::rank_below counts it:
+// the candidates scoring above it, or the same with a lower index; a NaN score compares with
+// nothing, so it is never ahead of another and nothing is ahead of it.
+Result<Buffer> eval_block_topk(const KernelArgs& a) {
+  const Buffer &scores = *a.in[0], &pos = *a.in[1];
+  const int64_t rows = scores.shape[0] * scores.shape[1], blocks = scores.shape[2];
+  const int64_t k = a.eqn.params.topk, ratio = a.eqn.params.ratio;
+  Result<Buffer> out = Buffer::zeros(a.out_type.dtype, a.out_type.shape);
+  if (!out) return out;
+  std::vector<int64_t> order;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* s = scores.data.data() + r * blocks;
+    double* o = out->data.data() + r * blocks;
+    order.clear();
+    for (int64_t j = 0; j < blocks; ++j) {
+      if (static_cast<double>(j * ratio + ratio - 1) > pos.data[static_cast<size_t>(r)]) continue;  // unfinished
+      if (std::isnan(s[j])) o[j] = 1;
+      else order.push_back(j);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return s[x] > s[y]; });
+    for (size_t i = 0; i < order.size() && static_cast<int64_t>(i) < k; ++i) o[order[i]] = 1;
   }
   return out;
 }

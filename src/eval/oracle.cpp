@@ -63,6 +63,9 @@ Result<Buffer> Oracle::eval_eqn(const ir::Graph& g, const ir::Eqn& e, std::span<
     case OpKind::kLinear: return eval_linear(a);
     case OpKind::kMoe: return eval_moe(a);
     case OpKind::kLora: return eval_lora(a);
+    case OpKind::kBlockTopK: return eval_block_topk(a);
+    case OpKind::kSelectedAttention: return eval_selected_attention(a);
+    case OpKind::kIndexerScores: return eval_indexer_scores(a);
     default: break;
   }
   return internal_error("oracle: no loop for ", ir::op_name(e.op));

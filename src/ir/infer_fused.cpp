@@ -212,6 +212,57 @@ Result<TensorType> infer_lora(std::span<const TensorType> in) {
   return y;
 }
 
+// scores f32 [R, n, NB], pos i32 [R * n] -> pred [R, n, NB].
+Result<TensorType> infer_block_topk(const Params& p, std::span<const TensorType> in) {
+  const OpKind op = OpKind::kBlockTopK;
+  if (in.size() != 2) return bad(op, "expects scores and pos");
+  const TensorType &s = in[0], &pos = in[1];
+  if (s.dtype != DType::kF32 || !rank_is(s, 3)) return bad(op, "scores must be f32[R, n, NB], got ", type_str(s));
+  if (pos.dtype != DType::kI32 || pos.shape != Shape{s.shape[0] * s.shape[1]}) {
+    return bad(op, "pos must be i32[", s.shape[0] * s.shape[1], "], got ", type_str(pos));
+  }
+  if (p.topk < 1 || p.ratio < 1) return bad(op, "topk ", p.topk, " and ratio ", p.ratio, " must be positive");
+  return TensorType{DType::kBool, s.shape};
+}
+
+// Attention's operands, then selected pred [B, Lq, NB] and pos i32 [B * Lq], where the NB
+// blocks of `ratio` keys cover the Lk keys exactly (the last one may be short).
+Result<TensorType> infer_selected_attention(const Params& p, std::span<const TensorType> in) {
+  const OpKind op = OpKind::kSelectedAttention;
+  if (in.size() < 5) return bad(op, "expects attention's operands, selected and pos");
+  Result<TensorType> out = infer_attention(p.attn, in.first(in.size() - 2));
+  if (!out) return out.take_error().context(op_name(op));
+  const int64_t batch = out->shape[0], lq = out->shape[2];
+  const int64_t lk = p.attn.has_read ? in[in.size() - 3].shape[1] : in[1].shape[2];
+  const TensorType &sel = in[in.size() - 2], &pos = in.back();
+  if (p.ratio < 1 || sel.dtype != DType::kBool || !rank_is(sel, 3) || sel.shape[0] != batch || sel.shape[1] != lq ||
+      sel.shape[2] * p.ratio < lk || (sel.shape[2] - 1) * p.ratio >= lk) {
+    return bad(op, "selected must be pred[", batch, ", ", lq, ", NB] with NB blocks of ", p.ratio, " covering ", lk,
+               " keys, got ", type_str(sel));
+  }
+  if (pos.dtype != DType::kI32 || pos.shape != Shape{batch * lq}) {
+    return bad(op, "pos must be i32[", batch * lq, "], got ", type_str(pos));
+  }
+  return out;
+}
+
+// q f32 [R, H, n, D], k f32|f16 [R, 1, L, D], w f32 [R, H, n, 1] -> f32 [R, n, L].
+Result<TensorType> infer_indexer_scores(std::span<const TensorType> in) {
+  const OpKind op = OpKind::kIndexerScores;
+  if (in.size() != 3) return bad(op, "expects q, k and w");
+  const TensorType &q = in[0], &k = in[1], &w = in[2];
+  if (q.dtype != DType::kF32 || !rank_is(q, 4)) return bad(op, "q must be f32[R, H, n, D], got ", type_str(q));
+  const int64_t r = q.shape[0], h = q.shape[1], n = q.shape[2], d = q.shape[3];
+  if ((k.dtype != DType::kF32 && k.dtype != DType::kF16) || !rank_is(k, 4) || k.shape[0] != r || k.shape[1] != 1 ||
+      k.shape[3] != d) {
+    return bad(op, "k must be f32 or f16 [", r, ", 1, L, ", d, "], got ", type_str(k));
+  }
+  if (w.dtype != DType::kF32 || w.shape != Shape{r, h, n, 1}) {
+    return bad(op, "w must be f32[", r, ", ", h, ", ", n, ", 1], got ", type_str(w));
+  }
+  return TensorType{DType::kF32, {r, n, k.shape[2]}};
+}
+
 }  // namespace
 
 Result<TensorType> infer_fused(OpKind op, const Params& p, std::span<const TensorType> in) {
@@ -226,6 +277,9 @@ Result<TensorType> infer_fused(OpKind op, const Params& p, std::span<const Tenso
     case OpKind::kLinear: return infer_linear(p, in);
     case OpKind::kMoe: return infer_moe(in);
     case OpKind::kLora: return infer_lora(in);
+    case OpKind::kBlockTopK: return infer_block_topk(p, in);
+    case OpKind::kSelectedAttention: return infer_selected_attention(p, in);
+    case OpKind::kIndexerScores: return infer_indexer_scores(in);
     default: break;
   }
   return internal_error("infer_fused: ", op_name(op), " is not a fused op");

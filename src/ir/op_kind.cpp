@@ -47,6 +47,9 @@ std::string_view op_name(OpKind op) {
     case OpKind::kLinear: return "linear";
     case OpKind::kMoe: return "moe";
     case OpKind::kLora: return "lora";
+    case OpKind::kBlockTopK: return "block_topk";
+    case OpKind::kSelectedAttention: return "selected_attention";
+    case OpKind::kIndexerScores: return "indexer_scores";
   }
   return "?";
 }

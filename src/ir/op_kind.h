@@ -49,8 +49,14 @@ enum class OpKind : uint8_t {
   kLora,       // x f32 [..., K], y f32 [..., N], a [E, R * K], b [E, R * N] (f32 or f16), s f32 [E, 1],
                // ids i32 [T] (T rows of x and y) -> y + s[id] * (a[id] x)ᵀ b[id] per row, a[id]
                // [R, K] and b[id] [R, N] (B transposed); id 0 is the base model's all-zero entry
+  kBlockTopK,  // scores f32 [R, n, NB], pos i32 [R * n] -> pred [R, n, NB]: ops::block_topk with
+               // params.topk and params.ratio (each query's topk best complete blocks)
+  kSelectedAttention,  // Attention's operands, then selected pred [B, Lq, NB] and pos i32 [B * Lq]:
+                       // the attention with mask + ops::selected_mask(selected, pos, Lk, params.ratio)
+  kIndexerScores,  // q f32 [R, H, n, D], k [R, 1, L, D] (f32 or f16), w f32 [R, H, n, 1] -> f32 [R, n, L]:
+                   // ops::indexer_scores with params.scale
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kLora) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kIndexerScores) + 1;
 
 enum class CmpDir : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 
@@ -107,6 +113,9 @@ struct Params {
   bool unit_offset = false;     // rmsnorm: scale by (1 + weight), as Gemma
   GluAct glu = GluAct::kSilu;   // glu
   bool has_bias = false;        // linear
+  int64_t topk = 0;             // block_topk: blocks each query keeps
+  int64_t ratio = 1;            // block_topk, selected_attention: key positions per block
+  double scale = 0.0;           // indexer_scores: of every dot product, before the relu
 };
 
 }  // namespace kvf::ir

@@ -88,6 +88,11 @@ V blocks_against(V pos, int64_t n_blocks, int64_t ratio, CmpDir dir);
 // when fewer than K are complete. Ratio 1 is a token-level top-k over the causal keys
 // (DeepSeek-V3.2's indexer).
 V block_topk(V scores, V pos, int64_t k, int64_t ratio);
+// A lightning indexer's scores (DeepSeek-V3.2): q [R, H, n, D] (H heads), the keys k
+// [R, 1, L, D], the per-head weights w [R, H, n, 1] -> [R, n, L]:
+//   score[r, i, t] = Σ_h w[r, h, i] · relu(scale · q[r, h, i] · k[r, t])
+// as one product of every head's rows against the keys, relu, then the weighted head sum.
+V indexer_scores(V q, V k, V w, double scale);
 // ---- attention (attention.cpp)
 struct AttnOpts {
   double scale = 1.0;    // usually 1/sqrt(Dk)

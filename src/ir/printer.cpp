@@ -63,6 +63,12 @@ std::string params_str(const Eqn& e) {
     case OpKind::kGlu:
     case OpKind::kMoe: return str_cat("[act=", glu_name(p.glu), "]");
     case OpKind::kLinear: return p.has_bias ? "[bias]" : "";
+    case OpKind::kBlockTopK: return str_cat("[k=", p.topk, ", ratio=", p.ratio, "]");
+    case OpKind::kIndexerScores: return str_cat("[scale=", number(p.scale), "]");
+    case OpKind::kSelectedAttention: {
+      const std::string a = attention_params(p.attn);
+      return str_cat(a.substr(0, a.size() - 1), ", ratio=", p.ratio, "]");  // attention's, one more
+    }
     default: return "";
   }
 }

@@ -59,12 +59,9 @@ V SparseIndexer::mask(int64_t layer, V h, V q_a) const {
                             W("k_norm.bias", {d}), 1e-6);
   V k = keys(layer, by_rows(ops::apply_rope(b.reshape(k_flat, {1, 1, rows * n, d}), rope_), rows));  // [R, 1, L, D]
   const int64_t lk = k.dim(2);
-  // Every head's scores in one product: the heads' queries as rows against the one key.
-  V dots = b.matmul(b.reshape(q, {rows, 1, heads * n, d}), b.transpose(k, {0, 1, 3, 2}));
-  V per_head = ops::relu(b.reshape(dots, {rows, heads, n, lk}) * (1.0 / std::sqrt(static_cast<double>(d))));
   V w = ops::linear(h, W("proj.weight", {heads, cfg_.dim})) * (1.0 / std::sqrt(static_cast<double>(heads)));
   V w_rows = b.reshape(b.transpose(b.reshape(w, {rows, n, heads}), {0, 2, 1}), {rows, heads, n, 1});
-  V scores = b.reduce_sum(per_head * b.broadcast(w_rows, {rows, heads, n, lk}), {1});  // [R, n, L]
+  V scores = ops::indexer_scores(q, k, w_rows, 1.0 / std::sqrt(static_cast<double>(d)));  // [R, n, L]
   return ops::selected_mask(ops::block_topk(scores, t_.pos, cfg_.index_topk, 1), t_.pos, lk, 1);
 }
 

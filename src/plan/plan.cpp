@@ -5,6 +5,7 @@
 #include "ir/printer.h"
 #include "plan/attention_schedule.h"
 #include "plan/mask_form.h"
+#include "plan/selected_attention_schedule.h"
 
 namespace kvf::plan {
 namespace {
@@ -145,6 +146,16 @@ Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
                  : a->schedule == AttentionSchedule::kTiles ? "attention.tiles"
                                                             : "attention.streaming";
       scratch[i] = a->scratch_floats * 4;
+    }
+    if (e.op == ir::OpKind::kSelectedAttention) {  // attention's request over the eqn's attention operands
+      ir::Eqn view = e;
+      view.op = ir::OpKind::kAttention;
+      view.in.resize(e.in.size() - 2);
+      Result<AttentionRequest> a = attention_request(g, view, caps);
+      if (!a) return a.take_error().context("plan ", g.name, " eqn ", i);
+      r.attention = *a;
+      const int64_t mask_heads = e.params.attn.has_mask ? (a->mask == MaskKind::kPerHead ? a->hq : 1) : 0;
+      scratch[i] = selected_attention_scratch(a->hq, a->lk, a->dk + a->ds, a->dv, mask_heads).total * 4;
     }
     if (e.op == ir::OpKind::kMoe) {
       const Shape& x = g.type(e.in[0]).shape;

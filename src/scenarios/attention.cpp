@@ -2,7 +2,6 @@
 // the tracer emits, both on the CPU executor, decode and prefill, with the K/V read rate
 // next to the machine's measured memory bandwidth.
 #include <cmath>
-#include <random>
 
 #include "scenarios/scenarios.h"
 #include "compile/passes.h"
@@ -13,16 +12,6 @@
 namespace kvf::bench {
 namespace {
 
-Result<HostTensor> random_tensor(Shape shape, uint64_t seed) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float& x : v) x = u(rng);
-  return HostTensor::from_f32(std::move(shape), v);
-}
-
 struct Case {
   ir::Graph graph;
   std::vector<int32_t> pos;
@@ -30,11 +19,11 @@ struct Case {
 
 Result<Case> attention_case(const AttentionBenchOptions& o, int64_t lq, int64_t lk) {
   ir::Builder b(str_cat("attention.lq", lq, ".lk", lk));
-  Result<HostTensor> q = random_tensor({1, o.q_heads, lq, o.head_dim}, 1);
+  Result<HostTensor> q = random_tensor({1, o.q_heads, lq, o.head_dim}, DType::kF32, 1);
   if (!q) return q.take_error();
-  Result<HostTensor> k = random_tensor({1, o.kv_heads, lk, o.head_dim}, 2);
+  Result<HostTensor> k = random_tensor({1, o.kv_heads, lk, o.head_dim}, DType::kF32, 2);
   if (!k) return k.take_error();
-  Result<HostTensor> v = random_tensor({1, o.kv_heads, lk, o.head_dim}, 3);
+  Result<HostTensor> v = random_tensor({1, o.kv_heads, lk, o.head_dim}, DType::kF32, 3);
   if (!v) return v.take_error();
   Case c;
   ir::V mask;

@@ -2,11 +2,27 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <random>
 
 #include "scenarios/scenarios.h"
 #include "exec/state.h"
 
 namespace kvf::bench {
+
+Result<HostTensor> random_tensor(Shape shape, DType dtype, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& x : v) x = u(rng);
+  if (dtype == DType::kF32) return HostTensor::from_f32(std::move(shape), v);
+  Result<HostTensor> t = HostTensor::zeros(DType::kF16, std::move(shape));
+  if (!t) return t;
+  auto* bits = static_cast<uint16_t*>(t->raw_mut());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = f32_to_f16_bits(v[i]);
+  return t;
+}
 
 std::string fixed(double x, int digits) {
   char buf[64];

@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/tensor.h"
 #include "core/thread_pool.h"
 
 namespace kvf::bench {
@@ -36,6 +37,9 @@ double memory_read_gbps(ThreadPool& pool, int64_t bytes = int64_t{512} << 20, in
 
 std::string fixed(double x, int digits);  // "12.35"
 
+// Uniform values in [-1, 1) from `seed`, stored as f32 or f16 (the benches' weights and caches).
+Result<HostTensor> random_tensor(Shape shape, DType dtype, uint64_t seed);
+
 // Hears a scenario's work done and in all, in the unit the scenario counts (a terminal's
 // progress line); unset, nothing is reported.
 using ProgressFn = std::function<void(int64_t done, int64_t total)>;
@@ -50,6 +54,22 @@ struct AttentionBenchOptions {
   ProgressFn progress = {};  // contexts measured
 };
 Result<Table> attention_scenario(const AttentionBenchOptions& o);
+
+// One decode step's attention of a DeepSeek-V3.2-shaped layer (MLA over the latent cache:
+// 128 heads, kv_lora_rank 512, rope 64) at each context, densely and through the sparse-
+// attention indexer (64 heads of 128, top-k 2048 keys): indexer scores, block top-k and
+// selected attention, compiled and run on the CPU executor side by side; with the bytes each
+// reads (latent rows, indexer keys).
+struct SelectedBenchOptions {
+  int threads = 2;
+  int repeats = 3;
+  std::vector<int64_t> contexts{8192, 16384, 32768, 65536, 131072};
+  int64_t heads = 128, kv_lora_rank = 512, rope_dim = 64;
+  int64_t index_heads = 64, index_dim = 128, topk = 2048;
+  DType kv_dtype = DType::kF16;  // the latent cache and the indexer's keys
+  ProgressFn progress = {};      // contexts measured
+};
+Result<Table> selected_attention_scenario(const SelectedBenchOptions& o);
 
 struct DecodeCurveOptions {
   std::string model = "synthetic:gpt2-124m";

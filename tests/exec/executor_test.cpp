@@ -8,6 +8,7 @@
 
 #include "compile/passes.h"
 #include "compile/pipeline.h"
+#include "cpu_vs_oracle.h"
 #include "exec/cpu/executor.h"
 #include "ir/ops.h"
 #include "plan/plan.h"
@@ -20,25 +21,7 @@ using ir::V;
 
 // Runs g (as traced, not compiled) on the oracle and on the CPU executor; outputs must agree.
 void expect_same(const ir::Graph& g, const exec::SlotValues& slots = {}, double tol = 1e-6) {
-  eval::SlotBindings bind;
-  for (const auto& [slot, vals] : slots) {
-    bind.emplace(slot, testing::must(eval::Buffer::i32({static_cast<int64_t>(vals.size())}, vals)));
-  }
-  const eval::Outputs ref = testing::must(testing::run_graph(g, bind, eval::Precision::kNative));
-  ThreadPool pool(2);
-  exec::StateStore state;
-  auto ex = testing::must(exec::cpu::CpuExecutor::create(testing::must(plan::make_plan(g, plan::cpu_caps(2))), state, pool));
-  // Poison the arena's outputs by running twice: stale values from run one must not matter.
-  for (int run = 0; run < 2; ++run) {
-    Status s = ex->run(slots);
-    ASSERT_TRUE(s.ok()) << s.error().to_string();
-  }
-  for (const auto& [name, buf] : ref) {
-    std::span<const float> got = ex->output(name);
-    ASSERT_EQ(static_cast<int64_t>(got.size()), buf.numel()) << name;
-    const std::vector<double> ours(got.begin(), got.end());
-    EXPECT_LE(testing::rel_error(ours, buf.data), tol) << name;
-  }
+  testing::expect_cpu_matches_oracle(g, slots, tol);
 }
 
 class Primitives : public ::testing::Test {

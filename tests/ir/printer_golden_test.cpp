@@ -1,4 +1,5 @@
-// Golden test of the printed attention_masked chain: the seed's eqns, one per line.
+// Golden tests of printed graphs: the attention_masked chain (the seed's eqns, one per line),
+// the live form, and the selected-attention eqns the compiler forms.
 // Regenerate after an intended printer change with KVF_UPDATE_GOLDEN=1 and review the diff.
 #include <gtest/gtest.h>
 
@@ -6,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "compile/passes.h"
+#include "compile/pipeline.h"
 #include "ir/ops.h"
 #include "ir/printer.h"
 #include "testing.h"
@@ -44,6 +47,20 @@ ir::Graph live_attention_graph() {
   return testing::must(b.finish());
 }
 
+// A decode step's selected attention after the compiler: block_topk over the indexer's scores
+// and selected_attention over the cache (the chains they replace are gone).
+ir::Graph selected_attention_graph() {
+  Builder b("selected_attention");
+  V pos = b.slot(ir::Slot::kPos, DType::kI32, {1});
+  V query = b.constant("q", testing::must(HostTensor::zeros(DType::kF32, {1, 2, 1, 8})));
+  V k = b.constant("k_cache", testing::must(HostTensor::zeros(DType::kF32, {1, 1, 16, 8})));
+  V scores = b.constant("scores", testing::must(HostTensor::zeros(DType::kF32, {1, 1, 4})));
+  V selected = ops::block_topk(scores, pos, 2, 4);
+  V mask = ops::causal_mask(pos, 16) + ops::selected_mask(selected, pos, 16, 4);
+  b.output("out", ops::attention_prefill(query, k, k, mask, {.scale = 0.125, .softcap = 0}));
+  return testing::must(compile::run_passes(testing::must(b.finish()), compile::default_passes())).graph;
+}
+
 std::string golden_path(const std::string& name) { return testing::source_dir() + "/tests/ir/golden/" + name; }
 
 void expect_golden(const std::string& printed, const std::string& file) {
@@ -62,6 +79,10 @@ void expect_golden(const std::string& printed, const std::string& file) {
 }
 
 TEST(PrinterGolden, AttentionMaskedChain) { expect_golden(ir::print(decode_attention_graph()), "attention_masked.txt"); }
+
+TEST(PrinterGolden, SelectedAttentionEqns) {
+  expect_golden(ir::print(selected_attention_graph()), "selected_attention.txt");
+}
 
 // The live form: index guard with its witness, true selects on K/V rows and scores.
 TEST(PrinterGolden, AttentionLiveChain) { expect_golden(ir::print(live_attention_graph()), "attention_live.txt"); }

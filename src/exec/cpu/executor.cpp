@@ -3,11 +3,13 @@
 #include <cstring>
 
 #include "exec/cpu/attention.h"
+#include "exec/cpu/indexer_scores.h"
 #include "exec/cpu/kernels_generic.h"
 #include "exec/cpu/kernels_rows.h"
 #include "exec/cpu/linear.h"
 #include "exec/cpu/lora.h"
 #include "exec/cpu/moe.h"
+#include "exec/cpu/selection.h"
 #include "exec/step_checks.h"
 #include "ir/printer.h"
 
@@ -65,25 +67,31 @@ AttentionSchedule kernel_schedule(const plan::AttentionRequest& r) {
 }
 
 Status check_fused(const ir::Graph& g, const ir::Eqn& e) {
+  const bool attention = e.op == OpKind::kAttention || e.op == OpKind::kSelectedAttention;
+  const size_t selected_at = e.op == OpKind::kSelectedAttention ? e.in.size() - 2 : e.in.size();
   for (size_t i = 0; i < e.in.size(); ++i) {
     const ir::ValueId v = e.in[i];
     const DType dt = g.type(v).dtype;
     const bool weight = (e.op == OpKind::kLinear && i == 1) || (e.op == OpKind::kMoe && i >= 2);
-    const bool kv = e.op == OpKind::kAttention && v != e.in[0] && dt == DType::kF16;
+    const bool keys = (attention && v != e.in[0]) || (e.op == OpKind::kIndexerScores && i == 1);
+    const bool kv = keys && dt == DType::kF16;
     const bool factors = e.op == OpKind::kLora && (i == 2 || i == 3) && dt == DType::kF16;
-    if (dt != DType::kF32 && dt != DType::kI32 && !weight && !kv && !factors) {
+    const bool selection = i == selected_at && dt == DType::kBool;
+    if (dt != DType::kF32 && dt != DType::kI32 && !weight && !kv && !factors && !selection) {
       return unsupported("exec/cpu: ", ir::op_name(e.op), " over ", ir::type_str(g.type(v)));
     }
   }
-  if (g.type(e.out).dtype != DType::kF32) return unsupported("exec/cpu: ", ir::op_name(e.op), " to ", ir::type_str(g.type(e.out)));
-  if (e.op == OpKind::kAttention && e.params.attn.has_read) {
+  const DType out = e.op == OpKind::kBlockTopK ? DType::kBool : DType::kF32;
+  if (g.type(e.out).dtype != out) return unsupported("exec/cpu: ", ir::op_name(e.op), " to ", ir::type_str(g.type(e.out)));
+  if (attention && e.params.attn.has_read) {
     // The kernel reads the pools at the map's words unchecked: only a read-map slot declared
     // over the pool's rows, which run() checks (ir::check_slot) before anything runs, may
     // name them.
-    const ir::Value& read = g.value(e.in.back());
+    const ir::ValueId read_map = e.op == OpKind::kSelectedAttention ? e.in[e.in.size() - 3] : e.in.back();
+    const ir::Value& read = g.value(read_map);
     const int64_t rows = g.type(e.in[1]).shape[0];
     if (read.kind != ValueKind::kSlot || read.slot != ir::Slot::kSlotMap || read.slot_bound != rows) {
-      return unsupported("exec/cpu: paged attention reads its pools through ", ir::value_ref(g, e.in.back()),
+      return unsupported("exec/cpu: paged attention reads its pools through ", ir::value_ref(g, read_map),
                          ", not a read-map slot declared over the pool's ", rows, " rows");
     }
   }
@@ -261,6 +269,27 @@ Status CpuExecutor::run_op(const Op& op) {
     case OpKind::kGlu: glu(pool_, e.params.glu, op.in[0], op.in[1], op.out); return {};
     case OpKind::kMoe: run_moe(e, op); return {};
     case OpKind::kLora: run_lora(op); return {};
+    case OpKind::kBlockTopK: {
+      const Ref& s = op.in[0];
+      block_topk(pool_, {.scores = s.f32(), .pos = op.in[1].i32(), .rows = s.dim(0) * s.dim(1), .blocks = s.dim(2),
+                         .topk = e.params.topk, .ratio = e.params.ratio, .out = op.out.pred()});
+      return {};
+    }
+    case OpKind::kIndexerScores: {
+      const Ref &q = op.in[0], &k = op.in[1];
+      indexer_scores(pool_, {.q = q.f32(), .k = k.data, .k_type = k.dtype(), .w = op.in[2].f32(), .rows = q.dim(0),
+                             .heads = q.dim(1), .n = q.dim(2), .dim = q.dim(3), .keys = k.dim(2),
+                             .scale = static_cast<float>(e.params.scale), .out = op.out.f32()});
+      return {};
+    }
+    case OpKind::kSelectedAttention: {
+      const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
+      const Ref& sel = op.in[op.in.size() - 2];
+      selected_attention(pool_, {.attn = attention_args(e, r, op.in, op.out), .selected = sel.pred(),
+                                 .pos = op.in.back().i32(), .blocks = sel.dim(2), .ratio = e.params.ratio},
+                         op.scratch);
+      return {};
+    }
     default: return run_primitive(e, op.in, op.out, pool_);
   }
 }

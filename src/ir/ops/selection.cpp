@@ -47,4 +47,14 @@ V block_topk(V scores, V pos, int64_t k, int64_t ratio) {
   return b.binary(OpKind::kAnd, candidates, rank_below(scores, k, candidates));
 }
 
+V indexer_scores(V q, V k, V w, double scale) {
+  if (!q.valid()) return q;
+  if (!k.valid()) return k;
+  Builder& b = *q.b;
+  const int64_t r = q.dim(0), h = q.dim(1), n = q.dim(2), d = q.dim(3), lk = k.dim(2);
+  V dots = b.matmul(b.reshape(q, {r, 1, h * n, d}), b.transpose(k, {0, 1, 3, 2}));  // [R, 1, H n, L]
+  V per_head = relu(b.reshape(dots, {r, h, n, lk}) * scale);
+  return b.reduce_sum(per_head * b.broadcast(w, {r, h, n, lk}), {1});
+}
+
 }  // namespace kvf::ir::ops

@@ -252,6 +252,8 @@ Status CudaExecutor::check(size_t eqn) const {
       return {};
     }
     case OpKind::kRmsNorm: case OpKind::kRope: case OpKind::kSoftmax: case OpKind::kGlu: case OpKind::kLora: return {};
+    case OpKind::kBlockTopK: case OpKind::kSelectedAttention: case OpKind::kIndexerScores:
+      return unsupported("exec/cuda: ", ir::op_name(e.op), " (a sparse-attention selection) has no CUDA kernel");
     case OpKind::kMoe: {
       const size_t experts = (e.in.size() - 2) / 3;
       for (size_t i = 2; i < e.in.size(); ++i) {
