@@ -155,7 +155,9 @@ Result<Plan> make_plan(ir::Graph g, const DeviceCaps& caps) {
       if (!a) return a.take_error().context("plan ", g.name, " eqn ", i);
       r.attention = *a;
       const int64_t mask_heads = e.params.attn.has_mask ? (a->mask == MaskKind::kPerHead ? a->hq : 1) : 0;
-      scratch[i] = selected_attention_scratch(a->hq, a->lk, a->dk + a->ds, a->dv, mask_heads).total * 4;
+      scratch[i] = caps.target == Target::kCuda
+                       ? gpu_selected_attention_scratch_bytes(a->batch, a->lq, a->lk, mask_heads)
+                       : selected_attention_scratch(a->hq, a->lk, a->dk + a->ds, a->dv, mask_heads).total * 4;
     }
     if (e.op == ir::OpKind::kMoe) {
       const Shape& x = g.type(e.in[0]).shape;

@@ -30,4 +30,11 @@ inline SelectedAttentionScratch selected_attention_scratch(int64_t hq, int64_t l
   return s;
 }
 
+// The GPU's (exec/cuda/step/selection.cu): for each of the B Lq query rows, its visible keys'
+// pool rows [Lk] (i32), their count, and their mask words [mask_heads, Lk].
+inline int64_t gpu_selected_attention_scratch_bytes(int64_t batch, int64_t lq, int64_t lk, int64_t mask_heads) {
+  const int64_t rows = batch * lq;
+  return 4 * (rows * lk + rows + rows * mask_heads * lk);
+}
+
 }  // namespace kvf::plan

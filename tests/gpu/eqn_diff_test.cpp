@@ -62,7 +62,7 @@ TEST_P(EqnDiff, EveryIntermediateAgreesWithTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Families, EqnDiff,
                          ::testing::Combine(::testing::Values("synthetic:llama-260k", "gpt2", "bloom", "gemma2", "deepseek_v2", "qwen2_moe",
-                                                              "deepseek_v3"),
+                                                              "deepseek_v3", "deepseek_v32"),
                                             ::testing::Values(DType::kF32, DType::kF16)),
                          [](const auto& info) {
                            return str_cat(testing::as_test_name(std::get<0>(info.param)), "_",

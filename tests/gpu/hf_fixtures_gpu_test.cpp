@@ -67,7 +67,7 @@ TEST(TensorCorePrefill, TheBuiltinModelStaysWithinHalfPrecisionOfTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Families, HfFixtureGpu,
                          ::testing::Values("llama", "llama3_scaled", "mistral", "qwen2", "qwen3", "gemma2", "gpt2",
                                            "bloom", "deepseek_v2", "deepseek_v2_qlora", "deepseek_v2_moe", "mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v3", "gemma3", "phi3", "kjv",
-                                           "qwen3_moe_routed", "qwen2_moe_routed"));
+                                           "qwen3_moe_routed", "qwen2_moe_routed", "deepseek_v32"));
 
 }  // namespace
 }  // namespace kvf

@@ -13,6 +13,7 @@
 #include "compile/pipeline.h"
 #include "cuda/gpu_testing.h"
 #include "exec/cuda/step/executor.h"
+#include "hf_fixture.h"
 #include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/kv/block_table.h"
@@ -166,6 +167,31 @@ TEST(GpuDriver, PagedBatchesWithPreemptionEqualEachRequestAlone) {
   std::map<std::string, llm::Completion> got;
   for (const llm::Completion& c : testing::must(sched.run())) got.emplace(c.id, c);
   EXPECT_GT(sched.preemptions(), 0);
+  for (const llm::Request& r : reqs) {
+    EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64, llm::ExecutorKind::kCuda)) << r.id;
+  }
+  EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
+}
+
+// DeepSeek-V3.2's indexer, block top-k and selected attention on the GPU, paged under a pool
+// that preempts: transformers' greedy ids for the fixture's prompt, and every other request
+// what it gets alone on a contiguous GPU cache.
+TEST(GpuDriver, SelectedAttentionPagedWithPreemptionGivesTransformersGreedyIds) {
+  KVF_NEED_GPU();
+  std::mt19937_64 rng(testing::test_seed());
+  const testing::Fixture f = testing::read_fixture("deepseek_v32");
+  const models::Model m = testing::open_fixture(f);
+  std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
+  reqs.push_back({"fixture", f.prompt_ids, static_cast<int64_t>(f.greedy_ids.size()), {}});
+  llm::DriverOptions o = testing::test_driver(8, 64, "gpu_selected_test");
+  o.executor = llm::ExecutorKind::kCuda;
+  llm::Driver driver(m, o);
+  llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
+  for (const llm::Request& r : reqs) sched.submit(r);
+  std::map<std::string, llm::Completion> got;
+  for (const llm::Completion& c : testing::must(sched.run())) got.emplace(c.id, c);
+  EXPECT_GT(sched.preemptions(), 0);
+  EXPECT_EQ(got.at("fixture").ids, f.greedy_ids);
   for (const llm::Request& r : reqs) {
     EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64, llm::ExecutorKind::kCuda)) << r.id;
   }

@@ -252,8 +252,34 @@ Status CudaExecutor::check(size_t eqn) const {
       return {};
     }
     case OpKind::kRmsNorm: case OpKind::kRope: case OpKind::kSoftmax: case OpKind::kGlu: case OpKind::kLora: return {};
-    case OpKind::kBlockTopK: case OpKind::kSelectedAttention: case OpKind::kIndexerScores:
-      return unsupported("exec/cuda: ", ir::op_name(e.op), " (a sparse-attention selection) has no CUDA kernel");
+    case OpKind::kBlockTopK: return {};
+    case OpKind::kIndexerScores: {
+      const Shape& q = g.type(e.in[0]).shape;
+      const DType k = g.type(e.in[1]).dtype;
+      if (k != DType::kF32 && k != DType::kF16) return unsupported("exec/cuda: indexer keys of ", dtype_name(k));
+      if (q[1] * q[3] + q[1] > kIndexerMaxFloats) {
+        return unsupported("exec/cuda: an indexer of ", q[1], " heads of ", q[3], " (more than ", kIndexerMaxFloats,
+                           " floats of queries a row)");
+      }
+      return {};
+    }
+    case OpKind::kSelectedAttention: {
+      const DType kv = g.type(e.in[1]).dtype;
+      if (kv != DType::kF32 && kv != DType::kF16) return unsupported("exec/cuda: attention over ", dtype_name(kv), " K/V");
+      const plan::AttentionRequest& r = plan_.requests[eqn].attention;
+      if (r.dk + r.ds > kAttentionRowsMaxWidth || r.dv > kAttentionRowsMaxWidth) {
+        return unsupported("exec/cuda: attention rows wider than ", kAttentionRowsMaxWidth);
+      }
+      if (!e.params.attn.has_read && r.hkv != 1) return unsupported("exec/cuda: selected attention over dense keys of ", r.hkv, " heads");
+      if (e.params.attn.has_read) {
+        const ir::Value& read = g.value(e.in[e.in.size() - 3]);
+        if (read.kind != ValueKind::kSlot || read.slot != ir::Slot::kSlotMap || read.slot_bound != g.type(e.in[1]).shape[0]) {
+          return unsupported("exec/cuda: paged attention reads its pools through ", ir::value_ref(g, e.in[e.in.size() - 3]),
+                             ", not a read-map slot declared over the pool's rows");
+        }
+      }
+      return {};
+    }
     case OpKind::kMoe: {
       const size_t experts = (e.in.size() - 2) / 3;
       for (size_t i = 2; i < e.in.size(); ++i) {
@@ -962,6 +988,32 @@ Status CudaExecutor::launch(const Op& op) {
             .s = static_cast<const float*>(op.in[4].data), .ids = static_cast<const int32_t*>(op.in[5].data),
             .result = static_cast<float*>(out.data), .scratch = op.scratch},
            l);
+      return {};
+    }
+    case OpKind::kIndexerScores: {
+      const Ref &q = op.in[0], &k = op.in[1];
+      const Shape& qs = q.type.shape;
+      indexer_scores({.q = static_cast<const float*>(q.data), .k = k.data, .k_f16 = k.type.dtype == DType::kF16,
+                      .w = static_cast<const float*>(op.in[2].data), .rows = qs[0], .heads = qs[1], .n = qs[2],
+                      .dim = qs[3], .keys = k.type.shape[2], .scale = static_cast<float>(e.params.scale),
+                      .out = static_cast<float*>(out.data)},
+                     l);
+      return {};
+    }
+    case OpKind::kBlockTopK: {
+      const Shape& s = op.in[0].type.shape;
+      block_topk({.scores = static_cast<const float*>(op.in[0].data), .pos = static_cast<const int32_t*>(op.in[1].data),
+                  .rows = s[0] * s[1], .blocks = s[2], .topk = e.params.topk, .ratio = e.params.ratio,
+                  .out = static_cast<uint8_t*>(out.data)},
+                 l);
+      return {};
+    }
+    case OpKind::kSelectedAttention: {
+      const Ref& sel = op.in[op.in.size() - 2];
+      selected_attention({.attn = attention_rows_of(op), .selected = static_cast<const uint8_t*>(sel.data),
+                          .pos = static_cast<const int32_t*>(op.in.back().data), .blocks = sel.type.shape[2],
+                          .ratio = e.params.ratio, .scratch = op.scratch},
+                         l);
       return {};
     }
     case OpKind::kAttention:

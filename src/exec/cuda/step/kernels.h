@@ -265,4 +265,37 @@ inline constexpr int64_t kAttentionRowsMaxWidth = 1024;
 // kernel merges them.
 void attention_rows(const AttentionRows& a, int splits, float* workspace, const Launch& l);
 
+// ---- selected attention (selection.cu): the fused ops of docs/ir.md, as exec/cpu/ runs them ----
+// indexer_scores: q [R, H, n, D], k [R, L, D] (f32 or f16), w [R, H, n] -> out [R, n, L]. A
+// row's H D + H floats must fit the block's shared memory (kIndexerMaxFloats).
+struct IndexerScoresRows {
+  const float* q = nullptr;
+  const void* k = nullptr;
+  bool k_f16 = false;
+  const float* w = nullptr;
+  int64_t rows = 1, heads = 1, n = 1, dim = 1, keys = 0;
+  float scale = 1.0f;
+  float* out = nullptr;
+};
+inline constexpr int64_t kIndexerMaxFloats = 12 * 1024;
+void indexer_scores(const IndexerScoresRows& a, const Launch& l);
+// block_topk: scores [rows, blocks], pos [rows] -> out pred [rows, blocks].
+struct BlockTopKRows {
+  const float* scores = nullptr;
+  const int32_t* pos = nullptr;
+  int64_t rows = 0, blocks = 0, topk = 1, ratio = 1;
+  uint8_t* out = nullptr;
+};
+void block_topk(const BlockTopKRows& a, const Launch& l);
+// selected_attention: the attention over each query row's visible keys, listed first into
+// scratch (plan::gpu_selected_attention_scratch_bytes); one block per (query row, head).
+struct SelectedAttentionRows {
+  AttentionRows attn;  // dense keys need hkv == 1 (rows b Lk + t)
+  const uint8_t* selected = nullptr;  // [B, Lq, blocks]
+  const int32_t* pos = nullptr;       // [B * Lq]
+  int64_t blocks = 0, ratio = 1;
+  void* scratch = nullptr;
+};
+void selected_attention(const SelectedAttentionRows& a, const Launch& l);
+
 }  // namespace kvf::exec::cuda::step
