@@ -3,7 +3,9 @@
 // their drivers.
 #pragma once
 
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "llm/generator.h"
@@ -41,6 +43,14 @@ inline llm::DriverOptions test_driver(int32_t blocks, int64_t max_seq_len, const
   o.threads = 2;
   o.identity = llm::kv::weights_identity(name);
   return o;
+}
+
+// Submits every request and runs the scheduler to the end: the completions by id.
+inline std::map<std::string, llm::Completion> run_scheduled(llm::Scheduler& sched, const std::vector<llm::Request>& reqs) {
+  for (const llm::Request& r : reqs) sched.submit(r);
+  std::map<std::string, llm::Completion> got;
+  for (const llm::Completion& c : must(sched.run())) got.emplace(c.id, c);
+  return got;
 }
 
 // Six requests q0..q5 of 10, 15, ..., 35 random prompt tokens and 20 new ones each (up to 55

@@ -163,9 +163,7 @@ TEST(GpuDriver, PagedBatchesWithPreemptionEqualEachRequestAlone) {
   o.identity = llm::kv::weights_identity("gpu_driver_test");
   llm::Driver driver(m, o);
   llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
-  for (const llm::Request& r : reqs) sched.submit(r);
-  std::map<std::string, llm::Completion> got;
-  for (const llm::Completion& c : testing::must(sched.run())) got.emplace(c.id, c);
+  const std::map<std::string, llm::Completion> got = testing::run_scheduled(sched, reqs);
   EXPECT_GT(sched.preemptions(), 0);
   for (const llm::Request& r : reqs) {
     EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64, llm::ExecutorKind::kCuda)) << r.id;
@@ -187,9 +185,7 @@ TEST(GpuDriver, SelectedAttentionPagedWithPreemptionGivesTransformersGreedyIds) 
   o.executor = llm::ExecutorKind::kCuda;
   llm::Driver driver(m, o);
   llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
-  for (const llm::Request& r : reqs) sched.submit(r);
-  std::map<std::string, llm::Completion> got;
-  for (const llm::Completion& c : testing::must(sched.run())) got.emplace(c.id, c);
+  const std::map<std::string, llm::Completion> got = testing::run_scheduled(sched, reqs);
   EXPECT_GT(sched.preemptions(), 0);
   EXPECT_EQ(got.at("fixture").ids, f.greedy_ids);
   for (const llm::Request& r : reqs) {

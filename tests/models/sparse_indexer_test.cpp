@@ -25,13 +25,6 @@ constexpr int64_t kTopK = 16;  // the fixture's index_topk
 
 llm::DriverOptions small_pool(int32_t blocks) { return testing::test_driver(blocks, 64, "sparse_indexer_test"); }
 
-std::map<std::string, llm::Completion> run_all(llm::Scheduler& sched, const std::vector<llm::Request>& reqs) {
-  for (const llm::Request& r : reqs) sched.submit(r);
-  std::map<std::string, llm::Completion> got;
-  for (const llm::Completion& c : testing::must(sched.run())) got.emplace(c.id, c);
-  return got;
-}
-
 // Relative L2 error of each row of `ours` against the fixture's logits.
 std::vector<double> row_errors(const std::vector<float>& ours, const testing::Fixture& f, int64_t vocab) {
   std::vector<double> err;
@@ -75,7 +68,7 @@ TEST(SparseIndexer, PagedWithPreemptionGivesTransformersGreedyIds) {
   reqs.push_back({"fixture", f.prompt_ids, static_cast<int64_t>(f.greedy_ids.size()), {}});
   llm::Driver driver(m, small_pool(8));  // 128 slots for 7 sequences of up to 55 tokens
   llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
-  const auto got = run_all(sched, reqs);
+  const auto got = testing::run_scheduled(sched, reqs);
   EXPECT_GT(sched.preemptions(), 0);
   EXPECT_EQ(got.at("fixture").ids, f.greedy_ids);
   for (const llm::Request& r : reqs) EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64)) << r.id;
@@ -97,7 +90,7 @@ TEST(SparseIndexer, PrefixHitsCarryTheIndexerKeys) {
   }
   llm::Driver driver(m, small_pool(32));
   llm::Scheduler sched(driver, {.max_batch_tokens = 256, .max_rows = 1});  // one at a time: later ones hit
-  const auto got = run_all(sched, reqs);
+  const auto got = testing::run_scheduled(sched, reqs);
   EXPECT_EQ(got.at("p1").prefix_hit_tokens, 32);
   EXPECT_EQ(got.at("p2").prefix_hit_tokens, 32);
   for (const llm::Request& r : reqs) EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64)) << r.id;

@@ -107,6 +107,23 @@ GluAct glu_act(ir::GluAct a) {
 }
 
 bool word(DType d) { return d == DType::kF32 || d == DType::kI32 || d == DType::kBool; }
+
+// What the attention kernels read: f32 or f16 K/V, rows of at most kAttentionRowsMaxWidth,
+// and paged pools only through a read-map slot declared over their rows (`read`).
+Status check_attention_rows(const ir::Graph& g, const ir::Eqn& e, const plan::AttentionRequest& r, ir::ValueId read) {
+  const DType kv = g.type(e.in[1]).dtype;
+  if (kv != DType::kF32 && kv != DType::kF16) return unsupported("exec/cuda: attention over ", dtype_name(kv), " K/V");
+  if (r.dk + r.ds > kAttentionRowsMaxWidth || r.dv > kAttentionRowsMaxWidth) {
+    return unsupported("exec/cuda: attention rows wider than ", kAttentionRowsMaxWidth);
+  }
+  if (!e.params.attn.has_read) return {};
+  const ir::Value& map = g.value(read);
+  if (map.kind != ValueKind::kSlot || map.slot != ir::Slot::kSlotMap || map.slot_bound != g.type(e.in[1]).shape[0]) {
+    return unsupported("exec/cuda: paged attention reads its pools through ", ir::value_ref(g, read),
+                       ", not a read-map slot declared over the pool's rows");
+  }
+  return {};
+}
 bool half(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 
 std::string fault_text(const FaultRecord& f) {
@@ -235,22 +252,7 @@ Status CudaExecutor::check(size_t eqn) const {
       if (!is_float(w) && !is_block_quant(w)) return unsupported("exec/cuda: linear over ", dtype_name(w), " weights");
       return {};
     }
-    case OpKind::kAttention: {
-      const DType kv = g.type(e.in[1]).dtype;
-      if (kv != DType::kF32 && kv != DType::kF16) return unsupported("exec/cuda: attention over ", dtype_name(kv), " K/V");
-      const plan::AttentionRequest& r = plan_.requests[eqn].attention;
-      if (r.dk + r.ds > kAttentionRowsMaxWidth || r.dv > kAttentionRowsMaxWidth) {
-        return unsupported("exec/cuda: attention rows wider than ", kAttentionRowsMaxWidth);
-      }
-      if (e.params.attn.has_read) {
-        const ir::Value& read = g.value(e.in.back());
-        if (read.kind != ValueKind::kSlot || read.slot != ir::Slot::kSlotMap || read.slot_bound != g.type(e.in[1]).shape[0]) {
-          return unsupported("exec/cuda: paged attention reads its pools through ", ir::value_ref(g, e.in.back()),
-                             ", not a read-map slot declared over the pool's rows");
-        }
-      }
-      return {};
-    }
+    case OpKind::kAttention: return check_attention_rows(g, e, plan_.requests[eqn].attention, e.in.back());
     case OpKind::kRmsNorm: case OpKind::kRope: case OpKind::kSoftmax: case OpKind::kGlu: case OpKind::kLora: return {};
     case OpKind::kBlockTopK: return {};
     case OpKind::kIndexerScores: {
@@ -264,21 +266,9 @@ Status CudaExecutor::check(size_t eqn) const {
       return {};
     }
     case OpKind::kSelectedAttention: {
-      const DType kv = g.type(e.in[1]).dtype;
-      if (kv != DType::kF32 && kv != DType::kF16) return unsupported("exec/cuda: attention over ", dtype_name(kv), " K/V");
       const plan::AttentionRequest& r = plan_.requests[eqn].attention;
-      if (r.dk + r.ds > kAttentionRowsMaxWidth || r.dv > kAttentionRowsMaxWidth) {
-        return unsupported("exec/cuda: attention rows wider than ", kAttentionRowsMaxWidth);
-      }
       if (!e.params.attn.has_read && r.hkv != 1) return unsupported("exec/cuda: selected attention over dense keys of ", r.hkv, " heads");
-      if (e.params.attn.has_read) {
-        const ir::Value& read = g.value(e.in[e.in.size() - 3]);
-        if (read.kind != ValueKind::kSlot || read.slot != ir::Slot::kSlotMap || read.slot_bound != g.type(e.in[1]).shape[0]) {
-          return unsupported("exec/cuda: paged attention reads its pools through ", ir::value_ref(g, e.in[e.in.size() - 3]),
-                             ", not a read-map slot declared over the pool's rows");
-        }
-      }
-      return {};
+      return check_attention_rows(g, e, r, e.in[e.in.size() - 3]);
     }
     case OpKind::kMoe: {
       const size_t experts = (e.in.size() - 2) / 3;
