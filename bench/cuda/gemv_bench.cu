@@ -5,9 +5,13 @@
 // replayed. Prints, for each kernel shape (columns per warp C, 16-byte groups in flight G,
 // warps per block W, programmatic dependent launch), the time per layer and the weight
 // bandwidth it reaches, and the same for each linear alone (22 launches of it in a graph);
-// then the same for the shared-memory bulk-copy kernel (gemv_bulk.cuh).
+// then the same for the shared-memory bulk-copy kernel (gemv_bulk.cuh). From 2 rows, also
+// what the step's dispatcher runs with the tensor cores allowed (linear_group: the gemv
+// kernels up to 8 rows, cuBLASLt from 9) against the batched-decode tensor-core kernel
+// (gemm_rows.cuh) at its production shape and a few others (tiles a warp, warps a block,
+// splits of k against plan::gemm_rows_schedule's).
 //
-//   bench_cuda_gemv [rows=1]
+//   bench_cuda_gemv [rows=1]  (1..64)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,7 +22,10 @@
 #include <vector>
 
 #include "event_timer.h"
+#include "exec/cuda/device_props.h"
+#include "exec/cuda/step/gemm_rows.cuh"
 #include "exec/cuda/step/gemv_bulk.cuh"
+#include "plan/gemm_rows_schedule.h"
 
 namespace {
 
@@ -42,13 +49,13 @@ struct Layer {
 // One step's buffers: x rows [m, width] for every activation, and per layer its weights.
 struct Model {
   int m;
-  float *h, *q, *k, *v, *attn, *h2, *gated, *norm_w;
+  float *h, *q, *k, *v, *attn, *h2, *gate, *up, *gated, *norm_w;  // gate, up: cuBLASLt's products
   std::vector<Layer> layers;
 
   explicit Model(int rows) : m(rows) {
     auto act = [&](int width) { return static_cast<float*>(device_bytes(sizeof(float) * m * width, 0)); };
     h = act(kHidden), q = act(kHidden), k = act(kKv), v = act(kKv), attn = act(kHidden), h2 = act(kHidden);
-    gated = act(kFfn);
+    gate = act(kFfn), up = act(kFfn), gated = act(kFfn);
     norm_w = act(kHidden);
     auto weights = [](int n, int k) { return device_bytes(sizeof(uint16_t) * n * k, 0x1c); };  // f16 ~0.004
     for (int l = 0; l < kLayers; ++l) {
@@ -63,8 +70,8 @@ struct Model {
       L.o.residual = h;
       L.o.residual_out = h2;
       L.gate_up.parts = 2;
-      L.gate_up.part[0] = LinearPart{weights(kFfn, kHidden), nullptr, kFfn, nullptr};
-      L.gate_up.part[1] = LinearPart{weights(kFfn, kHidden), nullptr, kFfn, nullptr};
+      L.gate_up.part[0] = LinearPart{weights(kFfn, kHidden), nullptr, kFfn, gate};
+      L.gate_up.part[1] = LinearPart{weights(kFfn, kHidden), nullptr, kFfn, up};
       L.gate_up.glu = true;
       L.gate_up.glu_out = gated;
       L.gate_up.norm_w = norm_w;
@@ -96,6 +103,80 @@ Launcher bulk() {
   };
 }
 
+// The tensor-core library, a scratch for x rounded to 16 bits and partial sums, and tile counters.
+kvf::exec::cuda::step::TensorCores tensor_cores() {
+  using namespace kvf::exec::cuda::step;
+  TensorCores tc;
+  tc.handle = tensor_cores_open();
+  tc.workspace_bytes = 32 << 20;
+  tc.workspace = device_bytes(static_cast<size_t>(tc.workspace_bytes), 0);
+  tc.scratch_bytes = 256 << 20;
+  tc.scratch = device_bytes(static_cast<size_t>(tc.scratch_bytes), 0);
+  tc.counter_count = 4096;
+  tc.counters = static_cast<unsigned*>(device_bytes(sizeof(unsigned) * 4096, 0));
+  return tc;
+}
+
+// The step's dispatcher: rows_kernel false hides the tile counters, so that the linears go
+// where they went before gemm_rows (the gemv kernels, or cuBLASLt from 9 rows).
+Launcher dispatch(int m, kvf::exec::cuda::step::TensorCores tc, bool rows_kernel) {
+  if (!rows_kernel) tc.counter_count = 0;
+  return [m, tc](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    kvf::exec::cuda::step::Launch l{s, nullptr, 0, tc};
+    kvf::exec::cuda::step::linear_group(x, m, k, DType::kF16, g, l);
+  };
+}
+
+// gemm_rows.cuh at MT x-row tiles, NT tiles a warp, W warps, splits = the schedule's x factor.
+// kernel false: only the rounding of x in front; prologue false: only the kernel (over
+// whatever x16 holds), to see what each costs.
+template <int MT, int NT, int W, int D = 2>
+Launcher rows_shape(int m, kvf::exec::cuda::step::TensorCores tc, double split_factor, bool prologue = true,
+                    bool kernel = true) {
+  return [=](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    using namespace kvf::exec::cuda::step;
+    Launch l{s, nullptr, 0, tc};
+    if (prologue && g.norm_w != nullptr) rmsnorm_to_half(x, g.norm_w, tc.scratch, DType::kF16, m, k, g.norm_eps, false, l);
+    else if (prologue) cast(DType::kF32, DType::kF16, x, tc.scratch, m * k, l);
+    if (!kernel) return;
+    int64_t rows = g.glu ? 2 * g.part[0].n : 0;
+    for (int p = 0; p < g.parts && !g.glu; ++p) rows += g.part[p].n;
+    const int64_t tile_rows = W * NT * 8;
+    const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+    const int sms = kvf::exec::cuda::detail::sm_count();
+    const int64_t base = std::clamp<int64_t>((2 * sms + tiles - 1) / tiles, 1, std::max<int64_t>(1, k / 256));
+    gemm_rows_detail::Args a;
+    a.x16 = tc.scratch;
+    a.m = m;
+    a.k = k;
+    a.rows = g.glu ? g.part[0].n : rows;
+    a.splits = static_cast<int>(std::clamp<double>(static_cast<double>(base) * split_factor, 1.0, static_cast<double>(k / 32)));
+    a.partials = reinterpret_cast<float*>(static_cast<char*>(tc.scratch) + (16 << 20));
+    a.counters = tc.counters;
+    a.g = g;
+    if (g.glu) gemm_rows_detail::launch<MT, NT, W, D, true, true>(a, s, true);
+    else gemm_rows_detail::launch<MT, NT, W, D, true, false>(a, s, true);
+  };
+}
+
+template <int MT>
+void add_rows_shapes(int m, const kvf::exec::cuda::step::TensorCores& tc, std::vector<std::pair<std::string, Launcher>>& out) {
+  out.push_back({"rows NT2 W4", rows_shape<MT, 2, 4>(m, tc, 1.0)});
+  out.push_back({"rows kernel alone", rows_shape<MT, 2, 4>(m, tc, 1.0, false)});
+  out.push_back({"rows x16 alone", rows_shape<MT, 2, 4>(m, tc, 1.0, true, false)});
+  out.push_back({"rows NT2 W4 s/2", rows_shape<MT, 2, 4>(m, tc, 0.5)});
+  out.push_back({"rows NT2 W4 s*2", rows_shape<MT, 2, 4>(m, tc, 2.0)});
+  out.push_back({"rows NT4 W4", rows_shape<MT, 4, 4>(m, tc, 1.0)});
+  out.push_back({"rows NT2 W8", rows_shape<MT, 2, 8>(m, tc, 1.0)});
+  out.push_back({"rows NT4 W2", rows_shape<MT, 4, 2>(m, tc, 1.0)});
+  out.push_back({"rows NT2 W4 D3", rows_shape<MT, 2, 4, 3>(m, tc, 1.0)});
+  out.push_back({"rows NT2 W4 D4", rows_shape<MT, 2, 4, 4>(m, tc, 1.0)});
+  out.push_back({"rows NT2 W2 D4", rows_shape<MT, 2, 2, 4>(m, tc, 1.0)});
+  out.push_back({"rows NT2 W8 D3", rows_shape<MT, 2, 8, 3>(m, tc, 1.0)});
+  out.push_back({"rows NT2 W4 D4 s*2", rows_shape<MT, 2, 4, 4>(m, tc, 2.0)});
+  out.push_back({"rows NT2 W4 D4 s/2", rows_shape<MT, 2, 4, 4>(m, tc, 0.5)});
+}
+
 // Median microseconds per replay of what `enqueue` puts on the stream, captured as one graph.
 double time_graph(const std::function<void(cudaStream_t)>& enqueue) {
   return 1e3 * kvf::bench_cuda::median_graph_ms(3, 15, 1, [&](int, cudaStream_t st) { enqueue(st); });
@@ -105,19 +186,15 @@ double time_graph(const std::function<void(cudaStream_t)>& enqueue) {
 
 int main(int argc, char** argv) {
   const int rows = argc > 1 ? std::atoi(argv[1]) : 1;
-  if (rows != 1 && rows != 8) {
-    std::fprintf(stderr, "rows: 1 or 8\n");
+  if (rows < 1 || rows > 64) {
+    std::fprintf(stderr, "rows: 1 to 64\n");
     return 2;
   }
   Model md(rows);
   const double mb_qkv = 2.0 * (kHidden + 2 * kKv) * kHidden / 1e6, mb_o = 2.0 * kHidden * kHidden / 1e6;
   const double mb_gu = 2.0 * 2 * kFfn * kHidden / 1e6, mb_down = 2.0 * kHidden * kFfn / 1e6;
   const double mb_layer = mb_qkv + mb_o + mb_gu + mb_down;
-  struct Named {
-    const char* name;
-    Launcher go;
-  };
-  std::vector<Named> shapes;
+  std::vector<std::pair<std::string, Launcher>> shapes;
   if (rows == 1) {
     shapes = {{"C4 G4 W4 -", shape<1, 4, 4, 4, false>()}, {"C4 G4 W4 pdl", shape<1, 4, 4, 4, true>()},
               {"C2 G4 W4 pdl", shape<1, 2, 4, 4, true>()}, {"C2 G8 W4 pdl", shape<1, 2, 8, 4, true>()},
@@ -125,40 +202,50 @@ int main(int argc, char** argv) {
               {"C8 G2 W4 pdl", shape<1, 8, 2, 4, true>()}, {"C4 G4 W8 pdl", shape<1, 4, 4, 8, true>()},
               {"C2 G8 W8 pdl", shape<1, 2, 8, 8, true>()}, {"bulk -", bulk<1, false>()},
               {"bulk pdl", bulk<1, true>()}};
-  } else {
+  } else if (rows == 8) {
     shapes = {{"C2 G4 W4 -", shape<8, 2, 4, 4, false>()}, {"C2 G4 W4 pdl", shape<8, 2, 4, 4, true>()},
               {"C1 G4 W4 pdl", shape<8, 1, 4, 4, true>()}, {"C2 G2 W4 pdl", shape<8, 2, 2, 4, true>()},
               {"C4 G2 W4 pdl", shape<8, 4, 2, 4, true>()}, {"bulk pdl", bulk<8, true>()}};
   }
+  if (rows >= 2) {
+    const kvf::exec::cuda::step::TensorCores tc = tensor_cores();
+    shapes.push_back({"dispatch, before", dispatch(rows, tc, false)});
+    shapes.push_back({"dispatch", dispatch(rows, tc, true)});
+    if (rows <= 16) add_rows_shapes<1>(rows, tc, shapes);
+    else if (rows <= 32) add_rows_shapes<2>(rows, tc, shapes);
+    else add_rows_shapes<4>(rows, tc, shapes);
+  }
   std::printf("TinyLlama-1.1B layer linears, f16 weights, %d row(s) of x, %d layers per graph\n", rows, kLayers);
-  std::printf("%-14s %9s %8s | %8s %8s %8s %8s  (TB/s alone)\n", "shape", "us/layer", "TB/s", "qkv", "o", "gate_up", "down");
-  for (const Named& sh : shapes) {
+  std::printf("%-18s %9s %8s | %8s %8s %8s %8s  (TB/s alone)\n", "shape", "us/layer", "TB/s", "qkv", "o", "gate_up", "down");
+  for (const auto& shape_entry : shapes) {
+    const std::string& name = shape_entry.first;
+    const Launcher& go = shape_entry.second;
     // One eager pass first, outside any graph: a warm-up, and a launch error shows here.
     for (const Layer& L : md.layers) {
-      sh.go(md.h, kHidden, L.qkv, nullptr);
-      sh.go(md.attn, kHidden, L.o, nullptr);
-      sh.go(md.h2, kHidden, L.gate_up, nullptr);
-      sh.go(md.gated, kFfn, L.down, nullptr);
+      go(md.h, kHidden, L.qkv, nullptr);
+      go(md.attn, kHidden, L.o, nullptr);
+      go(md.h2, kHidden, L.gate_up, nullptr);
+      go(md.gated, kFfn, L.down, nullptr);
     }
     KVF_BENCH_CHECK(cudaDeviceSynchronize());
     auto each = [&](auto pick, float* x, int64_t k) {
       return time_graph([&](cudaStream_t s) {
-        for (const Layer& L : md.layers) sh.go(x, k, pick(L), s);
+        for (const Layer& L : md.layers) go(x, k, pick(L), s);
       });
     };
     const double layer = time_graph([&](cudaStream_t s) {
                            for (const Layer& L : md.layers) {
-                             sh.go(md.h, kHidden, L.qkv, s);
-                             sh.go(md.attn, kHidden, L.o, s);
-                             sh.go(md.h2, kHidden, L.gate_up, s);
-                             sh.go(md.gated, kFfn, L.down, s);
+                             go(md.h, kHidden, L.qkv, s);
+                             go(md.attn, kHidden, L.o, s);
+                             go(md.h2, kHidden, L.gate_up, s);
+                             go(md.gated, kFfn, L.down, s);
                            }
                          }) / kLayers;
     const double qkv = each([](const Layer& L) { return L.qkv; }, md.h, kHidden) / kLayers;
     const double o = each([](const Layer& L) { return L.o; }, md.attn, kHidden) / kLayers;
     const double gu = each([](const Layer& L) { return L.gate_up; }, md.h2, kHidden) / kLayers;
     const double down = each([](const Layer& L) { return L.down; }, md.gated, kFfn) / kLayers;
-    std::printf("%-14s %9.2f %8.2f | %8.2f %8.2f %8.2f %8.2f\n", sh.name, layer, mb_layer / layer,
+    std::printf("%-18s %9.2f %8.2f | %8.2f %8.2f %8.2f %8.2f\n", name.c_str(), layer, mb_layer / layer,
                 mb_qkv / qkv, mb_o / o, mb_gu / gu, mb_down / down);
   }
   return 0;

@@ -1,11 +1,12 @@
 // Linear groups (exec/cuda/step's linear_group) against a double reference on random inputs,
 // for every stored weight type and every epilogue a group has: one part with a bias, three
 // parts laid end to end (q, k, v) under a fused RMSNorm, a gated unit over two parts, and a
-// residual add. Up to 8 rows run on the gemv kernels; from kTensorCoreRows rows 16-bit and
-// quantized weights go to the tensor cores, whose reference rounds x (after the norm) to the
-// weights' 16-bit type and widens quantized weights to f16, as that path promises. Column
-// counts are not multiples of what a warp or a block takes, and k runs past one pass of the
-// loads, so the edges are exercised.
+// residual add. With the tensor cores allowed, 16-bit weights over plan::kGemmRowsMin to
+// kGemmRowsMax rows go to the batched-decode kernel (gemm_rows), and from kTensorCoreRows
+// rows 16-bit and quantized ones to cuBLASLt; the reference then rounds x (after the norm) to
+// the weights' 16-bit type and widens quantized weights to f16, as those paths promise. The
+// rest runs on the gemv kernels. Column counts are not multiples of what a warp or a block
+// takes, and k runs past one pass of the loads, so the edges are exercised.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,12 +37,14 @@ const char* name(Epilogue e) {
 
 double silu(double v) { return v / (1.0 + std::exp(-v)); }
 
-class Gemv : public ::testing::TestWithParam<std::tuple<DType, int64_t, Epilogue>> {};
+class Gemv : public ::testing::TestWithParam<std::tuple<DType, int64_t, Epilogue, int64_t>> {};
 
 TEST_P(Gemv, MatchesTheDoubleReference) {
   KVF_NEED_GPU();
-  const auto [dt, m, epilogue] = GetParam();
-  const int64_t k = 1056;  // 132 16-byte groups of 16-bit weights: more than one pass of 32 lanes x 4
+  // k: 1056 is 132 16-byte groups of 16-bit weights (more than one pass of 32 lanes x 4) and
+  // q8_0/q4_0 rows of 1122/594 bytes (the one-warp-a-column kernel); 1280 makes the quantized
+  // rows whole 16-byte vectors (the bulk-copy kernel).
+  const auto [dt, m, epilogue, k] = GetParam();
   const bool glu = epilogue == Epilogue::kGluNorm, norm = glu || epilogue == Epilogue::kQkvNorm;
   const std::vector<int64_t> ns = epilogue == Epilogue::kQkvNorm ? std::vector<int64_t>{37, 18, 18}
                                   : glu                          ? std::vector<int64_t>{45, 45}
@@ -87,10 +90,14 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
   }
   exec::cuda::step::Launch l{device->stream(), device->fault(), 0, device->tensor_cores()};
   const int64_t most_n = *std::max_element(ns.begin(), ns.end());
-  const int64_t scratch_bytes = exec::cuda::step::tensor_core_scratch_bytes(m, k, most_n, dt);
+  const exec::cuda::step::GemmRowsScratch rows = exec::cuda::step::gemm_rows_scratch(m, k, dt, g);
+  const int64_t scratch_bytes = std::max(exec::cuda::step::tensor_core_scratch_bytes(m, k, most_n, dt), rows.bytes);
   Dev scratch(*device, nullptr, std::max<int64_t>(scratch_bytes, 16));
+  Dev counters(*device, nullptr, std::max<int64_t>(4 * rows.counters, 16));
   l.tc.scratch = scratch.p;
   l.tc.scratch_bytes = scratch_bytes;
+  l.tc.counters = static_cast<unsigned*>(counters.p);
+  l.tc.counter_count = rows.counters;
   exec::cuda::step::linear_group(static_cast<const float*>(xd.p), m, k, dt, g, l);
   ASSERT_TRUE(device->synchronize("gemv").ok());
 
@@ -104,7 +111,7 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
       for (int64_t c = 0; c < k; ++c) xr[static_cast<size_t>(r * k + c)] *= inv * norm_w[static_cast<size_t>(c)];
     }
   }
-  const bool tensor_cores = exec::cuda::step::tensor_core_fits(m, k, dt);
+  const bool tensor_cores = exec::cuda::step::tensor_core_fits(m, k, dt) || exec::cuda::step::gemm_rows_fits(m, k, dt, g);
   if (tensor_cores) {
     for (double& v : xr) {
       const auto f = static_cast<float>(v);
@@ -143,19 +150,22 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
     }
   }
   ASSERT_EQ(got.size(), ref.size());
-  // The tensor cores' f16 x: where the norm's f32 result and the reference's double one round
-  // to neighbouring 16-bit values, a row moves by ~1e-5; a wrong epilogue moves it by ~1.
-  const double bound = tensor_cores && norm ? 1e-4 : 1e-5;
+  // The tensor cores' 16-bit x: where the norm's f32 result and the reference's double one
+  // round to neighbouring 16-bit values, a row moves by ~1e-5 with f16 and 8 times that with
+  // bf16 (3 fewer mantissa bits); a wrong epilogue moves it by ~1.
+  const double bound = !(tensor_cores && norm) ? 1e-5 : dt == DType::kBF16 ? 8e-4 : 1e-4;
   EXPECT_LE(testing::rel_error(got, ref), bound) << dtype_name(dt) << " m " << m << " " << name(epilogue);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Types, Gemv,
     ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
-                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}, int64_t{64}),
-                       ::testing::Values(Epilogue::kBias, Epilogue::kQkvNorm, Epilogue::kGluNorm, Epilogue::kResidual)),
+                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}, int64_t{33}, int64_t{64}),
+                       ::testing::Values(Epilogue::kBias, Epilogue::kQkvNorm, Epilogue::kGluNorm, Epilogue::kResidual),
+                       ::testing::Values(int64_t{1056}, int64_t{1280})),
     [](const auto& info) {
-      return str_cat(dtype_name(std::get<0>(info.param)), "_m", std::get<1>(info.param), "_", name(std::get<2>(info.param)));
+      return str_cat(dtype_name(std::get<0>(info.param)), "_m", std::get<1>(info.param), "_", name(std::get<2>(info.param)),
+                     "_k", std::get<3>(info.param));
     });
 
 }  // namespace

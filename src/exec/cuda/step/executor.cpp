@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "exec/cuda/step/pinned_memory.h"
 #include "exec/step_checks.h"
@@ -376,6 +377,7 @@ Status CudaExecutor::bind_ops() {
   fuse_norms();
   fuse_rounding_casts();
   pack_small_ops();
+  check_slots_once();
   Status s = bind_decode_attention();
   if (s) s = bind_tile_attention();
   if (!s) return s;
@@ -519,19 +521,19 @@ Status CudaExecutor::bind_tensor_cores() {
   if (!plan_.caps.half_compute) return {};  // every linear from f32 inputs: no tensor cores
   tc_ = device_.tensor_cores();
   if (tc_.handle == nullptr) return {};
-  int64_t bytes = 0;
+  int64_t bytes = 0, counters = 0;
   for (const Op& op : body_) {
     const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
     if (op.grouped == 0 && e.op != OpKind::kLinear) continue;
     const ir::TensorType& w = op.in[1].type;
     const int64_t k = w.shape[1], m = op.in[0].numel / k;
-    if (op.grouped > 0) {
-      for (int p = 0; p < op.group.parts; ++p) {
-        bytes = std::max(bytes, tensor_core_scratch_bytes(m, k, op.group.part[p].n, w.dtype));
-      }
-    } else {
-      bytes = std::max(bytes, tensor_core_scratch_bytes(m, k, w.shape[0], w.dtype));
-    }
+    LinearGroup one;
+    one.part[0].n = w.shape[0];
+    const LinearGroup& g = op.grouped > 0 ? op.group : one;
+    for (int p = 0; p < g.parts; ++p) bytes = std::max(bytes, tensor_core_scratch_bytes(m, k, g.part[p].n, w.dtype));
+    const GemmRowsScratch rows = gemm_rows_scratch(m, k, w.dtype, g);
+    bytes = std::max(bytes, rows.bytes);
+    counters = std::max(counters, rows.counters);
   }
   if (bytes == 0) return {};
   Result<void*> p = device_.allocate_zeroed(bytes);
@@ -539,6 +541,13 @@ Status CudaExecutor::bind_tensor_cores() {
   tc_scratch_ = Buffer(&device_, *p, bytes);
   tc_.scratch = *p;
   tc_.scratch_bytes = bytes;
+  if (counters > 0) {
+    Result<void*> c = device_.allocate_zeroed(counters * static_cast<int64_t>(sizeof(unsigned)));
+    if (!c) return c.take_error().context("tensor-core tile counters");
+    tc_counters_ = Buffer(&device_, *c, counters * static_cast<int64_t>(sizeof(unsigned)));
+    tc_.counters = static_cast<unsigned*>(*c);
+    tc_.counter_count = counters;
+  }
   return {};
 }
 
@@ -742,6 +751,18 @@ void CudaExecutor::pack_small_ops() {
   body_ = std::move(out);
 }
 
+// A paged step writes every layer's K and V through the same slot map: its check (every slot
+// in the pool, none twice) runs with the first write, and a fault there stops every later one.
+void CudaExecutor::check_slots_once() {
+  const ir::Graph& g = plan_.graph;
+  std::set<std::pair<ir::ValueId, int64_t>> checked;  // (slot map, pool rows)
+  for (Op& op : body_) {
+    const ir::Eqn& e = g.eqns[static_cast<size_t>(op.eqn)];
+    if (e.op != OpKind::kScatterUpdate || op.pack.tasks > 0) continue;
+    op.slots_checked = !checked.insert({e.in[1], op.out.type.shape[0]}).second;
+  }
+}
+
 // Consecutive linears over one input (plan::colocate_linears put them together) become one
 // launch, with the glu over the first two, or the residual add after a single one, as its
 // epilogue when nothing else reads the values it then never writes.
@@ -923,9 +944,11 @@ Status CudaExecutor::launch(const Op& op) {
       const int64_t rows = out.type.shape[0], row = out.numel / std::max<int64_t>(rows, 1);
       const auto* slots = static_cast<const int32_t*>(idx.data);
       if (op.round_update) {
-        scatter_rounded(out.type.dtype, slots, idx.numel, static_cast<const float*>(upd.data), out.data, rows, row, l);
+        scatter_rounded(out.type.dtype, slots, idx.numel, static_cast<const float*>(upd.data), out.data, rows, row,
+                        !op.slots_checked, l);
       } else {
-        scatter(static_cast<int>(elem_bytes(out.type.dtype)), slots, idx.numel, upd.data, out.data, rows, row, l);
+        scatter(static_cast<int>(elem_bytes(out.type.dtype)), slots, idx.numel, upd.data, out.data, rows, row,
+                !op.slots_checked, l);
       }
       return {};
     }

@@ -43,6 +43,7 @@ class CudaExecutor final : public Executor {
     int grouped = 0;       // > 0: linears (and a glu or residual add) run as one launch
     LinearGroup group;
     bool round_update = false;  // a cache write (update slice, scatter) of f32 rows into a half cache (the cast fused)
+    bool slots_checked = false;  // a scatter whose slot map an earlier scatter of the step checked
     // Attention through the split-KV decode kernel (exec/cuda/attention.h) instead of
     // attention_rows: set by bind_decode_attention when the op is one it runs.
     bool decode_kernel = false;
@@ -67,6 +68,7 @@ class CudaExecutor final : public Executor {
   void fuse_rounding_casts();
   void fuse_norms();
   void pack_small_ops();
+  void check_slots_once();
   void merge_rope_writes();
   bool pack_task(const Op& op, PackTask& t) const;
   bool independent(const Op& a, const Op& b) const;
@@ -85,6 +87,7 @@ class CudaExecutor final : public Executor {
   Buffer arena_;
   TensorCores tc_;       // the device's cuBLASLt and this executor's scratch for it
   Buffer tc_scratch_;
+  Buffer tc_counters_;
   Buffer decode_workspace_;  // one for every decode-kernel attention of the step (they run in turn)
   std::vector<Buffer> owned_;    // slots, literals, folded values, prelude values
   std::vector<Ref> refs_;        // per value

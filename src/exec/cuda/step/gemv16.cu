@@ -26,13 +26,7 @@ bool launch_any(const float* x, int64_t m, int64_t k, const LinearGroup& g, cuda
     else launch_register<2, dt>(x, k, g, s);
     return true;
   }
-  // The bulk kernel for up to 1, 2, 4 or 8 rows, told how many there are.
-  const int rows = static_cast<int>(m);
-  using gemv_bulk_detail::launch_any_rows;
-  if (m <= 1) return launch_any_rows<1, dt>(x, rows, k, g, s, true);
-  if (m <= 2) return launch_any_rows<2, dt>(x, rows, k, g, s, true);
-  if (m <= 4) return launch_any_rows<4, dt>(x, rows, k, g, s, true);
-  return launch_any_rows<8, dt>(x, rows, k, g, s, true);
+  return gemv_bulk_detail::launch_rows<dt>(x, m, k, g, s);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// Decode products over 16-bit weights for 1 to 8 rows of x, with the weight rows brought into
-// shared memory by bulk copies (the TMA's 1-D form) instead of through registers. A register
+// Decode products for 1 to 8 rows of x, with the weight rows brought into shared memory by
+// bulk copies (the TMA's 1-D form) instead of through registers: 16-bit weights, and q8_0/q4_0
+// ones whose rows are whole 16-byte vectors (k a multiple of 256), widened from shared memory
+// 8 elements at a time as the register kernels widen them. A register
 // kernel (gemv16.cuh) keeps at most what its registers hold in flight, and on the H200 that
 // stops near 2.5 TB/s; a bulk copy holds no register, so every resident block has its whole
 // share of the weights on the way at once (R rows, up to 48 KB a block, several blocks an SM).
@@ -12,6 +14,7 @@
 #pragma once
 
 #include "exec/cuda/step/gemv16.cuh"
+#include "exec/cuda/step/stored_groups.cuh"
 #include "exec/cuda/tma_ptx.cuh"
 
 namespace kvf::exec::cuda::step::gemv_bulk_detail {
@@ -21,7 +24,6 @@ using gemv16_detail::Column;
 using gemv16_detail::column_of;
 using gemv16_detail::load_x;
 using gemv16_detail::store_column;
-using gemv16_detail::widen;
 namespace tma = detail::tma;
 
 constexpr int kWarps = 4;
@@ -38,7 +40,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ __align__(8) uint64_t bar;
   __shared__ float inv[MR];
   __shared__ float part[kWarps][R][MR];
-  const int64_t row_bytes = k * 2, col0 = static_cast<int64_t>(blockIdx.x) * C;
+  const int64_t row_bytes = stored_row_bytes(dt, k), col0 = static_cast<int64_t>(blockIdx.x) * C;
   const int n = static_cast<int>(cols - col0 < C ? cols - col0 : C);
   const uint32_t b = shared_address(&bar), dst = shared_address(rows);
   if (threadIdx.x == 0) {
@@ -70,7 +72,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int r = 0; r < R; ++r) {  // rows past n hold stale bytes: summed, never stored
       float w[8];
-      widen<dt>(reinterpret_cast<const uint4*>(rows + r * row_bytes)[i], w);
+      load8<dt>(rows + r * row_bytes, i, w);
 #pragma unroll
       for (int m = 0; m < MR; ++m) {
 #pragma unroll
@@ -102,9 +104,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// Whether rows of k elements stored as dt can be bulk-copied: whole 16-byte vectors.
+inline bool bulk_rows(DType dt, int64_t k) {
+  const bool typed = dt == DType::kF16 || dt == DType::kBF16 || dt == DType::kQ8_0 || dt == DType::kQ4_0;
+  return typed && k % 8 == 0 && (dt == DType::kF16 || dt == DType::kBF16 || k % 32 == 0) && stored_row_bytes(dt, k) % 16 == 0;
+}
+
 // The most rows (1, 2, 4 or 8; even with a glu) whose bytes fit one block, or 0.
-inline int rows_per_block(int64_t k, bool glu) {
-  const int64_t row_bytes = k * 2;
+inline int rows_per_block(int64_t row_bytes, bool glu) {
   for (int r = 8; r >= (glu ? 2 : 1); r /= 2) {
     if (r * row_bytes <= kMaxBlockBytes) return r;
   }
@@ -116,21 +123,33 @@ void launch(const float* x, int x_rows, int64_t k, const LinearGroup& g, cudaStr
   const int64_t cols = gemv16_detail::group_columns(g);
   constexpr int C = GLU ? R / 2 : R;
   const auto grid = static_cast<unsigned>((cols + C - 1) / C);
-  launch_kernel(gemv_bulk_kernel<MR, dt, R, GLU>, dim3(grid), dim3(kWarps * 32), static_cast<size_t>(R * k * 2), s, pdl,
+  launch_kernel(gemv_bulk_kernel<MR, dt, R, GLU>, dim3(grid), dim3(kWarps * 32), static_cast<size_t>(R * stored_row_bytes(dt, k)), s, pdl,
                 x, x_rows, k, cols, g);
 }
 
-// Launches x_rows (<= MR) rows of x with rows_per_block(k, glu) weight rows a block; false
-// when none fits.
+// Launches x_rows (<= MR) rows of x with rows_per_block() weight rows a block; false when
+// the rows are not bulk-copyable or none fits.
 template <int MR, DType dt>
 bool launch_any_rows(const float* x, int x_rows, int64_t k, const LinearGroup& g, cudaStream_t s, bool pdl) {
-  switch (rows_per_block(k, g.glu)) {
+  if (!bulk_rows(dt, k)) return false;
+  switch (rows_per_block(stored_row_bytes(dt, k), g.glu)) {
     case 8: g.glu ? launch<MR, dt, 8, true>(x, x_rows, k, g, s, pdl) : launch<MR, dt, 8, false>(x, x_rows, k, g, s, pdl); return true;
     case 4: g.glu ? launch<MR, dt, 4, true>(x, x_rows, k, g, s, pdl) : launch<MR, dt, 4, false>(x, x_rows, k, g, s, pdl); return true;
     case 2: g.glu ? launch<MR, dt, 2, true>(x, x_rows, k, g, s, pdl) : launch<MR, dt, 2, false>(x, x_rows, k, g, s, pdl); return true;
     case 1: if (!g.glu) launch<MR, dt, 1, false>(x, x_rows, k, g, s, pdl); return !g.glu;
     default: return false;
   }
+}
+
+// m (1 to 8) rows of x on the kernel for the least of 1, 2, 4 or 8 rows that holds them,
+// told how many there are, as a programmatic dependent.
+template <DType dt>
+bool launch_rows(const float* x, int64_t m, int64_t k, const LinearGroup& g, cudaStream_t s) {
+  const int rows = static_cast<int>(m);
+  if (m <= 1) return launch_any_rows<1, dt>(x, rows, k, g, s, true);
+  if (m <= 2) return launch_any_rows<2, dt>(x, rows, k, g, s, true);
+  if (m <= 4) return launch_any_rows<4, dt>(x, rows, k, g, s, true);
+  return launch_any_rows<8, dt>(x, rows, k, g, s, true);
 }
 
 }  // namespace kvf::exec::cuda::step::gemv_bulk_detail

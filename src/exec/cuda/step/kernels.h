@@ -52,6 +52,9 @@ struct TensorCores {
   int64_t workspace_bytes = 0;
   void* scratch = nullptr;
   int64_t scratch_bytes = 0;
+  // The batched-decode linears' tile counters (gemm_rows_scratch): zero between launches.
+  unsigned* counters = nullptr;
+  int64_t counter_count = 0;
 };
 
 struct Launch {
@@ -92,12 +95,13 @@ void update_slice(int elem_bytes, const void* upd, void* out, int64_t outer, int
 void update_slice_rounded(DType to, const float* upd, void* out, int64_t outer, int64_t extent, int64_t n,
                           int64_t inner, const int32_t* start, const Launch& l);
 // out (aliasing base or a copy of it) [rows, row]: row idx[i] = upd[i], idx -1 writes nothing.
-// Every slot is checked (in range, not written twice) before any row is written.
+// With `check`, every slot is checked (in range, not written twice) before any row is
+// written; without, an earlier launch of the step checked the same slots.
 void scatter(int elem_bytes, const int32_t* idx, int64_t m, const void* upd, void* out, int64_t rows, int64_t row,
-             const Launch& l);
+             bool check, const Launch& l);
 // The same with an f32 update rounded to f16 or bf16 (`to`) as it is written.
 void scatter_rounded(DType to, const int32_t* idx, int64_t m, const float* upd, void* out, int64_t rows, int64_t row,
-                     const Launch& l);
+                     bool check, const Launch& l);
 
 // ---- small ops in one launch (pack.cu) ----
 // A decode step's ropes and cache writes are a few hundred elements each: a launch costs
@@ -148,8 +152,9 @@ void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& 
 
 // ---- matrix products (linear.cu, tensor_cores.cu) ----
 // out [m, n] = x [m, k] . w[n, k]^T (+ bias [n]); w in its stored dtype (f32/f16/bf16/q8_0/q4_0).
-// f32 accumulation everywhere. Up to 8 rows: one warp per weight row, bound by the weight
-// bytes. From kTensorCoreRows rows (9: past the decode kernels' reach), 16-bit and quantized
+// f32 accumulation everywhere. Up to 8 rows: the decode kernels, bound by the weight bytes
+// (gemv16, gemv_quantized, one warp per weight row otherwise; with the tensor cores allowed,
+// gemm_rows from plan::kGemmRowsMin rows of 16-bit weights). From kTensorCoreRows rows (9: past the decode kernels' reach), 16-bit and quantized
 // weights go to the tensor cores (cuBLASLt): x is rounded to the weights' type (bf16 for
 // bf16, f16 otherwise; q8_0/q4_0 weights are widened to f16 first, each d * q rounded to
 // f16), as llama.cpp's CUDA backend does. f32 weights: f32 SIMT tiles at any size.
@@ -185,6 +190,21 @@ void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const Linear
 // The decode form of linear_group over f16/bf16 weights (gemv16.cu): false, launching
 // nothing, for other weights, more than 8 rows, k % 8 != 0 or rows too wide for a block.
 bool gemv16(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+// The same over q8_0/q4_0 weights (gemv_quantized.cu): false, launching nothing, for other
+// weights, more than 8 rows, or rows that are not whole 16-byte vectors (k % 256 != 0).
+bool gemv_quantized(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+
+// The same group over plan::kGemmRowsMin..kGemmRowsMax rows of x and 16-bit weights, on the
+// tensor cores by gemm_rows.cu's own kernel (a batched decode: bound by the weight bytes, as
+// the gemv kernels are), from x rounded to the weights' type with the norm applied; false,
+// launching nothing, where it does not fit or the scratch is short.
+struct GemmRowsScratch {
+  int64_t bytes = 0;     // of TensorCores::scratch
+  int64_t counters = 0;  // of TensorCores::counters
+};
+bool gemm_rows_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
+GemmRowsScratch gemm_rows_scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
+bool linear_group_rows(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 
 inline constexpr int64_t kTensorCoreRows = 9;
 bool tensor_core_fits(int64_t m, int64_t k, DType w_dt);

@@ -96,11 +96,11 @@ __global__ void scatter_write_kernel(const int32_t* idx, int64_t m, const U* upd
 }
 
 template <class T, class U>
-void scatter_as(const int32_t* idx, int64_t m, const U* upd, T* out, int64_t rows, int64_t row, const Launch& l) {
+void scatter_as(const int32_t* idx, int64_t m, const U* upd, T* out, int64_t rows, int64_t row, bool check, const Launch& l) {
   if (m == 0) return;
   cudaStream_t s = stream_of(l);
   const auto checks = static_cast<unsigned>((m + kScatterCheck - 1) / kScatterCheck);
-  scatter_check_kernel<<<checks, kScatterCheck, 0, s>>>(idx, m, rows, l);
+  if (check) scatter_check_kernel<<<checks, kScatterCheck, 0, s>>>(idx, m, rows, l);
   scatter_write_kernel<<<blocks_for(m * row), kThreads, 0, s>>>(idx, m, upd, out, row, l);
 }
 
@@ -147,18 +147,18 @@ void update_slice_rounded(DType to, const float* upd, void* out, int64_t outer, 
 }
 
 void scatter(int elem_bytes, const int32_t* idx, int64_t m, const void* upd, void* out, int64_t rows, int64_t row,
-             const Launch& l) {
+             bool check, const Launch& l) {
   switch (elem_bytes) {
-    case 4: scatter_as(idx, m, static_cast<const uint32_t*>(upd), static_cast<uint32_t*>(out), rows, row, l); break;
-    case 2: scatter_as(idx, m, static_cast<const uint16_t*>(upd), static_cast<uint16_t*>(out), rows, row, l); break;
-    default: scatter_as(idx, m, static_cast<const uint8_t*>(upd), static_cast<uint8_t*>(out), rows, row, l); break;
+    case 4: scatter_as(idx, m, static_cast<const uint32_t*>(upd), static_cast<uint32_t*>(out), rows, row, check, l); break;
+    case 2: scatter_as(idx, m, static_cast<const uint16_t*>(upd), static_cast<uint16_t*>(out), rows, row, check, l); break;
+    default: scatter_as(idx, m, static_cast<const uint8_t*>(upd), static_cast<uint8_t*>(out), rows, row, check, l); break;
   }
 }
 
 void scatter_rounded(DType to, const int32_t* idx, int64_t m, const float* upd, void* out, int64_t rows, int64_t row,
-                     const Launch& l) {
-  if (to == DType::kBF16) scatter_as(idx, m, upd, static_cast<__nv_bfloat16*>(out), rows, row, l);
-  else scatter_as(idx, m, upd, static_cast<__half*>(out), rows, row, l);
+                     bool check, const Launch& l) {
+  if (to == DType::kBF16) scatter_as(idx, m, upd, static_cast<__nv_bfloat16*>(out), rows, row, check, l);
+  else scatter_as(idx, m, upd, static_cast<__half*>(out), rows, row, check, l);
 }
 
 }  // namespace kvf::exec::cuda::step

@@ -1,8 +1,11 @@
 // Matrix products with f32 accumulation, weights read in their stored type and widened in
 // registers (quantized weights are never dequantized in memory):
-//   - m <= 8 rows (decode): 16-bit weights in gemv16.cu; f32 and quantized ones here, one
-//     warp per output column streaming the weight row once for all rows: the step is bound
-//     by the weight bytes, as decode is.
+//   - plan::kGemmRowsMin..kGemmRowsMax rows (a small batched decode) with 16-bit weights, where
+//     the tensor cores are allowed: gemm_rows.cu, bound by the weight bytes;
+//   - m <= 8 rows (decode) otherwise: 16-bit weights in gemv16.cu, quantized ones with whole
+//     16-byte rows in gemv_quantized.cu; f32 and other quantized ones here, one warp per output
+//     column streaming the weight row once for all rows: the step is bound by the weight
+//     bytes, as decode is.
 //   - more rows: 64x64 output tiles through shared memory, weights widened as they land;
 //     from kTensorCoreRows rows with 16-bit or quantized weights, the tensor cores instead
 //     (tensor_cores.cu).
@@ -184,18 +187,19 @@ void gemm(const float* x, int64_t m, int64_t k, DType dt, const void* w, int64_t
 void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias, float* out,
             const Launch& l) {
   if (m == 0 || n == 0) return;
-  if (!gemv_fits(m, k, w_dt)) return gemm(x, m, k, w_dt, w, n, bias, out, l);
   LinearGroup one;
   one.part[0] = LinearPart{w, bias, n, out};
+  if (!gemv_fits(m, k, w_dt) && !gemm_rows_fits(m, k, w_dt, one)) return gemm(x, m, k, w_dt, w, n, bias, out, l);
   linear_group(x, m, k, w_dt, one, l);
 }
 
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
   if (m == 0) return;
+  if (linear_group_rows(x, m, k, w_dt, g, l)) return;
   const int64_t rb = stored_row_bytes(w_dt, k);
   cudaStream_t s = stream_of(l);
   if (gemv_fits(m, k, w_dt)) {
-    if (gemv16(x, m, k, w_dt, g, l)) return;
+    if (gemv16(x, m, k, w_dt, g, l) || gemv_quantized(x, m, k, w_dt, g, l)) return;
     switch (m) {
       case 1: launch_gemv_group<1>(x, k, w_dt, rb, g, s); return;
       case 2: launch_gemv_group<2>(x, k, w_dt, rb, g, s); return;

@@ -1,0 +1,82 @@
+// The linear groups of a small batched decode step (plan::kGemmRowsMin to kGemmRowsMax rows,
+// f16/bf16 weights) on the tensor cores (gemm_rows.cuh), on plan::gemm_rows_schedule: x is
+// rounded to the weights' 16-bit type into the tensor-core scratch first (the group's norm
+// applied as it is rounded, as the cuBLASLt path does), the partial sums of split tiles
+// follow it there.
+#include "exec/cuda/device_props.h"
+#include "exec/cuda/step/gemm_rows.cuh"
+#include "plan/gemm_rows_schedule.h"
+
+namespace kvf::exec::cuda::step {
+namespace {
+
+using gemm_rows_detail::Args;
+
+constexpr int kTileWarps = 4, kWarpTiles = 2, kDepth = 2;  // plan::kGemmRowsTileRows = 4 warps x 2 tiles x 8
+static_assert(kTileWarps * kWarpTiles * 8 == plan::kGemmRowsTileRows);
+
+int64_t aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+int64_t weight_rows(const LinearGroup& g) {
+  if (g.glu) return 2 * g.part[0].n;
+  int64_t rows = 0;
+  for (int p = 0; p < g.parts; ++p) rows += g.part[p].n;
+  return rows;
+}
+
+template <int MT, bool F16>
+void launch_x_tiles(const Args& a, bool glu, cudaStream_t s) {
+  if (glu) gemm_rows_detail::launch<MT, kWarpTiles, kTileWarps, kDepth, F16, true>(a, s, true);
+  else gemm_rows_detail::launch<MT, kWarpTiles, kTileWarps, kDepth, F16, false>(a, s, true);
+}
+
+template <bool F16>
+void launch_any(const Args& a, int x_tiles, bool glu, cudaStream_t s) {
+  if (x_tiles == 1) launch_x_tiles<1, F16>(a, glu, s);
+  else if (x_tiles == 2) launch_x_tiles<2, F16>(a, glu, s);
+  else launch_x_tiles<4, F16>(a, glu, s);
+}
+
+}  // namespace
+
+bool gemm_rows_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
+  if ((w_dt != DType::kF16 && w_dt != DType::kBF16) || m < plan::kGemmRowsMin || m > plan::kGemmRowsMax) return false;
+  if (k % gemm_rows_detail::kSlice != 0 || g.parts < 1 || (g.glu && g.parts != 2)) return false;
+  if (g.residual_out != nullptr && g.parts != 1) return false;
+  return !g.glu || g.part[0].n == g.part[1].n;
+}
+
+GemmRowsScratch gemm_rows_scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
+  if (!gemm_rows_fits(m, k, w_dt, g)) return {};
+  const plan::GemmRowsSchedule s = plan::gemm_rows_schedule(m, weight_rows(g), k, detail::sm_count());
+  GemmRowsScratch out;
+  out.bytes = aligned(m * k * 2);
+  if (s.splits > 1) out.bytes += 4 * gemm_rows_detail::partial_floats(s.tiles, s.splits, s.x_tiles, kWarpTiles, kTileWarps);
+  out.counters = s.tiles;
+  return out;
+}
+
+bool linear_group_rows(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if (l.tc.handle == nullptr || !gemm_rows_fits(m, k, w_dt, g)) return false;
+  const GemmRowsScratch need = gemm_rows_scratch(m, k, w_dt, g);
+  if (l.tc.scratch_bytes < need.bytes || l.tc.counter_count < need.counters) return false;
+  const plan::GemmRowsSchedule s = plan::gemm_rows_schedule(m, weight_rows(g), k, detail::sm_count());
+  // Without a norm, the grid-stride cast: a block a row leaves a k = 5632 row's rounding 3 us
+  // slower with 8 rows.
+  if (g.norm_w != nullptr) rmsnorm_to_half(x, g.norm_w, l.tc.scratch, w_dt, m, k, g.norm_eps, g.norm_unit_offset, l);
+  else cast(DType::kF32, w_dt, x, l.tc.scratch, m * k, l);
+  Args a;
+  a.x16 = l.tc.scratch;
+  a.m = m;
+  a.k = k;
+  a.rows = g.glu ? g.part[0].n : weight_rows(g);
+  a.splits = s.splits;
+  a.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(l.tc.scratch) + aligned(m * k * 2));
+  a.counters = l.tc.counters;
+  a.g = g;
+  if (w_dt == DType::kF16) launch_any<true>(a, s.x_tiles, g.glu, stream_of(l));
+  else launch_any<false>(a, s.x_tiles, g.glu, stream_of(l));
+  return true;
+}
+
+}  // namespace kvf::exec::cuda::step

@@ -1,0 +1,42 @@
+// How a GPU runs a linear group over kGemmRowsMin to kGemmRowsMax rows of x with 16-bit weights (a
+// batched decode step; exec/cuda/step/gemm_rows.cuh): column tiles of kGemmRowsTileRows
+// weight rows a block, and, when those tiles are too few to keep every SM streaming weights,
+// each tile's k split over several blocks whose partial sums the tile's last block adds.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace kvf::plan {
+
+// The rows where it beats the alternatives on the H200 (docs/benchmarks.md, bench_cuda_gemv;
+// a step's rows are padded to a power of two, so this is the 8-row step): up to 4 rows the
+// gemv kernels (fused norm, no rounding of x) are as fast or faster; from 16 rows cuBLASLt
+// is, and from 17 the kernel's reads of x from shared memory (every 16-row tile for every
+// pair of weight tiles) outgrow the weights'.
+inline constexpr int64_t kGemmRowsMin = 5, kGemmRowsMax = 8;
+// Weight rows of one column tile: 4 warps of 2 tiles of 8 rows (with a glu, 32 columns'
+// gate and up rows).
+inline constexpr int64_t kGemmRowsTileRows = 64;
+// A split walks at least this many elements of k: shorter ones spend more on their partial
+// sums than they save.
+inline constexpr int64_t kGemmRowsMinSplitK = 256;
+
+struct GemmRowsSchedule {
+  int x_tiles = 1;  // 16-row tiles of x: 1, 2 or 4
+  int64_t tiles = 0;
+  int splits = 1;
+};
+
+// `weight_rows`: the group's weight rows (gate and up together with a glu); `sms`: the
+// device's multiprocessors. About two blocks an SM.
+inline GemmRowsSchedule gemm_rows_schedule(int64_t m, int64_t weight_rows, int64_t k, int sms) {
+  GemmRowsSchedule s;
+  s.x_tiles = m <= 16 ? 1 : m <= 32 ? 2 : 4;
+  s.tiles = (weight_rows + kGemmRowsTileRows - 1) / kGemmRowsTileRows;
+  const int64_t want = (2 * std::max(sms, 1) + s.tiles - 1) / s.tiles;
+  s.splits = static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, k / kGemmRowsMinSplitK)));
+  return s;
+}
+
+}  // namespace kvf::plan
