@@ -1,5 +1,6 @@
 // The executor interface (DESIGN.md §1, exec/): a backend runs one planned step per call.
-// Slots arrive as host i32 vectors; outputs are read back as f32 until the next run.
+// Slots arrive as host i32 vectors; outputs are read back as f32 until the next run, or only
+// each row's greedy token of one of them (run_argmax).
 #pragma once
 
 #include <map>
@@ -22,6 +23,14 @@ class Executor {
   virtual Status run(const SlotValues& slots) = 0;
   // An f32 output of the last successful run (empty if the name is not an output).
   virtual std::span<const float> output(const std::string& name) const = 0;
+  // Runs the step as run() does and returns the row_argmax of each `row` elements of output
+  // `name` (a row of logits each). A backend whose outputs live in device memory overrides it
+  // to bring back only the ids (output(name) is then not read back); here they are taken
+  // from output(name).
+  virtual Result<std::span<const int32_t>> run_argmax(const SlotValues& slots, const std::string& name, int64_t row);
+
+ protected:
+  std::vector<int32_t> argmax_ids_;  // run_argmax's answer, valid until the next run
 };
 
 }  // namespace kvf::exec

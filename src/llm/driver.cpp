@@ -187,7 +187,7 @@ Status Driver::warm_up(int max_rows, int64_t max_chunk) {
   return {};
 }
 
-Result<std::span<const float>> Driver::run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows) {
+Result<Driver::StepInput> Driver::step_input(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows) {
   // The read map is compact (a row lists the positions its table still holds), so its
   // width follows the live positions, in powers of two so that few step shapes are traced.
   int64_t live = kv::kBlockTokens;
@@ -225,7 +225,17 @@ Result<std::span<const float>> Driver::run_rows(const std::vector<RowRequest>& r
                          {ir::Slot::kSlotMap, read},
                          {ir::Slot::kKeyPos, key_pos}};
   if (has_lora()) slots[ir::Slot::kAdapter] = std::move(adapter);
-  return runner_.run(step_spec(t, cap, padded_rows), slots);
+  return StepInput{step_spec(t, cap, padded_rows), std::move(slots)};
+}
+
+bool Driver::greedy_only(const std::vector<RowRequest>& rows) const {
+  if (opts_.return_logits) return false;
+  for (const RowRequest& r : rows) {
+    const Sequence& q = *seqs_.at(r.seq);
+    const bool samples = q.computed + r.tokens == q.known() && !q.finished;
+    if (samples && !q.sampler.plain_greedy()) return false;
+  }
+  return true;
 }
 
 // The next query of q is at position q.computed: it sees keys after computed - reach, and
@@ -264,22 +274,39 @@ Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows)
   // (A row never holds more than max_seq_len tokens, so neither does the padded step.)
   const int64_t padded_t = std::min(pow2_at_least(t), max_seq_len_);
   const int64_t padded_rows = pow2_at_least(static_cast<int64_t>(rows.size()));
-  Result<std::span<const float>> logits = run_rows(rows, padded_t, padded_rows);
-  if (!logits) return logits.take_error();
+  Result<StepInput> in = step_input(rows, padded_t, padded_rows);
+  if (!in) return in.take_error();
+  // Plain greedy rows need only their token: a GPU then sends back ids, not a batch of logits.
+  std::span<const float> logits;
+  std::span<const int32_t> greedy;
+  if (greedy_only(rows)) {
+    Result<std::span<const int32_t>> ids = runner_.run_argmax(in->spec, in->slots);
+    if (!ids) return ids.take_error();
+    greedy = *ids;
+  } else {
+    Result<std::span<const float>> l = runner_.run(in->spec, in->slots);
+    if (!l) return l.take_error();
+    logits = *l;
+  }
   const int64_t vocab = model_.config.vocab;
   std::vector<RowResult> out;
   for (size_t r = 0; r < rows.size(); ++r) {
     Sequence& q = *seqs_.at(rows[r].seq);
     q.computed += rows[r].tokens;
     RowResult res{rows[r].seq, std::nullopt, {}, std::nullopt};
-    const std::span<const float> row_logits(logits->data() + static_cast<int64_t>(r) * vocab, static_cast<size_t>(vocab));
-    if (opts_.return_logits) res.logits.assign(row_logits.begin(), row_logits.end());
-    if (q.computed == q.known() && !q.finished) {
-      std::vector<int32_t> history;
-      for (int64_t i = 0; i < q.known(); ++i) history.push_back(q.token_at(i));
-      res.token = q.sampler.sample(row_logits, history, q.prompt.size());
-      const int top = q.sampler.config().logprobs;
-      if (top >= 0) res.logprobs = token_logprobs(row_logits, *res.token, top);
+    const bool samples = q.computed == q.known() && !q.finished;
+    if (logits.empty()) {
+      if (samples) res.token = greedy[r];
+    } else {
+      const std::span<const float> row_logits = logits.subspan(r * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+      if (opts_.return_logits) res.logits.assign(row_logits.begin(), row_logits.end());
+      if (samples) {
+        std::vector<int32_t> history;
+        for (int64_t i = 0; i < q.known(); ++i) history.push_back(q.token_at(i));
+        res.token = q.sampler.sample(row_logits, history, q.prompt.size());
+        const int top = q.sampler.config().logprobs;
+        if (top >= 0) res.logprobs = token_logprobs(row_logits, *res.token, top);
+      }
     }
     // Full blocks whose K/V are now all written become findable by later prompts.
     if (opts_.prefix_cache && q.computed == q.table.num_tokens()) {

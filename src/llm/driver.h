@@ -168,7 +168,15 @@ class Driver {
   Result<Sequence*> find(SeqId seq);
   const Sequence* find(SeqId seq) const;
   models::StepSpec step_spec(int64_t t, int64_t cap, int64_t rows) const;
-  Result<std::span<const float>> run_rows(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows);
+  // The step of `rows` padded to t tokens and padded_rows rows: its shape and slots.
+  struct StepInput {
+    models::StepSpec spec;
+    exec::SlotValues slots;
+  };
+  Result<StepInput> step_input(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows);
+  // Whether the step's rows read no more of their logits than the greedy token: then only the
+  // tokens come back from the executor.
+  bool greedy_only(const std::vector<RowRequest>& rows) const;
   Status drop_behind_window(Sequence& q);
 
   const models::Model& model_;

@@ -2,35 +2,12 @@
 #include "llm/sampler.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <numeric>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace kvf::llm {
-
-// The token a left-to-right scan keeping the first strictly larger logit picks (a NaN never
-// wins, except at 0, where nothing beats it). The largest value comes from 16 independent
-// running maxima (one chain of compares is bound by its latency: 30 us over a 32k vocabulary,
-// a batch of 64 rows waited 2 ms), then the scan for its first index.
-int32_t argmax(std::span<const float> logits) {
-  const size_t n = logits.size();
-  if (n == 0 || std::isnan(logits[0])) return 0;
-  constexpr size_t kLanes = 16;
-  std::array<float, kLanes> lane;
-  lane.fill(logits[0]);
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) lane[j] = logits[i + j] > lane[j] ? logits[i + j] : lane[j];
-  }
-  float top = logits[0];
-  for (float v : lane) top = v > top ? v : top;
-  for (; i < n; ++i) top = logits[i] > top ? logits[i] : top;
-  size_t first = 0;
-  while (logits[first] != top) ++first;
-  return static_cast<int32_t>(first);
-}
 
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top) {
   double m = -INFINITY;

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "exec/row_argmax.h"
+
 namespace kvf::llm {
 
 struct SamplerConfig {
@@ -48,6 +50,9 @@ class Sampler {
   }
   const SamplerConfig& config() const { return cfg_; }
 
+  // The token is the logits' row_argmax and nothing else of them is read (no logprobs).
+  bool plain_greedy() const { return cfg_.temperature <= 0 && !adjusts() && cfg_.logprobs < 0; }
+
  private:
   bool adjusts() const;  // a logit bias or a penalty changes the logits before the draw
   void adjust(std::vector<float>& logits, std::span<const int32_t> history, size_t n_prompt) const;
@@ -56,6 +61,6 @@ class Sampler {
   std::mt19937_64 rng_;
 };
 
-int32_t argmax(std::span<const float> logits);
+inline int32_t argmax(std::span<const float> logits) { return exec::row_argmax(logits); }
 
 }  // namespace kvf::llm

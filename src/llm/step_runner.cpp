@@ -6,6 +6,7 @@
 
 #include "compile/passes.h"
 #include "compile/pipeline.h"
+#include "exec/row_argmax.h"
 #if KVF_WITH_CUDA
 #include "exec/cuda/step/executor.h"
 #endif
@@ -182,6 +183,22 @@ Result<std::span<const float>> StepRunner::run(const models::StepSpec& spec, con
   Status s = (*ex)->run(slots);
   if (!s) return s.take_error();
   return (*ex)->output("logits");
+}
+
+Result<std::span<const int32_t>> StepRunner::run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots) {
+  const int64_t vocab = model_.config.vocab;
+  if (opts_.executor != ExecutorKind::kOracle) {
+    Result<exec::Executor*> ex = executor_for(spec);
+    if (!ex) return ex.take_error();
+    return (*ex)->run_argmax(slots, "logits", vocab);
+  }
+  Result<std::span<const float>> logits = run(spec, slots);
+  if (!logits) return logits.take_error();
+  oracle_ids_.clear();
+  for (size_t r = 0; r + static_cast<size_t>(vocab) <= logits->size(); r += static_cast<size_t>(vocab)) {
+    oracle_ids_.push_back(exec::row_argmax(logits->subspan(r, static_cast<size_t>(vocab))));
+  }
+  return std::span<const int32_t>(oracle_ids_);
 }
 
 }  // namespace kvf::llm

@@ -57,6 +57,9 @@ class StepRunner {
   // megabytes: read in place, not copied). A refused step (a bad slot, a failed validation)
   // writes no state.
   Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots);
+  // The same step, returning only each logits row's greedy token (exec::row_argmax): on a
+  // GPU only the ids cross the link. Valid until the next run.
+  Result<std::span<const int32_t>> run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots);
   // Traces, compiles, plans and binds the step of shape `spec` now (compiled executors), so
   // that a refusal (no GPU, a placement the backend does not run) comes before any step has run.
   Status prepare(const models::StepSpec& spec);
@@ -93,6 +96,7 @@ class StepRunner {
   eval::Oracle oracle_;
   eval::StateStore oracle_state_;
   std::vector<float> oracle_logits_;  // the oracle's last logits, as f32
+  std::vector<int32_t> oracle_ids_;   // their rows' greedy tokens (run_argmax)
   std::unique_ptr<ThreadPool> pool_;
   exec::StateStore cpu_state_;
   std::unique_ptr<exec::Memory> device_;      // kCuda: the GPU (its memory, stream and weights)

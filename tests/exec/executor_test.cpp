@@ -150,6 +150,23 @@ TEST(Executor, FailedValidationPublishesNothing) {
   for (int i = 6; i < 8; ++i) EXPECT_EQ(cache[i], 0.0f) << "slot 3 was written by a refused step";
 }
 
+// run_argmax: each row's greedy token of an output, as exec::row_argmax finds it in the rows
+// run() publishes; rows of a width that does not divide the output are refused.
+TEST(Executor, RunArgmaxGivesEachRowsGreedyToken) {
+  ir::Builder b("rows");
+  V tok = b.slot(ir::Slot::kToken, DType::kI32, {6});
+  b.output("logits", b.reshape(b.cast(tok, DType::kF32) * -1.0, {2, 3}));  // rows {-t0, -t1, -t2}, {...}
+  ThreadPool pool(1);
+  exec::StateStore state;
+  auto ex = testing::must(exec::cpu::CpuExecutor::create(
+      testing::must(plan::make_plan(testing::must(b.finish()), plan::cpu_caps(1))), state, pool));
+  const exec::SlotValues slots{{ir::Slot::kToken, {4, 2, 2, 7, 9, 1}}};
+  const std::span<const int32_t> ids = testing::must(ex->run_argmax(slots, "logits", 3));
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.end()), (std::vector<int32_t>{1, 2}));  // ties to the first
+  EXPECT_FALSE(ex->run_argmax(slots, "logits", 4).ok());
+  EXPECT_FALSE(ex->run_argmax(slots, "nothing", 3).ok());
+}
+
 TEST(Executor, UnboundOrMisshapedSlotsAreRefused) {
   ir::Builder b("slots");
   V tok = b.slot(ir::Slot::kToken, DType::kI32, {2});
