@@ -139,17 +139,14 @@ Launcher rows_shape(int m, kvf::exec::cuda::step::TensorCores tc, double split_f
     if (prologue && g.norm_w != nullptr) rmsnorm_to_half(x, g.norm_w, tc.scratch, DType::kF16, m, k, g.norm_eps, false, l);
     else if (prologue) cast(DType::kF32, DType::kF16, x, tc.scratch, m * k, l);
     if (!kernel) return;
-    int64_t rows = g.glu ? 2 * g.part[0].n : 0;
-    for (int p = 0; p < g.parts && !g.glu; ++p) rows += g.part[p].n;
-    const int64_t tile_rows = W * NT * 8;
-    const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
-    const int sms = kvf::exec::cuda::detail::sm_count();
-    const int64_t base = std::clamp<int64_t>((2 * sms + tiles - 1) / tiles, 1, std::max<int64_t>(1, k / 256));
+    const int64_t columns = gemv16_detail::group_columns(g);
+    const int base = kvf::plan::gemm_rows_schedule((g.glu ? 2 : 1) * columns, k, kvf::exec::cuda::detail::sm_count(),
+                                                   W * NT * 8).splits;
     gemm_rows_detail::Args a;
     a.x16 = tc.scratch;
     a.m = m;
     a.k = k;
-    a.rows = g.glu ? g.part[0].n : rows;
+    a.rows = columns;
     a.splits = static_cast<int>(std::clamp<double>(static_cast<double>(base) * split_factor, 1.0, static_cast<double>(k / 32)));
     a.partials = reinterpret_cast<float*>(static_cast<char*>(tc.scratch) + (16 << 20));
     a.counters = tc.counters;

@@ -11,10 +11,7 @@ Result<std::span<const int32_t>> Executor::run_argmax(const SlotValues& slots, c
   if (row < 1 || out.empty() || out.size() % static_cast<size_t>(row) != 0) {
     return invalid_input("executor: output '", name, "' of ", out.size(), " elements is not rows of ", row);
   }
-  argmax_ids_.clear();
-  for (size_t r = 0; r < out.size(); r += static_cast<size_t>(row)) {
-    argmax_ids_.push_back(row_argmax(out.subspan(r, static_cast<size_t>(row))));
-  }
+  rows_argmax(out, row, argmax_ids_);
   return std::span<const int32_t>(argmax_ids_);
 }
 

@@ -27,4 +27,10 @@ int32_t row_argmax(std::span<const float> logits) {
   return static_cast<int32_t>(first);
 }
 
+void rows_argmax(std::span<const float> x, int64_t row, std::vector<int32_t>& ids) {
+  ids.clear();
+  const auto n = static_cast<size_t>(row);
+  for (size_t r = 0; r + n <= x.size(); r += n) ids.push_back(row_argmax(x.subspan(r, n)));
+}
+
 }  // namespace kvf::exec

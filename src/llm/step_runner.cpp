@@ -194,10 +194,7 @@ Result<std::span<const int32_t>> StepRunner::run_argmax(const models::StepSpec& 
   }
   Result<std::span<const float>> logits = run(spec, slots);
   if (!logits) return logits.take_error();
-  oracle_ids_.clear();
-  for (size_t r = 0; r + static_cast<size_t>(vocab) <= logits->size(); r += static_cast<size_t>(vocab)) {
-    oracle_ids_.push_back(exec::row_argmax(logits->subspan(r, static_cast<size_t>(vocab))));
-  }
+  exec::rows_argmax(*logits, vocab, oracle_ids_);
   return std::span<const int32_t>(oracle_ids_);
 }
 

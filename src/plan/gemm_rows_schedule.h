@@ -23,17 +23,16 @@ inline constexpr int64_t kGemmRowsTileRows = 64;
 inline constexpr int64_t kGemmRowsMinSplitK = 256;
 
 struct GemmRowsSchedule {
-  int x_tiles = 1;  // 16-row tiles of x: 1, 2 or 4
   int64_t tiles = 0;
   int splits = 1;
 };
 
 // `weight_rows`: the group's weight rows (gate and up together with a glu); `sms`: the
-// device's multiprocessors. About two blocks an SM.
-inline GemmRowsSchedule gemm_rows_schedule(int64_t m, int64_t weight_rows, int64_t k, int sms) {
+// device's multiprocessors; `tile_rows`: weight rows a block takes. About two blocks an SM.
+inline GemmRowsSchedule gemm_rows_schedule(int64_t weight_rows, int64_t k, int sms,
+                                           int64_t tile_rows = kGemmRowsTileRows) {
   GemmRowsSchedule s;
-  s.x_tiles = m <= 16 ? 1 : m <= 32 ? 2 : 4;
-  s.tiles = (weight_rows + kGemmRowsTileRows - 1) / kGemmRowsTileRows;
+  s.tiles = (weight_rows + tile_rows - 1) / tile_rows;
   const int64_t want = (2 * std::max(sms, 1) + s.tiles - 1) / s.tiles;
   s.splits = static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, k / kGemmRowsMinSplitK)));
   return s;

@@ -12,29 +12,25 @@ namespace {
 
 using gemm_rows_detail::Args;
 
-constexpr int kTileWarps = 4, kWarpTiles = 2, kDepth = 2;  // plan::kGemmRowsTileRows = 4 warps x 2 tiles x 8
+// The step's shape: 4 warps of 2 tiles of 8 weight rows, 2 stages in flight, one 16-row tile
+// of x (the rows the step gives it fit one).
+constexpr int kTileWarps = 4, kWarpTiles = 2, kDepth = 2, kXTiles = 1;
 static_assert(kTileWarps * kWarpTiles * 8 == plan::kGemmRowsTileRows);
+static_assert(plan::kGemmRowsMax <= 16 * kXTiles);
 
 int64_t aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-int64_t weight_rows(const LinearGroup& g) {
-  if (g.glu) return 2 * g.part[0].n;
-  int64_t rows = 0;
-  for (int p = 0; p < g.parts; ++p) rows += g.part[p].n;
-  return rows;
-}
+// Weight rows the group streams: its columns, and with a glu the up rows too.
+int64_t weight_rows(const LinearGroup& g) { return (g.glu ? 2 : 1) * gemv16_detail::group_columns(g); }
 
-template <int MT, bool F16>
-void launch_x_tiles(const Args& a, bool glu, cudaStream_t s) {
-  if (glu) gemm_rows_detail::launch<MT, kWarpTiles, kTileWarps, kDepth, F16, true>(a, s, true);
-  else gemm_rows_detail::launch<MT, kWarpTiles, kTileWarps, kDepth, F16, false>(a, s, true);
+plan::GemmRowsSchedule schedule(int64_t k, const LinearGroup& g) {
+  return plan::gemm_rows_schedule(weight_rows(g), k, detail::sm_count());
 }
 
 template <bool F16>
-void launch_any(const Args& a, int x_tiles, bool glu, cudaStream_t s) {
-  if (x_tiles == 1) launch_x_tiles<1, F16>(a, glu, s);
-  else if (x_tiles == 2) launch_x_tiles<2, F16>(a, glu, s);
-  else launch_x_tiles<4, F16>(a, glu, s);
+void launch(const Args& a, bool glu, cudaStream_t s) {
+  if (glu) gemm_rows_detail::launch<kXTiles, kWarpTiles, kTileWarps, kDepth, F16, true>(a, s, true);
+  else gemm_rows_detail::launch<kXTiles, kWarpTiles, kTileWarps, kDepth, F16, false>(a, s, true);
 }
 
 }  // namespace
@@ -48,19 +44,18 @@ bool gemm_rows_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
 
 GemmRowsScratch gemm_rows_scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
   if (!gemm_rows_fits(m, k, w_dt, g)) return {};
-  const plan::GemmRowsSchedule s = plan::gemm_rows_schedule(m, weight_rows(g), k, detail::sm_count());
+  const plan::GemmRowsSchedule s = schedule(k, g);
   GemmRowsScratch out;
   out.bytes = aligned(m * k * 2);
-  if (s.splits > 1) out.bytes += 4 * gemm_rows_detail::partial_floats(s.tiles, s.splits, s.x_tiles, kWarpTiles, kTileWarps);
+  if (s.splits > 1) out.bytes += 4 * gemm_rows_detail::partial_floats(s.tiles, s.splits, kXTiles, kWarpTiles, kTileWarps);
   out.counters = s.tiles;
   return out;
 }
 
 bool linear_group_rows(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
-  if (l.tc.handle == nullptr || !gemm_rows_fits(m, k, w_dt, g)) return false;
+  if (l.tc.handle == nullptr) return false;
   const GemmRowsScratch need = gemm_rows_scratch(m, k, w_dt, g);
-  if (l.tc.scratch_bytes < need.bytes || l.tc.counter_count < need.counters) return false;
-  const plan::GemmRowsSchedule s = plan::gemm_rows_schedule(m, weight_rows(g), k, detail::sm_count());
+  if (need.bytes == 0 || l.tc.scratch_bytes < need.bytes || l.tc.counter_count < need.counters) return false;
   // Without a norm, the grid-stride cast: a block a row leaves a k = 5632 row's rounding 3 us
   // slower with 8 rows.
   if (g.norm_w != nullptr) rmsnorm_to_half(x, g.norm_w, l.tc.scratch, w_dt, m, k, g.norm_eps, g.norm_unit_offset, l);
@@ -69,13 +64,13 @@ bool linear_group_rows(const float* x, int64_t m, int64_t k, DType w_dt, const L
   a.x16 = l.tc.scratch;
   a.m = m;
   a.k = k;
-  a.rows = g.glu ? g.part[0].n : weight_rows(g);
-  a.splits = s.splits;
+  a.rows = gemv16_detail::group_columns(g);
+  a.splits = schedule(k, g).splits;
   a.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(l.tc.scratch) + aligned(m * k * 2));
   a.counters = l.tc.counters;
   a.g = g;
-  if (w_dt == DType::kF16) launch_any<true>(a, s.x_tiles, g.glu, stream_of(l));
-  else launch_any<false>(a, s.x_tiles, g.glu, stream_of(l));
+  if (w_dt == DType::kF16) launch<true>(a, g.glu, stream_of(l));
+  else launch<false>(a, g.glu, stream_of(l));
   return true;
 }
 

@@ -50,25 +50,11 @@ inline int64_t partial_floats(int64_t tiles, int splits, int mt, int nt, int war
   return tiles * splits * mt * nt * warps * 32 * 4;
 }
 
-// Weight row `r` of the group (laid end to end over the parts) as a 16-byte vector pointer,
-// with its part; a row past the end reads row 0 (valid memory) and is never stored.
-struct WeightRow {
-  const uint4* w = nullptr;
-  int part = 0;
-  int64_t local = 0;
-};
-
-__device__ inline WeightRow weight_row(const LinearGroup& g, int64_t r, int64_t rows, int64_t k, bool glu_up) {
-  WeightRow out;
-  if (r >= rows) r = 0;
-  if (glu_up) {
-    out.part = 1;
-  } else {
-    while (out.part + 1 < g.parts && r >= g.part[out.part].n) r -= g.part[out.part++].n;
-  }
-  out.local = r;
-  out.w = static_cast<const uint4*>(g.part[out.part].w) + r * (k / 8);
-  return out;
+// Weight row `r` of the group (laid end to end over the parts; glu_up: the up part's row r)
+// as 16-byte vectors; a row past the end reads row 0 (valid memory) and is never stored.
+__device__ inline const uint4* weight_row(const LinearGroup& g, int64_t r, int64_t rows, int64_t k, bool glu_up) {
+  const gemv16_detail::Column c = gemv16_detail::column_of(g, r < rows ? r : 0);
+  return static_cast<const uint4*>(g.part[glu_up ? 1 : c.part].w) + c.local * (k / 8);
 }
 
 template <int MT, int NT, int W, int D, bool F16, bool GLU>
@@ -85,13 +71,10 @@ __global__ void __launch_bounds__(W * 32) gemm_rows_kernel(Args a) {
   // The warp's weight rows: tile i is rows row0 + 8 i + (0..7); with a glu, tiles NT/2.. are
   // the up rows of the same columns.
   const uint4* wrow[NT];
-  WeightRow at[NT];
 #pragma unroll
   for (int i = 0; i < NT; ++i) {
-    const bool up = GLU && i >= NT / 2;
     const int64_t r = row0 + 8 * (GLU ? i % (NT / 2) : i) + gq;
-    at[i] = weight_row(a.g, r, a.rows, a.k, up);
-    wrow[i] = at[i].w;
+    wrow[i] = weight_row(a.g, r, a.rows, a.k, GLU && i >= NT / 2);
   }
 
   // This split's slices of k.
@@ -204,7 +187,7 @@ __global__ void __launch_bounds__(W * 32) gemm_rows_kernel(Args a) {
     for (int e = 0; e < 4; ++e) {
       const int64_t r = row0 + 8 * i + 2 * t + e % 2;
       if (r >= a.rows) continue;
-      const WeightRow c = GLU ? WeightRow{nullptr, 0, r} : weight_row(a.g, r, a.rows, a.k, false);
+      const gemv16_detail::Column c = GLU ? gemv16_detail::Column{0, r} : gemv16_detail::column_of(a.g, r);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const int64_t xr = 16 * mt + gq + (e >= 2 ? 8 : 0);
