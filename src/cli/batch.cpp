@@ -154,6 +154,8 @@ Status run(const BatchOptions& o) {
     // the wall time, which also holds the prefills and the tracing and compiling of each shape.
     summary["decode_steps"] = sched.steady_decode().steps;
     summary["decode_tokens_per_s"] = sched.steady_decode().tokens_per_s();
+    summary["decode_s"] = sched.steady_decode().seconds;
+    summary["decode_executor_s"] = sched.steady_decode().executor_seconds;
     summary["shapes"] = driver.runner().shapes_prepared();
     summary["prepare_s"] = driver.runner().prepare_seconds();
   }

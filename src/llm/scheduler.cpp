@@ -129,6 +129,7 @@ Result<std::vector<Completion>> Scheduler::step() {
   if (!rows.empty()) {
     const bool decodes = all_decodes(rows);
     const int64_t shapes = driver_.runner().shapes_prepared();
+    const double run_before = driver_.runner().run_seconds();
     const Clock::time_point start = Clock::now();
     Result<std::vector<RowResult>> results = driver_.step(rows);
     if (!results) return results.take_error();
@@ -140,6 +141,7 @@ Result<std::vector<Completion>> Scheduler::step() {
       ++steady_decode_.steps;
       steady_decode_.tokens += static_cast<int64_t>(rows.size());
       steady_decode_.seconds += std::chrono::duration<double>(now - start).count();
+      steady_decode_.executor_seconds += driver_.runner().run_seconds() - run_before;
     }
     for (const RowResult& r : *results) {
       if (!r.token) continue;

@@ -55,6 +55,7 @@ struct SchedulerOptions {
 struct DecodeStats {
   int64_t steps = 0, tokens = 0;
   double seconds = 0;
+  double executor_seconds = 0;  // of `seconds`, inside the executor's runs (StepRunner::run_seconds)
   double tokens_per_s() const { return seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0; }
 };
 

@@ -180,7 +180,9 @@ Result<std::span<const float>> StepRunner::run(const models::StepSpec& spec, con
   }
   Result<exec::Executor*> ex = executor_for(spec);
   if (!ex) return ex.take_error();
+  const auto t0 = std::chrono::steady_clock::now();
   Status s = (*ex)->run(slots);
+  run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s) return s.take_error();
   return (*ex)->output("logits");
 }
@@ -190,7 +192,10 @@ Result<std::span<const int32_t>> StepRunner::run_argmax(const models::StepSpec& 
   if (opts_.executor != ExecutorKind::kOracle) {
     Result<exec::Executor*> ex = executor_for(spec);
     if (!ex) return ex.take_error();
-    return (*ex)->run_argmax(slots, "logits", vocab);
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<std::span<const int32_t>> ids = (*ex)->run_argmax(slots, "logits", vocab);
+    run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return ids;
   }
   Result<std::span<const float>> logits = run(spec, slots);
   if (!logits) return logits.take_error();

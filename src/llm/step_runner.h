@@ -80,6 +80,9 @@ class StepRunner {
   // bound), and the seconds that took: a step that meets a new shape pays for it.
   int64_t shapes_prepared() const { return shapes_prepared_; }
   double prepare_seconds() const { return prepare_seconds_; }
+  // Seconds inside the executors' runs (copies in, the step, copies out and the wait for
+  // them): a step's time less this is what the host spent around it.
+  double run_seconds() const { return run_seconds_; }
 
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, DType, int64_t, int64_t, const models::LoraSet*>;
@@ -106,6 +109,7 @@ class StepRunner {
   std::map<Key, std::unique_ptr<exec::Executor>> executors_;
   int64_t shapes_prepared_ = 0;
   double prepare_seconds_ = 0;
+  double run_seconds_ = 0;
 };
 
 }  // namespace kvf::llm

@@ -28,6 +28,16 @@ bool gpu_tiles(const AttentionRequest& r, const DeviceCaps& caps) {
          r.ds == 0 && width && r.lq >= kGpuTileRows;
 }
 
+// A one-query decode over an f16 cache, of a head width the tensor-core decode kernel has,
+// where 16-bit products are allowed: mma.sync over the key head's query rows, q and the
+// probabilities each split into a 16-bit high and low part (f32 sums). It reads the bytes
+// the SIMT kernel reads with far fewer instructions, where short rows leave the SIMT kernel
+// bound by its issue rate (docs/cuda.md).
+bool gpu_decode_tensor_cores(const AttentionRequest& r, const DeviceCaps& caps) {
+  return caps.half_compute && r.lq == 1 && r.kv_dtype == DType::kF16 && r.ds == 0 && r.dk == r.dv &&
+         (r.dk == 64 || r.dk == 128) && r.mask != MaskKind::kPerHead;
+}
+
 // On a GPU: one block per (row, key head, query row) cell and key split (exec/cuda/step);
 // the keys are split when the cells alone do not fill the multiprocessors twice, never into
 // splits of fewer than 32 keys at full capacity. Each split takes an equal share of a row's
@@ -38,6 +48,7 @@ Status choose_gpu_schedule(AttentionRequest& req, const DeviceCaps& caps) {
   req.splits = 1;
   req.chunk = 0;
   req.scratch_floats = 0;
+  req.tensor_cores = gpu_decode_tensor_cores(req, caps);
   if (gpu_tiles(req, caps)) {
     req.schedule = AttentionSchedule::kTiles;
     return {};
@@ -90,6 +101,7 @@ std::string describe(const AttentionRequest& a) {
   s += a.live_len ? " keys<len" : " keys<Lk";
   if (a.causal_pos >= 0) s += " causal";
   if (a.pool_rows > 0) s += str_cat(" paged pool=", a.pool_rows);
+  if (a.tensor_cores) s += " tensor-cores";
   if (a.schedule == AttentionSchedule::kStreaming) return s + str_cat(" streaming lanes=", a.lanes);
   if (a.schedule == AttentionSchedule::kTiles) return s + " tiles";
   return s + str_cat(" split-kv splits=", a.splits, " chunk=", a.chunk, " scratch=", a.scratch_floats * 4, "B");

@@ -39,6 +39,7 @@ struct AttentionRequest {
   int splits = 1;         // split-KV: key chunks per row
   int64_t chunk = 0;      // split-KV: keys per chunk (>= 128)
   int64_t scratch_floats = 0;  // split-KV partials, plan-local
+  bool tensor_cores = false;   // GPU decode: on the tensor cores (16-bit products allowed)
 };
 
 struct KernelRequest {

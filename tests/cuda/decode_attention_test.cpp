@@ -243,12 +243,11 @@ void run_case_on(const Case& c, uint64_t sd) {
   worst_error().add(rel);
 }
 
-// Runs the case on the SIMT kernel and, where it has the head dims (and no mask), the
-// tensor-core one.
+// Runs the case on the SIMT kernel and, where it has the head dims, the tensor-core one.
 void run_case(Case c, uint64_t sd) {
   c.kernel = DecodeKernel::kSimt;
   run_case_on(c, sd);
-  if (c.dk == c.dv && (c.dk == 64 || c.dk == 128) && !c.mask) {
+  if (c.dk == c.dv && (c.dk == 64 || c.dk == 128)) {
     c.kernel = DecodeKernel::kTensorCores;
     run_case_on(c, sd);
   }
@@ -494,12 +493,12 @@ TEST(CudaDecode, PlanRefusals) {
   ASSERT_FALSE(r4.ok());
   EXPECT_EQ(r4.error().code(), ErrorCode::kUnsupported);
   EXPECT_NE(r4.error().to_string().find("tensor-core"), std::string::npos) << r4.error().to_string();
-  a.dk = a.dv = 128;  // a mask: the SIMT kernel's, one query row
+  a.dk = a.dv = 128;  // a mask: either kernel, one query row
   a.mask = static_cast<const float*>(a.q);
   Result<DecodePlan> r6 = plan_decode_attention(a);
-  ASSERT_FALSE(r6.ok());
-  EXPECT_EQ(r6.error().code(), ErrorCode::kUnsupported);
-  a.kernel = DecodeKernel::kAuto;
+  ASSERT_TRUE(r6.ok()) << r6.error().to_string();
+  EXPECT_TRUE(r6.value().tensor_cores);
+  a.kernel = DecodeKernel::kSimt;
   Result<DecodePlan> r7 = plan_decode_attention(a);
   ASSERT_TRUE(r7.ok()) << r7.error().to_string();
   EXPECT_FALSE(r7.value().tensor_cores);

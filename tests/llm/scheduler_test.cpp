@@ -85,6 +85,10 @@ TEST(Scheduler, SteadyDecodeLeavesOutPrefillsAndNewShapes) {
   EXPECT_EQ(sched.steady_decode().steps, 6);
   EXPECT_EQ(sched.steady_decode().tokens, 12);
   EXPECT_GT(sched.steady_decode().tokens_per_s(), 0.0);
+  // The executor's share of the steady steps: some, never more than the steps took.
+  EXPECT_GT(sched.steady_decode().executor_seconds, 0.0);
+  EXPECT_LE(sched.steady_decode().executor_seconds, sched.steady_decode().seconds);
+  EXPECT_GE(driver.runner().run_seconds(), sched.steady_decode().executor_seconds);
 }
 
 TEST(Scheduler, APrefillOnlyRunHasNoSteadyDecode) {

@@ -140,6 +140,42 @@ TEST(AttentionSchedule, OnTheGpuKeyHeadCellsDecideTheSplits) {
   EXPECT_EQ(prefill.scratch_floats, 0);
 }
 
+// A one-query decode over an f16 cache of head width 64 or 128 goes to the tensor cores
+// where 16-bit products are allowed; f32 compute, an f32 cache, another width, several
+// query rows or a mask per head keep the SIMT kernel.
+TEST(AttentionSchedule, GpuDecodeTakesTheTensorCoresWhereHalfProductsAreAllowed) {
+  const auto tensor_cores = [](AttentionRequest r, const DeviceCaps& caps) {
+    EXPECT_TRUE(choose_attention_schedule(r, caps).ok());
+    return r.tensor_cores;
+  };
+  AttentionRequest r = decode(4, 4096, 64);
+  r.kv_dtype = DType::kF16;
+  r.mask = MaskKind::kShared;
+  r.live_len = true;
+  AttentionRequest chosen = r;
+  ASSERT_TRUE(choose_attention_schedule(chosen, h200()).ok());
+  EXPECT_TRUE(chosen.tensor_cores);
+  EXPECT_NE(describe(chosen).find("tensor-cores"), std::string::npos) << describe(chosen);
+  r.dk = r.dv = 128;
+  EXPECT_TRUE(tensor_cores(r, h200()));
+  DeviceCaps f32 = h200();
+  f32.half_compute = false;
+  EXPECT_FALSE(tensor_cores(r, f32));
+  EXPECT_FALSE(tensor_cores(r, two_cores()));
+  AttentionRequest other = r;
+  other.kv_dtype = DType::kF32;
+  EXPECT_FALSE(tensor_cores(other, h200()));
+  other = r;
+  other.dk = other.dv = 256;
+  EXPECT_FALSE(tensor_cores(other, h200()));
+  other = r;
+  other.lq = 4;
+  EXPECT_FALSE(tensor_cores(other, h200()));
+  other = r;
+  other.mask = MaskKind::kPerHead;
+  EXPECT_FALSE(tensor_cores(other, h200()));
+}
+
 // One cached prefill of n query rows (4 heads of 64) over a one-head cache of cap keys,
 // masked by `mask` (built from the positions and the cap), compiled.
 template <class MaskFn>

@@ -53,11 +53,9 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   if (a.kernel == DecodeKernel::kTensorCores && !has_tc)
     return unsupported("cuda decode_attention: the tensor-core kernel takes head dims (64,64) and (128,128), not (",
                        a.dk, ",", a.dv, ")");
-  if (a.mask != nullptr && a.kernel == DecodeKernel::kTensorCores)
-    return unsupported("cuda decode_attention: the tensor-core kernel takes no mask");
   if (a.mask != nullptr && (a.lq != 1 || a.mask_stride < 0))
     return invalid_input("cuda decode_attention: a mask needs lq 1 (lq ", a.lq, ") and a stride >= 0 (", a.mask_stride, ")");
-  const bool tc = has_tc && a.kernel != DecodeKernel::kSimt && a.mask == nullptr;
+  const bool tc = has_tc && a.kernel != DecodeKernel::kSimt;
   const detail::DecodeTraits tr = detail::decode_traits(a.dk, a.dv, tc);
   if (a.batch < 1 || a.q_heads < 1 || a.kv_heads < 1 || a.q_heads % a.kv_heads != 0)
     return invalid_input("cuda decode_attention: batch ", a.batch, ", q_heads ", a.q_heads, ", kv_heads ",

@@ -46,7 +46,7 @@ struct DecodeAttentionArgs {
   const float* alibi = nullptr;    // device f32 [Hq] slopes or null
   int window = 0;                  // 0: none
   // Lq 1 only: an additive mask over each row's keys, s[t] += mask[b * mask_stride + t]
-  // (-inf hides the key; mask_stride 0: one mask for every row). The SIMT kernel's.
+  // (-inf hides the key; mask_stride 0: one mask for every row).
   const float* mask = nullptr;     // device f32 [B or 1, map_stride or capacity] or null
   int mask_stride = 0;
   float* out = nullptr;            // device f32 [B, Hq, Lq, dv]

@@ -237,8 +237,9 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
           const int t = tb + n * 8 + 2 * c4 + (e & 1), j = e >> 1;
           float x = s[n][e];
           if (extras) {
+            const float add = (p.mask != nullptr && t < t1) ? __ldg(p.mask + static_cast<size_t>(b) * p.mask_stride + t) : 0.0f;
             if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-            x = (x + slope[j] * static_cast<float>(t - hi[j])) * kLog2e;
+            x = (x + slope[j] * static_cast<float>(t - hi[j]) + add) * kLog2e;
           }
           s[n][e] = (t < t1 && t <= hi[j] && t > lo[j]) ? x : -INFINITY;
         }

@@ -451,10 +451,12 @@ bool CudaExecutor::decode_args(const Op& op, DecodeAttentionArgs& a) const {
   a.lens = r.len;
   a.max_len = static_cast<int>(r.lk);
   a.chunks_from_lens = true;
-  // The SIMT kernel: f32 products over the widened f16 rows, as the CPU computes them. The
-  // tensor-core kernel's 16-bit split of q and P left a synthetic gpt2 step 1.06e-4 from
-  // the CPU's logits, over the GPU suite's 1e-4 bound.
-  a.kernel = DecodeKernel::kSimt;
+  // The plan's kernel: the tensor cores where 16-bit products are allowed, else the SIMT
+  // kernel's f32 products over the widened f16 rows, as the CPU computes them (the tensor
+  // cores' 16-bit split of q and P left a synthetic gpt2 step 1.06e-4 from the CPU's
+  // logits, over the f32 bound of 1e-4).
+  a.kernel = plan_.requests[static_cast<size_t>(op.eqn)].attention.tensor_cores ? DecodeKernel::kTensorCores
+                                                                                 : DecodeKernel::kSimt;
   a.scale = r.scale;
   a.softcap = r.softcap;
   a.mask = p.has_mask ? r.mask : nullptr;
@@ -1098,7 +1100,32 @@ Status CudaExecutor::read_faults() {
   return Error(fault_code(*f), fault_text(*f)).context(plan_.graph.name, " eqn ", f->eqn);
 }
 
-Status CudaExecutor::run(const SlotValues& slots) {
+Status CudaExecutor::run(const SlotValues& slots) { return run_step(slots, nullptr, 0); }
+
+// The ids go back instead of the rows: [rows] i32 against [rows, row] f32 (a 64-row batch's
+// logits are 8 MB a step, its ids 256 bytes), and no host scan of the rows.
+Result<std::span<const int32_t>> CudaExecutor::run_argmax(const SlotValues& slots, const std::string& name, int64_t row) {
+  auto it = outputs_.find(name);
+  if (it == outputs_.end() || row < 1 || it->second.device.numel % row != 0) {
+    return invalid_input("exec/cuda: output '", name, "' is not rows of ", row);
+  }
+  const int64_t rows = it->second.device.numel / row;
+  if (argmax_device_.bytes() < rows * 4) {
+    Result<void*> d = device_.allocate_zeroed(rows * 4);
+    if (!d) return d.take_error().context("greedy ids");
+    argmax_device_ = Buffer(&device_, *d, rows * 4);
+    Result<void*> h = pinned_memory().allocate_zeroed(rows * 4);
+    if (!h) return h.take_error().context("greedy ids");
+    argmax_host_ = Buffer(&pinned_memory(), *h, rows * 4);
+  }
+  Status s = run_step(slots, &name, row);
+  if (!s) return s.take_error();
+  const auto* ids = static_cast<const int32_t*>(argmax_host_.data());
+  argmax_ids_.assign(ids, ids + rows);
+  return std::span<const int32_t>(argmax_ids_);
+}
+
+Status CudaExecutor::run_step(const SlotValues& slots, const std::string* argmax_of, int64_t row) {
   Status checked = check_slots(plan_.graph, slots);  // every slot checked before any is copied in
   if (!checked) return checked;
   Status s = device_.clear_fault();
@@ -1117,7 +1144,14 @@ Status CudaExecutor::run(const SlotValues& slots) {
   s = run_body();
   if (!s) return s;
   for (auto& [name, copy] : outputs_) {
-    s = device_.copy_to_host(copy.host.data(), copy.device.data, copy.host.bytes());
+    if (argmax_of != nullptr && name == *argmax_of) {
+      const Launch l{device_.stream(), device_.fault(), -1, tc_};
+      const int64_t rows = copy.device.numel / row;
+      row_argmax(static_cast<const float*>(copy.device.data), rows, row, static_cast<int32_t*>(argmax_device_.data()), l);
+      s = device_.copy_to_host(argmax_host_.data(), argmax_device_.data(), rows * 4);
+    } else {
+      s = device_.copy_to_host(copy.host.data(), copy.device.data, copy.host.bytes());
+    }
     if (!s) return s;
   }
   s = device_.synchronize(plan_.graph.name.c_str());

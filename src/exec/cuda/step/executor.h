@@ -28,6 +28,7 @@ class CudaExecutor final : public Executor {
 
   Status run(const SlotValues& slots) override;
   std::span<const float> output(const std::string& name) const override;
+  Result<std::span<const int32_t>> run_argmax(const SlotValues& slots, const std::string& name, int64_t row) override;
 
  private:
   struct Ref {
@@ -57,6 +58,9 @@ class CudaExecutor final : public Executor {
   };
 
   CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
+  // run(), or with argmax_of the row_argmax of that output's rows of `row` in argmax_host_
+  // instead of the output itself.
+  Status run_step(const SlotValues& slots, const std::string* argmax_of, int64_t row);
   Status bind_values();
   Status bind_ops();
   Status check(size_t eqn) const;
@@ -100,6 +104,7 @@ class CudaExecutor final : public Executor {
     Buffer host;  // pinned_memory(): the copy back runs at the link's speed
   };
   std::map<std::string, HostCopy> outputs_;             // the f32 outputs, copied back each run
+  Buffer argmax_device_, argmax_host_;  // run_argmax's ids on the device, and their pinned copy
   std::vector<std::vector<uint8_t>> witnesses_;        // host copies of the validation witnesses
   void* body_graph_ = nullptr;   // the body captured once (a cudaGraphExec_t), replayed per run
 };

@@ -149,6 +149,9 @@ void rmsnorm(const float* x, const float* w, float* out, int64_t rows, int64_t d
 void rmsnorm_to_half(const float* x, const float* w, void* out, DType half, int64_t rows, int64_t d, double eps,
                      bool unit_offset, const Launch& l);
 void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& l);
+// out[r] = exec::row_argmax of row r of x [rows, d]: the first largest value, a NaN never
+// winning except at 0 (d < 2^31).
+void row_argmax(const float* x, int64_t rows, int64_t d, int32_t* out, const Launch& l);
 
 // ---- matrix products (linear.cu, tensor_cores.cu) ----
 // out [m, n] = x [m, k] . w[n, k]^T (+ bias [n]); w in its stored dtype (f32/f16/bf16/q8_0/q4_0).

@@ -81,7 +81,38 @@ __global__ void softmax_kernel(const float* x, float* out, int64_t d) {
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = expf(xr[c] - m) * inv;
 }
 
+// One block a row: each thread keeps the first largest of its elements (NaN never larger,
+// ties to the lower index), the block keeps the first largest of those; a NaN at 0 wins.
+__global__ void row_argmax_kernel(const float* x, int64_t d, int32_t* out) {
+  __shared__ float best_v[kRowThreads / 32];
+  __shared__ int32_t best_i[kRowThreads / 32];
+  const float* xr = x + blockIdx.x * d;
+  float v = -INFINITY;
+  int32_t at = INT32_MAX;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+    const float y = xr[c];
+    if (y > v || (y == v && c < at)) v = y, at = static_cast<int32_t>(c);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float y = __shfl_xor_sync(0xffffffffu, v, o);
+    const int32_t j = __shfl_xor_sync(0xffffffffu, at, o);
+    if (y > v || (y == v && j < at)) v = y, at = j;
+  }
+  if (threadIdx.x % 32 == 0) best_v[threadIdx.x / 32] = v, best_i[threadIdx.x / 32] = at;
+  __syncthreads();
+  if (threadIdx.x != 0) return;  // thread 0 holds warp 0's best
+  for (int w = 1; w < kRowThreads / 32; ++w) {
+    if (best_v[w] > v || (best_v[w] == v && best_i[w] < at)) v = best_v[w], at = best_i[w];
+  }
+  out[blockIdx.x] = (xr[0] != xr[0] || at == INT32_MAX) ? 0 : at;  // a NaN at 0, or every value NaN
+}
+
 }  // namespace
+
+void row_argmax(const float* x, int64_t rows, int64_t d, int32_t* out, const Launch& l) {
+  if (rows == 0) return;
+  row_argmax_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream_of(l)>>>(x, d, out);
+}
 
 void reduce(bool is_max, DType dt, const void* x, void* out, int64_t outer, int64_t red, int64_t inner,
             const Launch& l) {
