@@ -188,13 +188,53 @@ std::vector<Match> find_ropes(const ir::Graph& g) {
   return found;
 }
 
+// perm swaps the last-but-one axis with the one before it, and moves nothing else.
+bool swaps_tokens_and_heads(const std::vector<int64_t>& perm) {
+  const auto rank = static_cast<int64_t>(perm.size());
+  if (rank < 3) return false;
+  for (int64_t a = 0; a < rank; ++a) {
+    const int64_t want = a == rank - 3 ? rank - 2 : a == rank - 2 ? rank - 3 : a;
+    if (perm[static_cast<size_t>(a)] != want) return false;
+  }
+  return true;
+}
+
+// A rope of transpose(y) that puts y's tokens behind its heads ([..., T, H, D] read as [...,
+// H, T, D]: a linear's output split into heads) reads y in place instead (token axis -3),
+// and the transpose moves behind it. Where the readers lay the heads out again as y has
+// them (a paged step's rows, [rows, H, 1, D]), canonicalize then folds both transposes
+// into a reshape: no copy is left. Each element is the same product either way (exact).
+// Swaps of a size-1 axis are left alone: they move nothing, and the attention pass reads
+// that spelling.
+Result<ir::Graph> rope_reads_heads_in_place(const ir::Graph& g, bool& moved) {
+  moved = false;
+  return rewrite_each(g, [&](Rewriter& rw, size_t i) {
+    const Eqn& e = g.eqns[i];
+    if (e.op != OpKind::kRope || e.params.rope.token_axis != -2) return false;
+    const Eqn* t = producer(g, e.in[0]);
+    if (t == nullptr || t->op != OpKind::kTranspose || !swaps_tokens_and_heads(t->params.axes)) return false;
+    const Shape& x = g.type(e.in[0]).shape;
+    if (x[x.size() - 2] == 1 || x[x.size() - 3] == 1) return false;
+    ir::Params p = e.params;
+    p.rope.token_axis = -3;
+    const ir::V z = rw.emit(OpKind::kRope, {rw.get(t->in[0]), rw.get(e.in[1]), rw.get(e.in[2])}, p);
+    rw.replace(e.out, rw.builder().transpose(z, t->params.axes));
+    moved = true;
+    return true;
+  });
+}
+
 Result<ir::Graph> rope(const ir::Graph& g) {
   const std::vector<Match> chosen = select_matches(g, find_ropes(g));
   Result<ir::Graph> out = apply_selected(g, chosen);
-  // A rope followed by its reshape to [..., h, 2] and then by its readers' reshapes: fold
-  // those into one reshape again, as canonicalize left them (it is exact too).
+  if (!out) return out;
+  bool moved = false;
+  out = rope_reads_heads_in_place(*out, moved);
+  // A rope followed by its reshape to [..., h, 2] and then by its readers' reshapes, or a
+  // transpose moved behind a rope: fold the relayouts again, as canonicalize left them (it
+  // is exact too).
   const bool reshaped = std::any_of(chosen.begin(), chosen.end(), [](const Match& m) { return m.reshape_to_root; });
-  if (!out || !reshaped) return out;
+  if (!out || !(reshaped || moved)) return out;
   return canonicalize_pass().run(*out);
 }
 

@@ -208,13 +208,14 @@ Result<Buffer> eval_rope(const KernelArgs& a) {
   const Buffer &cos = *a.in[1], &sin = *a.in[2];
   const ir::RopeParams& p = a.eqn.params.rope;
   Buffer out = x;
-  const int64_t d = x.shape.back(), t_len = x.shape[x.shape.size() - 2], half = p.rotary_dim / 2;
+  const int64_t d = x.shape.back(), half = p.rotary_dim / 2;
+  const ir::RopePositions at = ir::rope_positions(p, x.shape);
   const int64_t rows = x.numel() / d;
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x.data.data() + r * d;
     double* o = out.data.data() + r * d;
-    const double* c = cos.data.data() + (r % t_len) * half;
-    const double* s = sin.data.data() + (r % t_len) * half;
+    const double* c = cos.data.data() + (r / at.every % at.t_len) * half;
+    const double* s = sin.data.data() + (r / at.every % at.t_len) * half;
     for (int64_t i = 0; i < half; ++i) {
       const bool pairs = p.layout == ir::RopeLayout::kInterleaved;
       const int64_t i0 = pairs ? 2 * i : i, i1 = pairs ? 2 * i + 1 : i + half;

@@ -107,8 +107,11 @@ Result<TensorType> infer_rope(const RopeParams& p, std::span<const TensorType> i
   const OpKind op = OpKind::kRope;
   if (in.size() != 3) return bad(op, "expects x, cos, sin");
   const TensorType &x = in[0], &c = in[1], &s = in[2];
-  if (!is_float(x.dtype) || x.shape.size() < 2) return bad(op, "x must be a float tensor of rank >= 2, got ", type_str(x));
-  const int64_t t = x.shape[x.shape.size() - 2], d = x.shape.back(), half = p.rotary_dim / 2;
+  if (p.token_axis != -2 && p.token_axis != -3) return bad(op, "token axis ", p.token_axis, " must be -2 or -3");
+  if (!is_float(x.dtype) || static_cast<int64_t>(x.shape.size()) < -p.token_axis) {
+    return bad(op, "x must be a float tensor of rank >= ", -p.token_axis, ", got ", type_str(x));
+  }
+  const int64_t t = rope_positions(p, x.shape).t_len, d = x.shape.back(), half = p.rotary_dim / 2;
   if (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0 || p.rotary_dim > d) {
     return bad(op, "rotary dim ", p.rotary_dim, " must be even and in 2..", d);
   }

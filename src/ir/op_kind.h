@@ -37,7 +37,7 @@ enum class OpKind : uint8_t {
   // Fused ops: formed by compile/ from the chains ops:: emits, never by tracers. Each has
   // the meaning of the chain it replaces (docs/ir.md, docs/attention.md).
   kAttention,  // q, k, v [, k_shared] [, mask] [, len] [, read]: params.attn
-  kRope,       // x [..., T, D], cos, sin [T, rot/2] (or [T, rot/2, 1]): params.rope
+  kRope,       // x [..., T, D] (or [..., T, H, D]), cos, sin [T, rot/2] (or [T, rot/2, 1]): params.rope
   kRmsNorm,    // x [..., D], weight [D]: x * rsqrt(mean(x²) + eps) * (weight or 1 + weight)
   kSoftmax,    // x: over the last axis, max-subtracted
   kGlu,        // gate, up (same shape): act(gate) * up; params.glu
@@ -90,8 +90,21 @@ enum class RopeLayout : uint8_t { kHalf, kInterleaved };  // as ops::RopeLayout
 struct RopeParams {
   RopeLayout layout = RopeLayout::kHalf;
   int64_t rotary_dim = 0;  // the rotated prefix of the last axis; the rest passes through
+  // x's axis that the tables' rows index: -2 ([..., T, D]), or -3 ([..., T, H, D]: the heads
+  // of a token next to each other, as a linear's output is split into them).
+  int64_t token_axis = -2;
   bool operator==(const RopeParams&) const = default;
 };
+
+// The tables' row of x's row r (x seen as rows of its last axis): (r / every) % t_len.
+struct RopePositions {
+  int64_t t_len = 1, every = 1;
+};
+inline RopePositions rope_positions(const RopeParams& p, const std::vector<int64_t>& x_shape) {
+  const auto rank = static_cast<int64_t>(x_shape.size());
+  const auto at = [&](int64_t axis) { return x_shape[static_cast<size_t>(rank + axis)]; };
+  return p.token_axis == -3 ? RopePositions{at(-3), at(-2)} : RopePositions{at(-2), 1};
+}
 
 enum class GluAct : uint8_t { kSilu, kGeluTanh, kGeluErf };
 

@@ -58,7 +58,7 @@ std::string params_str(const Eqn& e) {
     case OpKind::kAttention: return attention_params(p.attn);
     case OpKind::kRope:
       return str_cat("[layout=", p.rope.layout == RopeLayout::kHalf ? "half" : "interleaved",
-                     ", rot=", p.rope.rotary_dim, "]");
+                     ", rot=", p.rope.rotary_dim, p.rope.token_axis == -2 ? "" : str_cat(", tokens=", p.rope.token_axis), "]");
     case OpKind::kRmsNorm: return str_cat("[eps=", number(p.eps), p.unit_offset ? ", unit_offset" : "", "]");
     case OpKind::kGlu:
     case OpKind::kMoe: return str_cat("[act=", glu_name(p.glu), "]");

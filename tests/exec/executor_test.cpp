@@ -54,6 +54,25 @@ TEST_F(Primitives, GatedUnitsMatchTheOracle) {
   }
 }
 
+// A rope over heads split off a linear's output ([1, T, H, D] transposed to [1, H, T, D]):
+// the rope pass has it read the rows in place (token axis -3), both layouts, a partial
+// rotary prefix included.
+TEST_F(Primitives, RopeReadsHeadsInPlace) {
+  for (const ir::ops::RopeLayout layout : {ir::ops::RopeLayout::kHalf, ir::ops::RopeLayout::kInterleaved}) {
+    ir::Builder b("rope");
+    const V pos = b.slot(ir::Slot::kPos, DType::kI32, {5});
+    const ir::ops::RopeSpec spec{.head_dim = 16, .rotary_dim = 12, .theta = 10000.0, .layout = layout, .inv_freq = {}};
+    const V x = b.transpose(rand(b, "y", {1, 5, 3, 16}), {0, 2, 1, 3});
+    b.output("out", ir::ops::apply_rope(x, ir::ops::rope_tables(pos, spec)));
+    const ir::Graph g = testing::must(compile::rope_pass().run(testing::must(b.finish())));
+    const ir::Eqn* rope = testing::find_eqn(g, ir::OpKind::kRope);
+    ASSERT_NE(rope, nullptr);
+    EXPECT_EQ(rope->params.rope.token_axis, -3);
+    EXPECT_EQ(g.type(rope->in[0]).shape, (Shape{1, 5, 3, 16}));
+    expect_same(g, {{ir::Slot::kPos, {7, 0, 3, 12, 5}}});
+  }
+}
+
 TEST_F(Primitives, LayoutOps) {
   ir::Builder b("layout");
   V x = rand(b, "x", {2, 3, 4, 5});

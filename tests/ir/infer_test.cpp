@@ -262,6 +262,27 @@ TEST(Infer, Reshape) {
   EXPECT_TRUE(Refuses(op, shape_p({-2, -12}), {f32({2, 3, 4})}));
 }
 
+// The tables' rows index x's axis -2, or with token_axis -3 the axis before the heads.
+TEST(Infer, RopeTokenAxis) {
+  const OpKind op = OpKind::kRope;
+  Params p;
+  p.rope.rotary_dim = 8;
+  EXPECT_TRUE(Infers(op, p, {f32({1, 4, 6, 8}), f32({6, 4}), f32({6, 4})}, f32({1, 4, 6, 8})));
+  EXPECT_TRUE(Refuses(op, p, {f32({1, 6, 4, 8}), f32({6, 4}), f32({6, 4})}));  // T is axis -2: 4 rows
+  p.rope.token_axis = -3;
+  EXPECT_TRUE(Infers(op, p, {f32({1, 6, 4, 8}), f32({6, 4}), f32({6, 4})}, f32({1, 6, 4, 8})));
+  EXPECT_TRUE(Infers(op, p, {f32({6, 4, 8}), f32({6, 4}), f32({6, 4})}, f32({6, 4, 8})));
+  EXPECT_TRUE(Refuses(op, p, {f32({4, 8}), f32({4, 4}), f32({4, 4})}));  // rank 2 has no axis -3
+  EXPECT_TRUE(Refuses(op, p, {f32({1, 4, 6, 8}), f32({6, 4}), f32({6, 4})}));
+  p.rope.token_axis = -1;
+  EXPECT_TRUE(Refuses(op, p, {f32({1, 4, 6, 8}), f32({8, 4}), f32({8, 4})}));
+  EXPECT_EQ(ir::rope_positions(p.rope, {1, 6, 4, 8}).every, 1);
+  p.rope.token_axis = -3;
+  const ir::RopePositions at = ir::rope_positions(p.rope, {1, 6, 4, 8});
+  EXPECT_EQ(at.t_len, 6);
+  EXPECT_EQ(at.every, 4);
+}
+
 TEST(Infer, Transpose) {
   const OpKind op = OpKind::kTranspose;
   EXPECT_TRUE(Infers(op, axes({1, 0}), {i32({5, 7})}, i32({7, 5})));

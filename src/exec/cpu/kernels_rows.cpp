@@ -34,14 +34,15 @@ void rmsnorm_rows(ThreadPool& pool, const Ref& x, const Ref& weight, double eps,
 }
 
 void rope_rows(ThreadPool& pool, const Ref& x, const Ref& cos, const Ref& sin, const ir::RopeParams& p, const Ref& out) {
-  const int64_t d = x.dim(-1), t_len = x.dim(-2), rows = x.numel / d, half = p.rotary_dim / 2;
+  const int64_t d = x.dim(-1), rows = x.numel / d, half = p.rotary_dim / 2;
+  const ir::RopePositions at = ir::rope_positions(p, x.shape());
   const bool pairs = p.layout == ir::RopeLayout::kInterleaved;
   pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x.f32() + r * d;
       float* o = out.f32() + r * d;
-      const float* c = cos.f32() + (r % t_len) * half;
-      const float* s = sin.f32() + (r % t_len) * half;
+      const float* c = cos.f32() + (r / at.every % at.t_len) * half;
+      const float* s = sin.f32() + (r / at.every % at.t_len) * half;
       if (pairs) {
         for (int64_t i = 0; i < half; ++i) {
           const float e = xr[2 * i], od = xr[2 * i + 1];

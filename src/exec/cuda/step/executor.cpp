@@ -143,6 +143,16 @@ ErrorCode fault_code(const FaultRecord& f) {
   return static_cast<DeviceFault>(f.code) == DeviceFault::kUpdateOverflow ? ErrorCode::kCapacity : ErrorCode::kInvalidInput;
 }
 
+
+// rope()'s arguments for a Rope eqn over x of `shape` (ir::rope_positions).
+RopeTask rope_task(const void* x, const Shape& shape, int64_t numel, const void* cos, const void* sin,
+                   const ir::RopeParams& p, void* out) {
+  const ir::RopePositions at = ir::rope_positions(p, shape);
+  return RopeTask{static_cast<const float*>(x), static_cast<const float*>(cos), static_cast<const float*>(sin),
+                  static_cast<float*>(out), numel / shape.back(), shape.back(), at.t_len, at.every, p.rotary_dim,
+                  p.layout == ir::RopeLayout::kInterleaved};
+}
+
 }  // namespace
 
 CudaExecutor::CudaExecutor(plan::Plan plan, StateStore& state, Device& device)
@@ -644,12 +654,8 @@ bool CudaExecutor::pack_task(const Op& op, PackTask& t) const {
   }
   if (op.pack.tasks > 0 || op.grouped > 0 || op.decode_kernel) return false;
   if (e.op == OpKind::kRope) {
-    const Shape& s = op.in[0].type.shape;
     t.kind = PackKind::kRope;
-    t.rope = RopeTask{static_cast<const float*>(op.in[0].data), static_cast<const float*>(op.in[1].data),
-                      static_cast<const float*>(op.in[2].data), static_cast<float*>(op.out.data),
-                      op.in[0].numel / s.back(), s.back(), s[s.size() - 2], e.params.rope.rotary_dim,
-                      e.params.rope.layout == ir::RopeLayout::kInterleaved};
+    t.rope = rope_task(op.in[0].data, op.in[0].type.shape, op.in[0].numel, op.in[1].data, op.in[2].data, e.params.rope, op.out.data);
     return true;
   }
   if (e.op != OpKind::kDynamicUpdateSlice || op.out.data != op.in[0].data) return false;  // in place only
@@ -977,14 +983,9 @@ Status CudaExecutor::launch(const Op& op) {
               in0->numel / d, d, e.params.eps, e.params.unit_offset, l);
       return {};
     }
-    case OpKind::kRope: {
-      const Shape& s = in0->type.shape;
-      const int64_t d = s.back(), t_len = s[s.size() - 2];
-      rope(static_cast<const float*>(in0->data), static_cast<const float*>(op.in[1].data),
-           static_cast<const float*>(op.in[2].data), static_cast<float*>(out.data), in0->numel / d, d, t_len,
-           e.params.rope.rotary_dim, e.params.rope.layout == ir::RopeLayout::kInterleaved, l);
+    case OpKind::kRope:
+      rope(rope_task(in0->data, in0->type.shape, in0->numel, op.in[1].data, op.in[2].data, e.params.rope, out.data), l);
       return {};
-    }
     case OpKind::kSoftmax: {
       const int64_t d = in0->type.shape.back();
       softmax(static_cast<const float*>(in0->data), static_cast<float*>(out.data), in0->numel / d, d, l);

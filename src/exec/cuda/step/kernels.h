@@ -74,9 +74,17 @@ void select(int elem_bytes, const void* pred, const void* a, const void* b, void
 void cast(DType from, DType to, const void* x, void* out, int64_t n, const Launch& l);
 void iota(DType dt, int64_t inner, int64_t extent, void* out, int64_t n, const Launch& l);
 void glu(GluAct act, const float* gate, const float* up, float* out, int64_t n, const Launch& l);
-// x [rows, d] (rows cycle over t_len positions), cos/sin [t_len, rotary/2].
-void rope(const float* x, const float* cos, const float* sin, float* out, int64_t rows, int64_t d, int64_t t_len,
-          int64_t rotary, bool interleaved, const Launch& l);
+// x [rows, d], row r at position (r / every) % t_len of cos/sin [t_len, rotary/2]
+// (ir::rope_positions).
+struct RopeTask {
+  const float* x = nullptr;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  float* out = nullptr;
+  int64_t rows = 0, d = 0, t_len = 1, every = 1, rotary = 0;
+  bool interleaved = false;
+};
+void rope(const RopeTask& r, const Launch& l);
 
 // ---- data movement (layout.cu) ----
 // out[i] = src[base + sum_a idx_a(i) * w.stride[0][a]] for every element of w's shape,
@@ -110,14 +118,6 @@ void scatter_rounded(DType to, const int32_t* idx, int64_t m, const float* upd, 
 // write its rows straight into the cache (kRopeIntoSlice).
 inline constexpr int kPackTasks = 4;
 enum class PackKind : int32_t { kRope, kSlice, kRopeIntoSlice };
-struct RopeTask {  // rope()'s arguments
-  const float* x = nullptr;
-  const float* cos = nullptr;
-  const float* sin = nullptr;
-  float* out = nullptr;
-  int64_t rows = 0, d = 0, t_len = 1, rotary = 0;
-  bool interleaved = false;
-};
 struct SliceTask {  // update_slice()'s (elem_bytes 4 or 2) or update_slice_rounded()'s (f32 upd, `to` f16/bf16)
   DType to = DType::kF32;  // the cache's type
   bool rounded = false;    // an f32 update into a half cache

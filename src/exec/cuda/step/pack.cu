@@ -49,7 +49,8 @@ __device__ void rope_elements(const RopeTask& r, int64_t begin, int64_t step, Pu
       put(row * r.d + c, xr[c]);
       continue;
     }
-    const float c = r.cos[(row % r.t_len) * half + j], s = r.sin[(row % r.t_len) * half + j];
+    const int64_t at = (row / r.every % r.t_len) * half + j;
+    const float c = r.cos[at], s = r.sin[at];
     const int64_t i0 = r.interleaved ? 2 * j : j, i1 = r.interleaved ? 2 * j + 1 : j + half;
     const float a = xr[i0], b = xr[i1];
     put(row * r.d + i0, a * c - b * s);

@@ -141,20 +141,20 @@ __global__ void glu_kernel(GluAct act, const float* g, const float* u, float* ou
   KVF_GRID_LOOP(i, n) out[i] = glu_value(act, g[i]) * u[i];
 }
 
-__global__ void rope_kernel(const float* x, const float* cs, const float* sn, float* out, int64_t rows, int64_t d,
-                            int64_t t_len, int64_t rotary, bool interleaved) {
-  const int64_t half = rotary / 2, per_row = half + (d - rotary);
-  KVF_GRID_LOOP(i, rows * per_row) {
+__global__ void rope_kernel(RopeTask t) {
+  const int64_t half = t.rotary / 2, per_row = half + (t.d - t.rotary);
+  KVF_GRID_LOOP(i, t.rows * per_row) {
     const int64_t r = i / per_row, j = i % per_row;
-    const float* xr = x + r * d;
-    float* o = out + r * d;
+    const float* xr = t.x + r * t.d;
+    float* o = t.out + r * t.d;
     if (j >= half) {  // the pass-through tail
-      const int64_t c = rotary + (j - half);
+      const int64_t c = t.rotary + (j - half);
       o[c] = xr[c];
       continue;
     }
-    const float c = cs[(r % t_len) * half + j], s = sn[(r % t_len) * half + j];
-    const int64_t i0 = interleaved ? 2 * j : j, i1 = interleaved ? 2 * j + 1 : j + half;
+    const int64_t at = (r / t.every % t.t_len) * half + j;
+    const float c = t.cos[at], s = t.sin[at];
+    const int64_t i0 = t.interleaved ? 2 * j : j, i1 = t.interleaved ? 2 * j + 1 : j + half;
     const float a = xr[i0], b = xr[i1];
     o[i0] = a * c - b * s;
     o[i1] = b * c + a * s;
@@ -224,10 +224,9 @@ void glu(GluAct act, const float* gate, const float* up, float* out, int64_t n, 
   glu_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(act, gate, up, out, n);
 }
 
-void rope(const float* x, const float* cos, const float* sin, float* out, int64_t rows, int64_t d, int64_t t_len,
-          int64_t rotary, bool interleaved, const Launch& l) {
-  const int64_t n = rows * (rotary / 2 + d - rotary);
-  rope_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(x, cos, sin, out, rows, d, t_len, rotary, interleaved);
+void rope(const RopeTask& r, const Launch& l) {
+  const int64_t n = r.rows * (r.rotary / 2 + r.d - r.rotary);
+  rope_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(r);
 }
 
 }  // namespace kvf::exec::cuda::step
