@@ -407,6 +407,12 @@ TEST(CudaDecode, AdditiveMaskPerRow) {
         c.softcap = 5.0f;
         c.alibi = true;
         run_case(c, sd + 7 + page + lens[0] + dk);
+        // Rows as wide as a multiple of 16 keys: the tensor-core kernel copies the mask with
+        // its K/V tiles (other widths read it beside the scores).
+        c.capacity = (*std::max_element(lens.begin(), lens.end()) + 5 + 15) / 16 * 16;
+        run_case(c, sd + 11 + page + lens[0] + dk);
+        c.shared_mask = false;
+        run_case(c, sd + 13 + page + lens[0] + dk);
       }
   Case c;  // a single key, hidden
   c.lens = {1, 1};

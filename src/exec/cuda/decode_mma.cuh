@@ -65,8 +65,10 @@ struct MmaDecode {
   // tile's entries are copied kMapRing - 1 tiles before its K/V (docs/cuda.md).
   static constexpr int kMapRing = 8;
   static constexpr int kMapBytes = kWarps * kMapRing * kKeys * 4;
+  // A mask's values of each stage's keys [kWarps][kStages][16] (f32), copied with its K/V.
+  static constexpr int kMaskBytes = kWarps * kStages * kKeys * 4;
   static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
-  static constexpr int kSmemBytes = (kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes) + kMapBytes;
+  static constexpr int kSmemBytes = (kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes) + kMaskBytes + kMapBytes;
   static constexpr int kMinBlocks = (227 * 1024) / kSmemBytes > 0 ? (227 * 1024) / kSmemBytes : 1;
   static_assert(kChunks % 4 == 0 && kChunks >= 8, "the swizzle needs >= 8 chunks per row");
   static_assert(kStages >= 2, "at least one tile in flight");
@@ -118,6 +120,16 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   const int qr = p.n_rep * p.lq;
   const bool extras = blk.extras;
   const float qscale = blk.qscale;
+  // A mask whose rows are whole 16-byte vectors travels with the tile's K/V (one copy of 4
+  // keys a lane for 4 lanes): a load of it beside the scores would wait out a memory
+  // latency every tile.
+  const bool staged_mask = p.mask != nullptr && p.mask_stride % 4 == 0 && (PAGED ? p.map_stride : p.cap) % 4 == 0 &&
+                           (reinterpret_cast<uintptr_t>(p.mask) & 15) == 0;
+  const uint32_t s_mask = static_cast<uint32_t>(__cvta_generic_to_shared(mma_smem)) +
+                          (Tr::kSmemBytes - Tr::kMapBytes - Tr::kMaskBytes) + warp * S * Tr::kKeys * 4;
+  const float* mask_ring =
+      reinterpret_cast<const float*>(mma_smem + (Tr::kSmemBytes - Tr::kMapBytes - Tr::kMaskBytes)) + warp * S * Tr::kKeys;
+  const float* mask_row = p.mask != nullptr ? p.mask + static_cast<size_t>(b) * p.mask_stride : nullptr;
 
   // The thread's two rows of the m16 tile (C layout): g and g + 8.
   const int g = lane / 4, c4 = lane % 4;
@@ -170,6 +182,11 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
       const size_t at = (ok ? static_cast<size_t>(row) : 0) * kstride + c * 8;
       cp_async16(sk + swz<D>(r, c), kbase + at, ok ? 16 : 0);
       cp_async16(sv + swz<D>(r, c), vbase + at, ok ? 16 : 0);
+    }
+    if (staged_mask && lane < Tr::kKeys / 4) {  // keys t..t+3 lie in the row when t does (t1 <= its width, a multiple of 4)
+      const int t = tb + 4 * lane;
+      const bool ok = it < n_it && t < t1;
+      cp_async16(s_mask + ((it % S) * Tr::kKeys + 4 * lane) * 4, mask_row + (ok ? t : 0), ok ? 16 : 0);
     }
     if constexpr (PAGED) {
       __syncwarp();  // every lane has read slot it % R: tile it + R - 1 reuses slot (it - 1) % R, read last issue
@@ -237,7 +254,8 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
           const int t = tb + n * 8 + 2 * c4 + (e & 1), j = e >> 1;
           float x = s[n][e];
           if (extras) {
-            const float add = (p.mask != nullptr && t < t1) ? __ldg(p.mask + static_cast<size_t>(b) * p.mask_stride + t) : 0.0f;
+            const int at = (it % S) * Tr::kKeys + n * 8 + 2 * c4 + (e & 1);
+            const float add = (mask_row == nullptr || t >= t1) ? 0.0f : staged_mask ? mask_ring[at] : __ldg(mask_row + t);
             if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
             x = (x + slope[j] * static_cast<float>(t - hi[j]) + add) * kLog2e;
           }
