@@ -386,8 +386,8 @@ Status CudaExecutor::bind_ops() {
   group_linears();
   fuse_norms();
   fuse_rounding_casts();
+  check_slots_once();  // before the packs: a pool write joins one only once its slots are checked
   pack_small_ops();
-  check_slots_once();
   Status s = bind_decode_attention();
   if (s) s = bind_tile_attention();
   if (!s) return s;
@@ -644,8 +644,9 @@ void CudaExecutor::fuse_rounding_casts() {
   body_ = std::move(out);
 }
 
-// The pack task that runs `op` (a rope, an in-place cache write, or a rope already merged
-// with its cache write), or false.
+// The pack task that runs `op` (a rope, an in-place cache write, a paged step's in-place
+// pool write whose slots an earlier launch checked, or a rope already merged with its
+// write), or false.
 bool CudaExecutor::pack_task(const Op& op, PackTask& t) const {
   const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
   if (op.pack.tasks == 1) {
@@ -658,10 +659,19 @@ bool CudaExecutor::pack_task(const Op& op, PackTask& t) const {
     t.rope = rope_task(op.in[0].data, op.in[0].type.shape, op.in[0].numel, op.in[1].data, op.in[2].data, e.params.rope, op.out.data);
     return true;
   }
-  if (e.op != OpKind::kDynamicUpdateSlice || op.out.data != op.in[0].data) return false;  // in place only
+  const bool slice = e.op == OpKind::kDynamicUpdateSlice, pool = e.op == OpKind::kScatterUpdate && op.slots_checked;
+  if (!(slice || pool) || op.out.data != op.in[0].data) return false;  // in place only
   const DType to = op.out.type.dtype;
   if (to != DType::kF32 && !half(to)) return false;
-  if (!op.round_update && op.in[1].type.dtype != to) return false;
+  const Ref& upd = op.in[slice ? 1 : 2];
+  if (!op.round_update && upd.type.dtype != to) return false;
+  if (pool) {
+    const int64_t rows = op.out.type.shape[0];
+    t.kind = PackKind::kScatter;
+    t.scatter = ScatterTask{to, op.round_update, upd.data, op.out.data, static_cast<const int32_t*>(op.in[1].data),
+                            op.in[1].numel, op.out.numel / std::max<int64_t>(rows, 1)};
+    return true;
+  }
   const auto axis = static_cast<size_t>(e.params.axis);
   SliceTask s;
   s.to = to;
@@ -707,8 +717,12 @@ void CudaExecutor::merge_rope_writes() {
     for (size_t j = i + 1; j < body_.size() && j <= i + 3; ++j) {
       PackTask write;
       const Op& w = body_[j];
-      const bool fits = pack_task(w, write) && write.kind == PackKind::kSlice && write.slice.upd == rope.rope.out &&
-                        (write.slice.rounded || write.slice.to == DType::kF32);
+      const bool packs = pack_task(w, write);
+      const bool into_slice = packs && write.kind == PackKind::kSlice && write.slice.upd == rope.rope.out &&
+                              (write.slice.rounded || write.slice.to == DType::kF32);
+      const bool into_pool = packs && write.kind == PackKind::kScatter && write.scatter.upd == rope.rope.out &&
+                             (write.scatter.rounded || write.scatter.to == DType::kF32);
+      const bool fits = into_slice || into_pool;
       if (!fits) {
         if (!independent(body_[i], w)) break;
         continue;
@@ -719,10 +733,11 @@ void CudaExecutor::merge_rope_writes() {
       Op merged = body_[i];
       merged.pack = Pack{};
       merged.pack.tasks = 1;
-      merged.pack.task[0].kind = PackKind::kRopeIntoSlice;
+      merged.pack.task[0].kind = into_slice ? PackKind::kRopeIntoSlice : PackKind::kRopeIntoScatter;
       merged.pack.task[0].rope = rope.rope;
       merged.pack.task[0].slice = write.slice;
-      merged.in = {body_[i].in[0], body_[i].in[1], body_[i].in[2], w.in[2]};
+      merged.pack.task[0].scatter = write.scatter;
+      merged.in = {body_[i].in[0], body_[i].in[1], body_[i].in[2], w.in[into_slice ? 2 : 1]};
       merged.out = w.out;
       body_[i] = std::move(merged);
       body_.erase(body_.begin() + static_cast<std::ptrdiff_t>(j));

@@ -115,9 +115,10 @@ void scatter_rounded(DType to, const int32_t* idx, int64_t m, const float* upd, 
 // A decode step's ropes and cache writes are a few hundred elements each: a launch costs
 // more than their work. A pack runs up to kPackTasks of them, mutually independent, in one
 // launch, each task over its own blocks. A rope whose only reader is a cache write can
-// write its rows straight into the cache (kRopeIntoSlice).
+// write its rows straight into the cache (kRopeIntoSlice, kRopeIntoScatter). A paged step's
+// pool writes join a pack once an earlier launch of the step has checked their slots.
 inline constexpr int kPackTasks = 4;
-enum class PackKind : int32_t { kRope, kSlice, kRopeIntoSlice };
+enum class PackKind : int32_t { kRope, kSlice, kRopeIntoSlice, kScatter, kRopeIntoScatter };
 struct SliceTask {  // update_slice()'s (elem_bytes 4 or 2) or update_slice_rounded()'s (f32 upd, `to` f16/bf16)
   DType to = DType::kF32;  // the cache's type
   bool rounded = false;    // an f32 update into a half cache
@@ -127,10 +128,19 @@ struct SliceTask {  // update_slice()'s (elem_bytes 4 or 2) or update_slice_roun
   const int32_t* start = nullptr;
   int eqn = -1;            // recorded with a fault
 };
+struct ScatterTask {  // scatter()'s or scatter_rounded()'s, in place, without the slot check
+  DType to = DType::kF32;  // the pool's type
+  bool rounded = false;    // an f32 update into a half pool
+  const void* upd = nullptr;
+  void* out = nullptr;
+  const int32_t* idx = nullptr;  // [m] pool rows, -1 writes nothing
+  int64_t m = 0, row = 0;
+};
 struct PackTask {
   PackKind kind = PackKind::kRope;
-  RopeTask rope;    // kRope, kRopeIntoSlice
-  SliceTask slice;  // kSlice, kRopeIntoSlice (its upd is the rope's output, never written)
+  RopeTask rope;        // kRope, kRopeIntoSlice, kRopeIntoScatter
+  SliceTask slice;      // kSlice, kRopeIntoSlice (its upd is the rope's output, never written)
+  ScatterTask scatter;  // kScatter, kRopeIntoScatter (likewise)
 };
 struct Pack {
   int tasks = 0;

@@ -89,11 +89,34 @@ __global__ void pack_kernel(PackLaunch pl, FaultRecord* fault) {
       }
       return;
     }
+    case PackKind::kScatter: {  // an earlier launch checked the slots; a fault there writes nothing
+      const ScatterTask& s = task.scatter;
+      if (faulted(fault)) return;
+      for (int64_t u = begin; u < s.m * s.row; u += step) {
+        const int32_t r = s.idx[u / s.row];
+        if (r < 0) continue;
+        const int64_t at = r * s.row + u % s.row;
+        if (s.rounded) store(s.to, s.out, at, static_cast<const float*>(s.upd)[u]);
+        else if (s.to == DType::kF32) static_cast<uint32_t*>(s.out)[at] = static_cast<const uint32_t*>(s.upd)[u];
+        else static_cast<uint16_t*>(s.out)[at] = static_cast<const uint16_t*>(s.upd)[u];
+      }
+      return;
+    }
+    case PackKind::kRopeIntoScatter: {
+      const ScatterTask& s = task.scatter;
+      if (faulted(fault)) return;
+      rope_elements(task.rope, begin, step, [&](int64_t u, float v) {
+        const int32_t r = s.idx[u / s.row];
+        if (r >= 0) store(s.to, s.out, r * s.row + u % s.row, v);
+      });
+      return;
+    }
   }
 }
 
 int64_t elements(const PackTask& t) {
   if (t.kind == PackKind::kSlice) return t.slice.outer * t.slice.n * t.slice.inner;
+  if (t.kind == PackKind::kScatter) return t.scatter.m * t.scatter.row;
   return t.rope.rows * (t.rope.rotary / 2 + t.rope.d - t.rope.rotary);
 }
 
