@@ -57,6 +57,9 @@ struct DecodeAttentionArgs {
   // max_len is the capacity) still spreads a short row's keys over the SMs.
   bool chunks_from_lens = false;
   DecodeKernel kernel = DecodeKernel::kAuto;
+  // Launch as a programmatic dependent (PDL) of the kernel in front on the stream: the decode
+  // waits for it on the device instead of at the launch, and lets the next kernel start early.
+  bool programmatic = false;
 };
 
 // What decode_attention() will launch: splits of `chunk` keys, query rows handled `rows`

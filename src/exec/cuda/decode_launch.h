@@ -28,6 +28,7 @@ struct DecodeParams {
   int mask_stride;         // 0: one mask row for every batch row
   int kv_f16;              // 0: bf16, 1: f16
   int tensor_cores;        // 1: the mma.sync kernel (decode_mma.cuh), 0: the SIMT kernel
+  int programmatic;        // 1: launched as a programmatic dependent (PDL) of the kernel in front
 };
 
 // Keys one block visits per pass (threads / threads-per-key) times the unroll: chunks are

@@ -467,6 +467,7 @@ bool CudaExecutor::decode_args(const Op& op, DecodeAttentionArgs& a) const {
   // logits, over the f32 bound of 1e-4).
   a.kernel = plan_.requests[static_cast<size_t>(op.eqn)].attention.tensor_cores ? DecodeKernel::kTensorCores
                                                                                  : DecodeKernel::kSimt;
+  a.programmatic = true;
   a.scale = r.scale;
   a.softcap = r.softcap;
   a.mask = p.has_mask ? r.mask : nullptr;

@@ -58,7 +58,11 @@ __device__ void rope_elements(const RopeTask& r, int64_t begin, int64_t step, Pu
   }
 }
 
+// Launched as a programmatic dependent (PDL): waits for the kernel in front before reading
+// what it wrote, and lets the one after it (the decode) launch early.
 __global__ void pack_kernel(PackLaunch pl, FaultRecord* fault) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
   int t = 0;
   while (t + 1 < pl.p.tasks && static_cast<int64_t>(blockIdx.x) >= pl.first[t + 1]) ++t;
   const PackTask& task = pl.p.task[t];
@@ -129,7 +133,7 @@ void run_pack(const Pack& p, const Launch& l) {
     pl.first[t + 1] = pl.first[t] + std::max<int64_t>(1, std::min<int64_t>(want, 1024));
   }
   for (int t = p.tasks; t < kPackTasks; ++t) pl.first[t + 1] = pl.first[t];
-  pack_kernel<<<static_cast<unsigned>(pl.first[p.tasks]), kThreads, 0, stream_of(l)>>>(pl, l.fault);
+  launch_kernel(pack_kernel, dim3(static_cast<unsigned>(pl.first[p.tasks])), dim3(kThreads), 0, stream_of(l), true, pl, l.fault);
 }
 
 }  // namespace kvf::exec::cuda::step
