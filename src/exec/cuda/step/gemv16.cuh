@@ -44,13 +44,39 @@ __device__ void widen(const uint4& u, float (&w)[8]) {
 
 // 1 / rms of each of the first `rows` (<= MR) rows of x, computed by the whole block (W
 // warps) into inv[]; the rows past them get 1/sqrt(eps) and are never used.
+// Rows of whole, aligned float4s are read at least kRmsVecs float4s a thread at a time (over
+// the rows, then along them), every load issued before the first is used: one element a
+// thread at a time waits out a memory latency per element (8 of them in a row of 2048 at 256
+// threads), ahead of the block's first product.
+inline constexpr int kRmsVecs = 4;
+
 template <int MR, int W>
 __device__ void block_inv_rms(const float* x, int64_t k, double eps, float* inv, int rows = MR) {
   __shared__ float part[W][MR];
   float ss[MR] = {};
-  for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+  if (k % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    const auto* x4 = reinterpret_cast<const float4*>(x);
+    const int64_t n4 = k / 4;
+    constexpr int V = MR >= kRmsVecs ? 1 : kRmsVecs / MR;  // float4s of a row a pass
+    for (int64_t c0 = threadIdx.x; c0 < n4; c0 += V * static_cast<int64_t>(blockDim.x)) {
+      float4 v[MR][V];
 #pragma unroll
-    for (int r = 0; r < MR; ++r) ss[r] += r < rows ? x[r * k + c] * x[r * k + c] : 0.0f;
+      for (int r = 0; r < MR; ++r)
+#pragma unroll
+        for (int u = 0; u < V; ++u) {
+          const int64_t c = c0 + u * static_cast<int64_t>(blockDim.x);
+          v[r][u] = r < rows && c < n4 ? x4[r * n4 + c] : make_float4(0, 0, 0, 0);
+        }
+#pragma unroll
+      for (int r = 0; r < MR; ++r)
+#pragma unroll
+        for (int u = 0; u < V; ++u) ss[r] += v[r][u].x * v[r][u].x + v[r][u].y * v[r][u].y + v[r][u].z * v[r][u].z + v[r][u].w * v[r][u].w;
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+#pragma unroll
+      for (int r = 0; r < MR; ++r) ss[r] += r < rows ? x[r * k + c] * x[r * k + c] : 0.0f;
+    }
   }
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
