@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode
   float* red_ml = q_s + RB * DK;           // [KPP][RB][2]   (after the pipeline is drained)
   float* red_acc = red_ml + KPP * RB * 2;  // [KPP][RB][DV]
 
-  await_kernel_in_front();
+  await_kernel_in_front();  // launched as a programmatic dependent: q, K, V and the lengths come after
   const SplitBlock blk(p);
   if (blk.skip) return;
   const int rb = blk.rb, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
@@ -332,7 +332,8 @@ template <typename T, int DK, int DV, int RB, bool PAGED>
 cudaError_t launch_split(const DecodeParams& p, cudaStream_t st) {
   if (const cudaError_t e = prepare_split<T, DK, DV, RB, PAGED>(); e != cudaSuccess) return e;
   const dim3 grid(p.splits * p.row_blocks, p.hkv, p.batch);
-  return launch_decode_kernel(decode_split_kernel<T, DK, DV, RB, PAGED>, grid, kThreads, smem_bytes<DK, DV>(RB), p, st);
+  return launch_programmatic(decode_split_kernel<T, DK, DV, RB, PAGED>, grid, dim3(kThreads), smem_bytes<DK, DV>(RB), st,
+                             p.programmatic != 0, p);
 }
 
 template <typename T, int DK, int DV, int RB, bool PAGED>

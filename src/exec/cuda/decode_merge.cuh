@@ -9,6 +9,7 @@
 
 #include "exec/cuda/decode_launch.h"
 #include "exec/cuda/mma_ptx.cuh"
+#include "exec/cuda/programmatic_launch.cuh"
 
 // Measurement probes for bench/cuda/run.sh's define variants, wrong results by design (the
 // decode tests fail under them): 1 skips the merge of the splits, 2 the key loop, 3 takes
@@ -27,31 +28,6 @@ __device__ inline int row_chunk(const DecodeParams& p, int len) {
   if (!p.chunks_from_lens) return p.chunk;
   const int even = (len + p.splits - 1) / p.splits;
   return max(p.chunk, (even + p.chunk_align - 1) / p.chunk_align * p.chunk_align);
-}
-
-// Launched as a programmatic dependent (PDL), a decode may start while the kernel in front
-// finishes: every block waits for it here, before reading q, K, V or the lengths it may have
-// written, and lets the kernel after it start its own prologue. Without PDL both return at
-// once.
-__device__ inline void await_kernel_in_front() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
-}
-
-// A decode kernel's launch, as a programmatic dependent when p.programmatic.
-template <typename Kernel>
-cudaError_t launch_decode_kernel(Kernel kernel, dim3 grid, int threads, int smem, const DecodeParams& p, cudaStream_t st) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = p.programmatic ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
 // One block of the split grid: x = split * row_blocks + row block, y = KV head, z = batch

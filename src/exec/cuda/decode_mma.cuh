@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   extern __shared__ __align__(128) unsigned char mma_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (KVF_DECODE_PROBE == 4) return;
-  await_kernel_in_front();
+  await_kernel_in_front();  // launched as a programmatic dependent: q, K, V and the lengths come after
   const SplitBlock blk(p);
   const int rb = blk.rb, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
   auto tile_start = [&](int it) { return t0 + (warp + it * W) * Tr::kKeys; };
@@ -343,8 +343,8 @@ template <typename T, int D, bool PAGED>
 cudaError_t launch_mma(const DecodeParams& p, cudaStream_t st) {
   if (const cudaError_t e = prepare_mma<T, D, PAGED>(); e != cudaSuccess) return e;
   const dim3 grid(p.splits * p.row_blocks, p.hkv, p.batch);
-  return launch_decode_kernel(decode_mma_kernel<T, D, PAGED>, grid, MmaDecode<D, PAGED>::kThreads,
-                              MmaDecode<D, PAGED>::kSmemBytes, p, st);
+  return launch_programmatic(decode_mma_kernel<T, D, PAGED>, grid, dim3(MmaDecode<D, PAGED>::kThreads),
+                             MmaDecode<D, PAGED>::kSmemBytes, st, p.programmatic != 0, p);
 }
 
 // Resident blocks per multiprocessor (bf16 and f16 share their resources).

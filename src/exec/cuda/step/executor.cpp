@@ -1137,9 +1137,7 @@ Result<std::span<const int32_t>> CudaExecutor::run_argmax(const SlotValues& slot
   }
   Status s = run_step(slots, &name, row);
   if (!s) return s.take_error();
-  const auto* ids = static_cast<const int32_t*>(argmax_host_.data());
-  argmax_ids_.assign(ids, ids + rows);
-  return std::span<const int32_t>(argmax_ids_);
+  return std::span<const int32_t>(static_cast<const int32_t*>(argmax_host_.data()), static_cast<size_t>(rows));
 }
 
 Status CudaExecutor::run_step(const SlotValues& slots, const std::string* argmax_of, int64_t row) {

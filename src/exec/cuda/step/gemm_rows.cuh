@@ -108,8 +108,7 @@ __global__ void __launch_bounds__(W * 32) gemm_rows_kernel(Args a) {
   uint4 w[D][NT][4];
 #pragma unroll
   for (int d = 0; d + 1 < D; ++d) load_w(d, w[d]);  // the weights never depend on the kernel in front
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  await_kernel_in_front();
 #pragma unroll
   for (int d = 0; d + 1 < D; ++d) stage_x(d, d);
 

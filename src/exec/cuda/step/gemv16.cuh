@@ -171,8 +171,7 @@ __global__ void __launch_bounds__(W * 32) gemv16_kernel(const float* x, int64_t 
     if (base == 0) {  // every thread gets here
       // What the kernel in front writes (x, the residual, the outputs' old readers) is
       // touched only after it has finished; without PDL this returns at once.
-      asm volatile("griddepcontrol.wait;" ::: "memory");
-      asm volatile("griddepcontrol.launch_dependents;");
+      await_kernel_in_front();
       if (g.norm_w != nullptr) block_inv_rms<MR, W>(x, k, g.norm_eps, inv);
     }
 #pragma unroll

@@ -59,8 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   // The weights never depend on the kernel in front; x, the residual and the outputs' old
   // readers do, and are touched only after it has finished.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  await_kernel_in_front();
   if (g.norm_w != nullptr) block_inv_rms<MR, kWarps>(x, k, g.norm_eps, inv, x_rows);
   __syncthreads();  // the barrier's init is visible to every waiter
   tma::mbar_wait(b, 0);

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "exec/cuda/programmatic_launch.cuh"
 #include "exec/cuda/step/kernels.h"
 
 namespace kvf::exec::cuda::step {
@@ -13,22 +14,10 @@ namespace kvf::exec::cuda::step {
 inline cudaStream_t stream_of(const Launch& l) { return static_cast<cudaStream_t>(l.stream); }
 
 // A launch of kernel(args...) on s; pdl: as a programmatic dependent of the kernel in front
-// on the stream, which may then start before that kernel ends. Such a kernel must execute
-// griddepcontrol.wait before it reads anything the kernel in front writes, or writes
-// anything it reads.
+// (exec/cuda/programmatic_launch.cuh).
 template <class... Params, class... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool pdl, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+  launch_programmatic(kernel, grid, block, smem, s, pdl, args...);
 }
 
 // Grid-stride launches: enough blocks to fill the device, never more than the work needs.

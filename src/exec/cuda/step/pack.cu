@@ -61,8 +61,7 @@ __device__ void rope_elements(const RopeTask& r, int64_t begin, int64_t step, Pu
 // Launched as a programmatic dependent (PDL): waits for the kernel in front before reading
 // what it wrote, and lets the one after it (the decode) launch early.
 __global__ void pack_kernel(PackLaunch pl, FaultRecord* fault) {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  await_kernel_in_front();
   int t = 0;
   while (t + 1 < pl.p.tasks && static_cast<int64_t>(blockIdx.x) >= pl.first[t + 1]) ++t;
   const PackTask& task = pl.p.task[t];
