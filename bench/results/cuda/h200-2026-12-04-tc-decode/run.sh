@@ -2,33 +2,7 @@
 # Decode on the H200 with greedy ids from the device, decode attention on the tensor cores,
 # ropes that read heads in place and register-held RMSNorm rows; from the repository root:
 #   bench/results/cuda/h200-2026-12-04-tc-decode/run.sh KVFORGE
-# e2e.txt: decode tokens/s of `kvforge batch` (N requests of 128 prompt tokens and 128 greedy
-# ones, TinyLlama-1.1B-shaped F16), with the seconds of the steady decode and the executor's
-# share of them; tg128 of F16 and Q8_0 and tg128 at depth 32768 (F16).
-# kernels-batch8.txt / kernels-batch64.txt: ncu's kernel times of the 8- and 64-row decode
-# steps (bench/cuda/kernel_times.py; caches not flushed, clocks not fixed; about 3 steps).
-set -uo pipefail
-KVFORGE=${1:-build/src/kvforge}
-export LD_LIBRARY_PATH=${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-M=${KVF_BENCH_MODELS:-/tmp/kvf-tinyllama}; mkdir -p "$M"
-for t in f16 q8_0; do
-  [ -f "$M/tinyllama-$t.gguf" ] || "$KVFORGE" convert -m synthetic:llama-1.1b --outtype $t -o "$M/tinyllama-$t.gguf"
-done
-for n in 4 8 16 32 64; do
-  python3 -c "import json, random
-r = random.Random($n)
-for i in range($n): print(json.dumps({'id': f'r{i}', 'ids': [r.randrange(1, 32000) for _ in range(128)], 'max_tokens': 128, 'temperature': 0}))" > "$M/batch$n.jsonl"
-  echo "== batch $n"
-  "$KVFORGE" batch -m "$M/tinyllama-f16.gguf" --device cuda --kv-type f16 --requests "$M/batch$n.jsonl" --max-rows $n \
-    --max-batch-tokens 8192 --json | tail -n 1 |
-    python3 -c "import json, sys; j = json.load(sys.stdin); print({k: j[k] for k in ('decode_tokens_per_s', 'decode_s', 'decode_executor_s')})"
-done
-for t in f16 q8_0; do "$KVFORGE" bench e2e --device cuda --repeats 3 -m "$M/tinyllama-$t.gguf" --pp 0 --tg 128 | tail -n 1; done
-"$KVFORGE" bench e2e --device cuda --repeats 3 -m "$M/tinyllama-f16.gguf" --pp 0 --tg 128 --depth 32768 | tail -n 1
-for n in 8 64; do  # past the prefill and the first decode steps
-  ncu --metrics gpu__time_duration.sum --csv --cache-control none --clock-control none --log-file "/tmp/b$n.csv" \
-    --launch-skip 1200 --launch-count 1200 "$KVFORGE" batch -m "$M/tinyllama-f16.gguf" --device cuda --kv-type f16 \
-    --requests "$M/batch$n.jsonl" --max-rows $n --max-batch-tokens 8192 > /dev/null 2>&1
-  echo "== kernels, batch $n (1200 launches)"
-  python3 bench/cuda/kernel_times.py "/tmp/b$n.csv" 1
-done
+# e2e.txt: batched decode of 4 to 64 sequences, tg128 (F16, Q8_0) and tg128 at depth 32768;
+# kernels-batch8.txt / kernels-batch64.txt: the 8- and 64-row decode steps' kernel times
+# (bench/cuda/decode_run.sh says what each is).
+exec "$(dirname "$0")/../../../cuda/decode_run.sh" "${1:-build/src/kvforge}" "4 8 16 32 64" "8 64"
