@@ -224,6 +224,7 @@ int main(int argc, char** argv) {
       go(md.h2, kHidden, L.gate_up, nullptr);
       go(md.gated, kFfn, L.down, nullptr);
     }
+    KVF_BENCH_CHECK(cudaGetLastError());
     KVF_BENCH_CHECK(cudaDeviceSynchronize());
     auto each = [&](auto pick, float* x, int64_t k) {
       return time_graph([&](cudaStream_t s) {

@@ -164,36 +164,76 @@ __global__ void __launch_bounds__(W * 32) gemm_rows_kernel(Args a) {
     }
     __syncthreads();
     if (!last) return;
+    // Split by split, every fragment's loads issued together: one round trip to L2 a split
+    // (a split at a time per fragment serializes splits x fragments of them).
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int i = 0; i < NT; ++i) {
-        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int s = 0; s < a.splits; ++s) {
-          const float4 v = __ldcg(p + (tile * a.splits + s) * (MT * NT) * kThreads + (mt * NT + i) * kThreads + threadIdx.x);
-          sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+      for (int i = 0; i < NT; ++i) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.0f;
+    }
+    for (int s = 0; s < a.splits; ++s) {
+      const float4* q = p + (tile * a.splits + s) * (MT * NT) * kThreads + threadIdx.x;
+      float4 v[MT][NT];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int i = 0; i < NT; ++i) v[mt][i] = __ldcg(q + (mt * NT + i) * kThreads);
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int i = 0; i < NT; ++i) {
+          acc[mt][i][0] += v[mt][i].x, acc[mt][i][1] += v[mt][i].y, acc[mt][i][2] += v[mt][i].z, acc[mt][i][3] += v[mt][i].w;
         }
-        acc[mt][i][0] = sum.x, acc[mt][i][1] = sum.y, acc[mt][i][2] = sum.z, acc[mt][i][3] = sum.w;
       }
     }
   }
 
   // acc[mt][i][e]: x row 16 mt + gq (+8 for e >= 2), weight row 8 i + 2 t + e % 2 of tile i.
+  // Every bias and residual the thread adds is loaded before its first store: a store may
+  // alias a later load (the residual is updated in place), so a load behind a store would
+  // wait for it, one round trip to memory per stored value.
   constexpr int kStored = GLU ? NT / 2 : NT;
+  const LinearGroup& g = a.g;
+  const bool residual = !GLU && g.residual_out != nullptr;
+  gemv16_detail::Column col[kStored][4];
+  bool live[kStored][4];
+  float bias[kStored][4], bias_up[kStored][4], res[kStored][4][MT];
 #pragma unroll
   for (int i = 0; i < kStored; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int64_t r = row0 + 8 * i + 2 * t + e % 2;
-      if (r >= a.rows) continue;
-      const gemv16_detail::Column c = GLU ? gemv16_detail::Column{0, r} : gemv16_detail::column_of(a.g, r);
+      live[i][e] = r < a.rows;
+      const gemv16_detail::Column c = !live[i][e] ? gemv16_detail::Column{}
+                                      : GLU       ? gemv16_detail::Column{0, r}
+                                                  : gemv16_detail::column_of(g, r);
+      const LinearPart& p = g.part[c.part];
+      col[i][e] = c;
+      bias[i][e] = live[i][e] && p.bias != nullptr ? p.bias[c.local] : 0.0f;
+      bias_up[i][e] = GLU && live[i][e] && g.part[1].bias != nullptr ? g.part[1].bias[c.local] : 0.0f;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const int64_t xr = 16 * mt + gq + (e >= 2 ? 8 : 0);
-        if (xr < a.m) {
-          gemv16_detail::store_column<GLU>(a.g, a.g.part[c.part], c.local, static_cast<int>(xr), acc[mt][i][e],
-                                           GLU ? acc[mt][i + NT / 2][e] : 0.0f);
-        }
+        res[i][e][mt] = residual && live[i][e] && xr < a.m ? g.residual[xr * p.n + c.local] : 0.0f;
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kStored; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (!live[i][e]) continue;
+      const LinearPart& p = g.part[col[i][e].part];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int64_t xr = 16 * mt + gq + (e >= 2 ? 8 : 0);
+        if (xr >= a.m) continue;
+        const int64_t at = xr * p.n + col[i][e].local;
+        const float y = acc[mt][i][e] + bias[i][e];
+        if constexpr (GLU) g.glu_out[at] = glu_value(g.act, y) * (acc[mt][i + NT / 2][e] + bias_up[i][e]);
+        else if (residual) g.residual_out[at] = y + res[i][e][mt];
+        else p.out[at] = y;
       }
     }
   }
