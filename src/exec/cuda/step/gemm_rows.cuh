@@ -190,32 +190,23 @@ __global__ void __launch_bounds__(W * 32) gemm_rows_kernel(Args a) {
   }
 
   // acc[mt][i][e]: x row 16 mt + gq (+8 for e >= 2), weight row 8 i + 2 t + e % 2 of tile i.
-  // Every bias and residual the thread adds is loaded before its first store: a store may
-  // alias a later load (the residual is updated in place), so a load behind a store would
-  // wait for it, one round trip to memory per stored value.
+  // Every bias and residual is loaded before the first store (gemv16_detail::column_adds).
   constexpr int kStored = GLU ? NT / 2 : NT;
-  const LinearGroup& g = a.g;
-  const bool residual = !GLU && g.residual_out != nullptr;
   gemv16_detail::Column col[kStored][4];
-  bool live[kStored][4];
-  float bias[kStored][4], bias_up[kStored][4], res[kStored][4][MT];
+  gemv16_detail::ColumnAdds adds[kStored][4][MT];
 #pragma unroll
   for (int i = 0; i < kStored; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int64_t r = row0 + 8 * i + 2 * t + e % 2;
-      live[i][e] = r < a.rows;
-      const gemv16_detail::Column c = !live[i][e] ? gemv16_detail::Column{}
-                                      : GLU       ? gemv16_detail::Column{0, r}
-                                                  : gemv16_detail::column_of(g, r);
-      const LinearPart& p = g.part[c.part];
-      col[i][e] = c;
-      bias[i][e] = live[i][e] && p.bias != nullptr ? p.bias[c.local] : 0.0f;
-      bias_up[i][e] = GLU && live[i][e] && g.part[1].bias != nullptr ? g.part[1].bias[c.local] : 0.0f;
+      col[i][e] = r >= a.rows ? gemv16_detail::Column{-1, 0}
+                  : GLU       ? gemv16_detail::Column{0, r}
+                              : gemv16_detail::column_of(a.g, r);
+      if (col[i][e].part < 0) continue;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const int64_t xr = 16 * mt + gq + (e >= 2 ? 8 : 0);
-        res[i][e][mt] = residual && live[i][e] && xr < a.m ? g.residual[xr * p.n + c.local] : 0.0f;
+        if (xr < a.m) adds[i][e][mt] = gemv16_detail::column_adds<GLU>(a.g, a.g.part[col[i][e].part], col[i][e].local, static_cast<int>(xr));
       }
     }
   }
@@ -223,17 +214,15 @@ __global__ void __launch_bounds__(W * 32) gemm_rows_kernel(Args a) {
   for (int i = 0; i < kStored; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if (!live[i][e]) continue;
-      const LinearPart& p = g.part[col[i][e].part];
+      const gemv16_detail::Column c = col[i][e];
+      if (c.part < 0) continue;  // a row past the end
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const int64_t xr = 16 * mt + gq + (e >= 2 ? 8 : 0);
-        if (xr >= a.m) continue;
-        const int64_t at = xr * p.n + col[i][e].local;
-        const float y = acc[mt][i][e] + bias[i][e];
-        if constexpr (GLU) g.glu_out[at] = glu_value(g.act, y) * (acc[mt][i + NT / 2][e] + bias_up[i][e]);
-        else if (residual) g.residual_out[at] = y + res[i][e][mt];
-        else p.out[at] = y;
+        if (xr < a.m) {
+          gemv16_detail::store_column<GLU>(a.g, a.g.part[c.part], c.local, static_cast<int>(xr), acc[mt][i][e],
+                                           GLU ? acc[mt][i + NT / 2][e] : 0.0f, adds[i][e][mt]);
+        }
       }
     }
   }
@@ -260,7 +249,7 @@ void launch(const Args& a, cudaStream_t s, bool pdl) {
     (void)opted_in;
   }
   const int64_t tiles = (a.rows + block_rows<NT, W, GLU>() - 1) / block_rows<NT, W, GLU>();
-  launch_kernel(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a.splits)), dim3(W * 32), smem, s, pdl, a);
+  launch_programmatic(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a.splits)), dim3(W * 32), smem, s, pdl, a);
 }
 
 }  // namespace kvf::exec::cuda::step::gemm_rows_detail

@@ -128,19 +128,45 @@ __device__ inline Column column_of(const LinearGroup& g, int64_t col) {
 }
 
 // MR rows of x; C columns per warp; G 16-byte groups per row per lane in flight; W warps.
+// What the store of column j (of part p) of x's row m adds to the product besides the glu:
+// the bias (with a glu, the up part's too) and the residual. Loaded apart from the store, so
+// that a thread storing many columns loads them all before its first store: a store may
+// alias a later load (the residual is updated in place), and a load behind one waits for it.
+struct ColumnAdds {
+  float bias = 0.0f, bias_up = 0.0f, residual = 0.0f;
+};
+
+template <bool GLU>
+__device__ inline ColumnAdds column_adds(const LinearGroup& g, const LinearPart& p, int64_t j, int m) {
+  ColumnAdds a;
+  if (p.bias != nullptr) a.bias = p.bias[j];
+  if constexpr (GLU) {
+    if (g.part[1].bias != nullptr) a.bias_up = g.part[1].bias[j];
+  } else if (g.residual_out != nullptr) {
+    a.residual = g.residual[m * p.n + j];
+  }
+  return a;
+}
+
 // Column j (of part p) of x's row m: y = the product (1/rms, not the bias, applied), up =
 // the up row's product with a glu; the bias, then the glu, the residual add or the plain store.
 template <bool GLU>
-__device__ inline void store_column(const LinearGroup& g, const LinearPart& p, int64_t j, int m, float y, float up) {
-  if (p.bias != nullptr) y += p.bias[j];
+__device__ inline void store_column(const LinearGroup& g, const LinearPart& p, int64_t j, int m, float y, float up,
+                                    const ColumnAdds& a) {
+  if (p.bias != nullptr) y += a.bias;
   if constexpr (GLU) {
-    if (g.part[1].bias != nullptr) up += g.part[1].bias[j];
+    if (g.part[1].bias != nullptr) up += a.bias_up;
     g.glu_out[m * p.n + j] = glu_value(g.act, y) * up;
   } else if (g.residual_out != nullptr) {
-    g.residual_out[m * p.n + j] = y + g.residual[m * p.n + j];
+    g.residual_out[m * p.n + j] = y + a.residual;
   } else {
     p.out[m * p.n + j] = y;
   }
+}
+
+template <bool GLU>
+__device__ inline void store_column(const LinearGroup& g, const LinearPart& p, int64_t j, int m, float y, float up) {
+  store_column<GLU>(g, p, j, m, y, up, column_adds<GLU>(g, p, j, m));
 }
 
 template <int MR, DType dt, int C, int G, int W, bool GLU>
@@ -219,7 +245,7 @@ template <int MR, DType dt, int C, int G, int W, bool GLU>
 void launch(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s, bool pdl) {
   const int64_t cols = group_columns(g);
   const auto grid = static_cast<unsigned>((cols + W * C - 1) / (W * C));
-  launch_kernel(gemv16_kernel<MR, dt, C, G, W, GLU>, dim3(grid), dim3(W * 32), 0, s, pdl, x, k, cols, g);
+  launch_programmatic(gemv16_kernel<MR, dt, C, G, W, GLU>, dim3(grid), dim3(W * 32), 0, s, pdl, x, k, cols, g);
 }
 
 }  // namespace kvf::exec::cuda::step::gemv16_detail

@@ -122,7 +122,7 @@ void launch(const float* x, int x_rows, int64_t k, const LinearGroup& g, cudaStr
   const int64_t cols = gemv16_detail::group_columns(g);
   constexpr int C = GLU ? R / 2 : R;
   const auto grid = static_cast<unsigned>((cols + C - 1) / C);
-  launch_kernel(gemv_bulk_kernel<MR, dt, R, GLU>, dim3(grid), dim3(kWarps * 32), static_cast<size_t>(R * stored_row_bytes(dt, k)), s, pdl,
+  launch_programmatic(gemv_bulk_kernel<MR, dt, R, GLU>, dim3(grid), dim3(kWarps * 32), static_cast<size_t>(R * stored_row_bytes(dt, k)), s, pdl,
                 x, x_rows, k, cols, g);
 }
 

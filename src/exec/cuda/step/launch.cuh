@@ -13,13 +13,6 @@ namespace kvf::exec::cuda::step {
 
 inline cudaStream_t stream_of(const Launch& l) { return static_cast<cudaStream_t>(l.stream); }
 
-// A launch of kernel(args...) on s; pdl: as a programmatic dependent of the kernel in front
-// (exec/cuda/programmatic_launch.cuh).
-template <class... Params, class... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool pdl, Args... args) {
-  launch_programmatic(kernel, grid, block, smem, s, pdl, args...);
-}
-
 // Grid-stride launches: enough blocks to fill the device, never more than the work needs.
 inline constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n) {

@@ -132,7 +132,7 @@ void run_pack(const Pack& p, const Launch& l) {
     pl.first[t + 1] = pl.first[t] + std::max<int64_t>(1, std::min<int64_t>(want, 1024));
   }
   for (int t = p.tasks; t < kPackTasks; ++t) pl.first[t + 1] = pl.first[t];
-  launch_kernel(pack_kernel, dim3(static_cast<unsigned>(pl.first[p.tasks])), dim3(kThreads), 0, stream_of(l), true, pl, l.fault);
+  launch_programmatic(pack_kernel, dim3(static_cast<unsigned>(pl.first[p.tasks])), dim3(kThreads), 0, stream_of(l), true, pl, l.fault);
 }
 
 }  // namespace kvf::exec::cuda::step

@@ -246,21 +246,21 @@ void indexer_scores(const IndexerScoresRows& a, const Launch& l) {
   const dim3 grid(static_cast<unsigned>((a.keys + kKeysPerBlock - 1) / kKeysPerBlock), static_cast<unsigned>(a.rows * a.n));
   const size_t smem = static_cast<size_t>(a.heads * a.dim + a.heads) * sizeof(float);
   cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  launch_kernel(indexer_scores_kernel, grid, dim3(kKeysPerBlock), smem, stream_of(l), false, a);
+  launch_programmatic(indexer_scores_kernel, grid, dim3(kKeysPerBlock), smem, stream_of(l), false, a);
 }
 
 void block_topk(const BlockTopKRows& a, const Launch& l) {
   if (a.rows == 0) return;
-  launch_kernel(block_topk_kernel, dim3(static_cast<unsigned>(a.rows)), dim3(kRowThreads), 0, stream_of(l), false, a);
+  launch_programmatic(block_topk_kernel, dim3(static_cast<unsigned>(a.rows)), dim3(kRowThreads), 0, stream_of(l), false, a);
 }
 
 void selected_attention(const SelectedAttentionRows& a, const Launch& l) {
   const int64_t rows = a.attn.batch * a.attn.lq;
   if (rows == 0) return;
   const ListScratch s = list_scratch(a);
-  launch_kernel(selected_list_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream_of(l), false, a, s);
+  launch_programmatic(selected_list_kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream_of(l), false, a, s);
   const size_t smem = static_cast<size_t>(a.attn.dk + a.attn.ds) * sizeof(float);
-  launch_kernel(selected_attention_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(a.attn.hq)),
+  launch_programmatic(selected_attention_kernel, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(a.attn.hq)),
                 dim3(kAttentionThreads), smem, stream_of(l), false, a, s);
 }
 
