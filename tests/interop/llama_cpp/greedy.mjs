@@ -8,7 +8,9 @@ const n = Number(nText);
 const prompt = idsText.split(",").map(Number);
 const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
 const model = await llama.loadModel({modelPath});
-const context = await model.createContext({contextSize: 256});
+// One thread: the models are tiny, and llama.cpp's default (every core, spinning) costs
+// seconds a model beside the rest of the suite on a small machine.
+const context = await model.createContext({contextSize: 256, threads: 1});
 const sequence = context.getSequence();
 const ids = [];
 for await (const token of sequence.evaluate(prompt, {temperature: 0})) {
