@@ -1,6 +1,6 @@
 // The reference every batching test compares with: one request alone on a contiguous cache,
-// sampled by its own Sampler, on the executor `kind`; the requests those tests batch, and
-// their drivers.
+// sampled by its own Sampler (on a GPU as the device draws: exec/row_draw.h, as the driver
+// does there), on the executor `kind`; the requests those tests batch, and their drivers.
 #pragma once
 
 #include <map>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/row_draw.h"
 #include "llm/generator.h"
 #include "llm/sampler.h"
 #include "llm/scheduler.h"
@@ -26,7 +27,14 @@ inline std::vector<int32_t> solo(const models::Model& m, const llm::Request& r, 
   std::vector<int32_t> history = r.prompt, out, in = r.prompt;
   while (static_cast<int64_t>(out.size()) < r.max_tokens) {
     const std::vector<float> logits = must(gen.step(in));
-    const int32_t next = sampler.sample(logits, history);
+    int32_t next = 0;
+    if (kind == llm::ExecutorKind::kCuda) {
+      std::vector<exec::LogitEdit> edits;
+      const exec::RowDraw d = sampler.device_draw(history, r.prompt.size(), logits.size(), edits);
+      next = exec::draw_row(logits, d, edits);
+    } else {
+      next = sampler.sample(logits, history);
+    }
     out.push_back(next);
     history.push_back(next);
     in = {next};

@@ -1,6 +1,7 @@
 // The executor interface (DESIGN.md §1, exec/): a backend runs one planned step per call.
 // Slots arrive as host i32 vectors; outputs are read back as f32 until the next run, or only
-// each row's greedy token of one of them (run_argmax).
+// each row's greedy token of one of them (run_argmax), or a token drawn on the backend's
+// device (run_sample).
 #pragma once
 
 #include <map>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "exec/row_draw.h"
 #include "ir/graph.h"
 
 namespace kvf::exec {
@@ -28,9 +30,17 @@ class Executor {
   // to bring back only the ids (output(name) is then not read back); here they are taken
   // from output(name).
   virtual Result<std::span<const int32_t>> run_argmax(const SlotValues& slots, const std::string& name, int64_t row);
+  // Whether run_sample draws where the outputs are, so that only the ids come back (a host
+  // backend's draw reads its output in place: no better than the host's own sampler).
+  virtual bool samples_on_device() const { return false; }
+  // Runs the step and draws the token of each of the first draws.rows.size() rows of `row`
+  // elements of output `name` (exec/row_draw.h); a device backend edits its output in place
+  // and does not read it back. Here: draw_row on output(name).
+  virtual Result<std::span<const int32_t>> run_sample(const SlotValues& slots, const std::string& name, int64_t row,
+                                                      const StepDraws& draws);
 
  protected:
-  std::vector<int32_t> argmax_ids_;  // run_argmax's answer, valid until the next run
+  std::vector<int32_t> ids_;  // run_argmax's (or run_sample's) answer, valid until the next run
 };
 
 }  // namespace kvf::exec

@@ -44,6 +44,12 @@ int32_t Driver::Sequence::token_at(int64_t i) const {
   return i < np ? prompt[static_cast<size_t>(i)] : generated[static_cast<size_t>(i - np)];
 }
 
+std::vector<int32_t> Driver::Sequence::history() const {
+  std::vector<int32_t> h = prompt;
+  h.insert(h.end(), generated.begin(), generated.end());
+  return h;
+}
+
 Driver::Driver(const models::Model& model, DriverOptions opts)
     : model_(model),
       opts_(opts),
@@ -228,14 +234,32 @@ Result<Driver::StepInput> Driver::step_input(const std::vector<RowRequest>& rows
   return StepInput{step_spec(t, cap, padded_rows), std::move(slots)};
 }
 
-bool Driver::greedy_only(const std::vector<RowRequest>& rows) const {
-  if (opts_.return_logits) return false;
+bool Driver::draws_on_device(const Sequence& q) const {
+  return runner_.samples_on_device() && !opts_.return_logits && q.sampler.config().logprobs < 0;
+}
+
+Driver::Readback Driver::readback(const std::vector<RowRequest>& rows) const {
+  if (opts_.return_logits) return Readback::kLogits;
+  bool greedy = true, drawn = true;
   for (const RowRequest& r : rows) {
     const Sequence& q = *seqs_.at(r.seq);
-    const bool samples = q.computed + r.tokens == q.known() && !q.finished;
-    if (samples && !q.sampler.plain_greedy()) return false;
+    if (!q.samples_after(r.tokens)) continue;
+    greedy = greedy && q.sampler.plain_greedy();
+    drawn = drawn && draws_on_device(q);
   }
-  return true;
+  return greedy ? Readback::kGreedyIds : drawn ? Readback::kDrawnIds : Readback::kLogits;
+}
+
+// A row that samples nothing this step still has a (greedy) draw: its token is not read.
+exec::StepDraws Driver::draws_of(const std::vector<RowRequest>& rows) {
+  exec::StepDraws d;
+  for (const RowRequest& r : rows) {
+    Sequence& q = *seqs_.at(r.seq);
+    const auto vocab = static_cast<size_t>(model_.config.vocab);
+    d.rows.push_back(q.samples_after(r.tokens) ? q.sampler.device_draw(q.history(), q.prompt.size(), vocab, d.edits)
+                                               : exec::RowDraw{});
+  }
+  return d;
 }
 
 // The next query of q is at position q.computed: it sees keys after computed - reach, and
@@ -276,13 +300,16 @@ Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows)
   const int64_t padded_rows = pow2_at_least(static_cast<int64_t>(rows.size()));
   Result<StepInput> in = step_input(rows, padded_t, padded_rows);
   if (!in) return in.take_error();
-  // Plain greedy rows need only their token: a GPU then sends back ids, not a batch of logits.
+  // Rows that need only their token: a GPU then sends back ids, not a batch of logits.
   std::span<const float> logits;
-  std::span<const int32_t> greedy;
-  if (greedy_only(rows)) {
-    Result<std::span<const int32_t>> ids = runner_.run_argmax(in->spec, in->slots);
-    if (!ids) return ids.take_error();
-    greedy = *ids;
+  std::span<const int32_t> ids;
+  const Readback what = readback(rows);
+  if (what != Readback::kLogits) {
+    Result<std::span<const int32_t>> got = what == Readback::kGreedyIds
+                                               ? runner_.run_argmax(in->spec, in->slots)
+                                               : runner_.run_sample(in->spec, in->slots, draws_of(rows));
+    if (!got) return got.take_error();
+    ids = *got;
   } else {
     Result<std::span<const float>> l = runner_.run(in->spec, in->slots);
     if (!l) return l.take_error();
@@ -294,16 +321,18 @@ Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows)
     Sequence& q = *seqs_.at(rows[r].seq);
     q.computed += rows[r].tokens;
     RowResult res{rows[r].seq, std::nullopt, {}, std::nullopt};
-    const bool samples = q.computed == q.known() && !q.finished;
+    const bool samples = q.samples_after(0);
     if (logits.empty()) {
-      if (samples) res.token = greedy[r];
+      if (samples) res.token = ids[r];
     } else {
       const std::span<const float> row_logits = logits.subspan(r * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
       if (opts_.return_logits) res.logits.assign(row_logits.begin(), row_logits.end());
-      if (samples) {
-        std::vector<int32_t> history;
-        for (int64_t i = 0; i < q.known(); ++i) history.push_back(q.token_at(i));
-        res.token = q.sampler.sample(row_logits, history, q.prompt.size());
+      if (samples && draws_on_device(q)) {
+        std::vector<exec::LogitEdit> edits;
+        const exec::RowDraw d = q.sampler.device_draw(q.history(), q.prompt.size(), static_cast<size_t>(vocab), edits);
+        res.token = exec::draw_row(row_logits, d, edits);
+      } else if (samples) {
+        res.token = q.sampler.sample(row_logits, q.history(), q.prompt.size());
         const int top = q.sampler.config().logprobs;
         if (top >= 0) res.logprobs = token_logprobs(row_logits, *res.token, top);
       }

@@ -159,6 +159,9 @@ class Driver {
     int32_t adapter = 0;
     int64_t known() const { return static_cast<int64_t>(prompt.size() + generated.size()); }
     int32_t token_at(int64_t i) const;
+    std::vector<int32_t> history() const;  // the prompt, then the generated tokens
+    // Whether computing `tokens` more reaches the last known token: the step samples the next.
+    bool samples_after(int64_t tokens) const { return computed + tokens == known() && !finished; }
   };
 
   Result<Opened> admit(std::vector<int32_t> prompt, std::vector<int32_t> generated, int64_t max_new, Sampler sampler,
@@ -174,9 +177,15 @@ class Driver {
     exec::SlotValues slots;
   };
   Result<StepInput> step_input(const std::vector<RowRequest>& rows, int64_t t, int64_t padded_rows);
-  // Whether the step's rows read no more of their logits than the greedy token: then only the
-  // tokens come back from the executor.
-  bool greedy_only(const std::vector<RowRequest>& rows) const;
+  // What of a step's logits comes back: only the greedy tokens when no row reads more, only
+  // the drawn tokens when every sampling row draws where the logits are, else the logits.
+  enum class Readback { kGreedyIds, kDrawnIds, kLogits };
+  Readback readback(const std::vector<RowRequest>& rows) const;
+  // Whether q draws its tokens as exec/row_draw.h does (on the GPU, or on the host from a
+  // step whose logits came back for another row); else its Sampler's own walk. Fixed for a
+  // sequence's life, so that its tokens do not depend on its batch.
+  bool draws_on_device(const Sequence& q) const;
+  exec::StepDraws draws_of(const std::vector<RowRequest>& rows);
   Status drop_behind_window(Sequence& q);
 
   const models::Model& model_;

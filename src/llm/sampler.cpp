@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace kvf::llm {
 
@@ -36,33 +36,67 @@ bool Sampler::adjusts() const {
          cfg_.presence_penalty != 0.0 || cfg_.frequency_penalty != 0.0;
 }
 
-void Sampler::adjust(std::vector<float>& logits, std::span<const int32_t> history, size_t n_prompt) const {
-  const auto in_vocab = [&](int32_t t) { return t >= 0 && static_cast<size_t>(t) < logits.size(); };
+std::vector<exec::LogitEdit> Sampler::logit_edits(std::span<const int32_t> history, size_t n_prompt,
+                                                  size_t vocab) const {
+  std::map<int32_t, exec::LogitEdit> by_token;
+  const auto edit = [&](int32_t t) -> exec::LogitEdit* {
+    if (t < 0 || static_cast<size_t>(t) >= vocab) return nullptr;
+    exec::LogitEdit& e = by_token[t];
+    e.token = t;
+    return &e;
+  };
   for (const auto& [t, bias] : cfg_.logit_bias) {
-    if (in_vocab(t)) logits[static_cast<size_t>(t)] += bias;
+    if (exec::LogitEdit* e = edit(t)) e->ops |= exec::LogitEdit::kAddBias, e->bias += bias;
   }
   if (cfg_.repeat_penalty != 1.0 && cfg_.repeat_last_n > 0) {
     const size_t from = history.size() > static_cast<size_t>(cfg_.repeat_last_n) ? history.size() - cfg_.repeat_last_n : 0;
-    std::unordered_set<int32_t> seen(history.begin() + static_cast<std::ptrdiff_t>(from), history.end());
-    for (int32_t t : seen) {
-      if (!in_vocab(t)) continue;
-      float& l = logits[static_cast<size_t>(t)];
-      l = l > 0 ? static_cast<float>(l / cfg_.repeat_penalty) : static_cast<float>(l * cfg_.repeat_penalty);
+    for (size_t i = from; i < history.size(); ++i) {
+      if (exec::LogitEdit* e = edit(history[i])) e->ops |= exec::LogitEdit::kRepeatPenalty;
     }
   }
   if (cfg_.presence_penalty != 0.0 || cfg_.frequency_penalty != 0.0) {
     std::unordered_map<int32_t, int> count;
     for (size_t i = std::min(n_prompt, history.size()); i < history.size(); ++i) ++count[history[i]];
     for (const auto& [t, c] : count) {
-      if (in_vocab(t)) logits[static_cast<size_t>(t)] -= static_cast<float>(cfg_.presence_penalty + cfg_.frequency_penalty * c);
+      if (exec::LogitEdit* e = edit(t)) {
+        e->ops |= exec::LogitEdit::kSubtract;
+        e->subtract = static_cast<float>(cfg_.presence_penalty + cfg_.frequency_penalty * c);
+      }
     }
   }
+  std::vector<exec::LogitEdit> out;
+  out.reserve(by_token.size());
+  for (const auto& [t, e] : by_token) out.push_back(e);
+  return out;
+}
+
+exec::RowDraw Sampler::device_draw(std::span<const int32_t> history, size_t n_prompt, size_t vocab,
+                                   std::vector<exec::LogitEdit>& edits) {
+  exec::RowDraw d;
+  d.repeat_penalty = cfg_.repeat_penalty;
+  d.first_edit = static_cast<int32_t>(edits.size());
+  if (adjusts()) {
+    const std::vector<exec::LogitEdit> mine = logit_edits(history, n_prompt, vocab);
+    edits.insert(edits.end(), mine.begin(), mine.end());
+    d.edits = static_cast<int32_t>(mine.size());
+  }
+  if (cfg_.temperature > 0) {
+    d.temperature = static_cast<float>(cfg_.temperature);
+    d.top_k = cfg_.top_k;
+    d.top_p = static_cast<float>(cfg_.top_p);
+    d.min_p = static_cast<float>(cfg_.min_p);
+    d.uniform = static_cast<float>(rng_() >> 40) * 0x1p-24f;  // 24 random bits: [0, 1) exactly in a float
+  }
+  return d;
 }
 
 int32_t Sampler::sample(std::span<const float> logits_in, std::span<const int32_t> history, size_t n_prompt) {
   if (cfg_.temperature <= 0 && !adjusts()) return argmax(logits_in);  // greedy: no copy of the row
   std::vector<float> logits(logits_in.begin(), logits_in.end());
-  adjust(logits, history, n_prompt);
+  for (const exec::LogitEdit& e : logit_edits(history, n_prompt, logits.size())) {
+    float& l = logits[static_cast<size_t>(e.token)];
+    l = exec::edited_logit(l, e, cfg_.repeat_penalty);
+  }
   if (cfg_.temperature <= 0) return argmax(logits);
 
   // Candidates sorted by logit, best first; top-k cuts the list.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec/row_argmax.h"
+#include "exec/row_draw.h"
 
 namespace kvf::llm {
 
@@ -48,6 +49,12 @@ class Sampler {
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history) {
     return sample(logits, history, history.size());
   }
+  // The same row drawn where its logits are (exec::RowDraw; a GPU): its edits (bias,
+  // penalties) appended to `edits`, and one uniform from this sampler's RNG when it samples.
+  // A different walk than sample()'s, so a different token for the same seed; as
+  // deterministic.
+  exec::RowDraw device_draw(std::span<const int32_t> history, size_t n_prompt, size_t vocab,
+                            std::vector<exec::LogitEdit>& edits);
   const SamplerConfig& config() const { return cfg_; }
 
   // The token is the logits' row_argmax and nothing else of them is read (no logprobs).
@@ -55,7 +62,9 @@ class Sampler {
 
  private:
   bool adjusts() const;  // a logit bias or a penalty changes the logits before the draw
-  void adjust(std::vector<float>& logits, std::span<const int32_t> history, size_t n_prompt) const;
+  // What the bias and the penalties do to a row of `vocab`: one edit per changed token (a
+  // token biased twice takes the sum of its biases), by token.
+  std::vector<exec::LogitEdit> logit_edits(std::span<const int32_t> history, size_t n_prompt, size_t vocab) const;
 
   SamplerConfig cfg_;
   std::mt19937_64 rng_;

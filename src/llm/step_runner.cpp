@@ -180,9 +180,7 @@ Result<std::span<const float>> StepRunner::run(const models::StepSpec& spec, con
   }
   Result<exec::Executor*> ex = executor_for(spec);
   if (!ex) return ex.take_error();
-  const auto t0 = std::chrono::steady_clock::now();
-  Status s = (*ex)->run(slots);
-  run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Status s = timed([&] { return (*ex)->run(slots); });
   if (!s) return s.take_error();
   return (*ex)->output("logits");
 }
@@ -192,14 +190,27 @@ Result<std::span<const int32_t>> StepRunner::run_argmax(const models::StepSpec& 
   if (opts_.executor != ExecutorKind::kOracle) {
     Result<exec::Executor*> ex = executor_for(spec);
     if (!ex) return ex.take_error();
-    const auto t0 = std::chrono::steady_clock::now();
-    Result<std::span<const int32_t>> ids = (*ex)->run_argmax(slots, "logits", vocab);
-    run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return ids;
+    return timed([&] { return (*ex)->run_argmax(slots, "logits", vocab); });
   }
   Result<std::span<const float>> logits = run(spec, slots);
   if (!logits) return logits.take_error();
   exec::rows_argmax(*logits, vocab, oracle_ids_);
+  return std::span<const int32_t>(oracle_ids_);
+}
+
+Result<std::span<const int32_t>> StepRunner::run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
+                                                       const exec::StepDraws& draws) {
+  const int64_t vocab = model_.config.vocab;
+  if (opts_.executor != ExecutorKind::kOracle) {
+    Result<exec::Executor*> ex = executor_for(spec);
+    if (!ex) return ex.take_error();
+    return timed([&] { return (*ex)->run_sample(slots, "logits", vocab, draws); });
+  }
+  Status s = exec::check_draws(draws, INT64_MAX);
+  Result<std::span<const float>> logits = s ? run(spec, slots) : Result<std::span<const float>>(s.take_error());
+  if (!logits) return logits.take_error();
+  s = exec::draw_rows(*logits, vocab, draws, oracle_ids_);
+  if (!s) return s.take_error();
   return std::span<const int32_t>(oracle_ids_);
 }
 

@@ -60,6 +60,14 @@ class StepRunner {
   // The same step, returning only each logits row's greedy token (exec::row_argmax): on a
   // GPU only the ids cross the link. Valid until the next run.
   Result<std::span<const int32_t>> run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots);
+  // The same step, returning the token drawn for each of the first draws.rows.size() rows
+  // (exec/row_draw.h): on a GPU drawn there, so again only the ids cross the link. Valid
+  // until the next run.
+  Result<std::span<const int32_t>> run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
+                                              const exec::StepDraws& draws);
+  // Whether run_sample draws on the device that holds the logits (the CUDA executor); a host
+  // backend's logits are as cheap to sample where they are.
+  bool samples_on_device() const { return opts_.executor == ExecutorKind::kCuda; }
   // Traces, compiles, plans and binds the step of shape `spec` now (compiled executors), so
   // that a refusal (no GPU, a placement the backend does not run) comes before any step has run.
   Status prepare(const models::StepSpec& spec);
@@ -92,6 +100,14 @@ class StepRunner {
   Result<std::unique_ptr<exec::Executor>> bind(plan::Plan plan, const models::StepSpec& spec);
   Result<plan::DeviceCaps> caps();
   Result<std::span<const float>> run_oracle(const ir::Graph& g, const exec::SlotValues& slots);
+  // f() (an executor's run), its time added to run_seconds_.
+  template <typename F>
+  auto timed(F f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = f();
+    run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  }
   void note_prepared(std::chrono::steady_clock::time_point since);
 
   const models::Model& model_;
@@ -99,7 +115,7 @@ class StepRunner {
   eval::Oracle oracle_;
   eval::StateStore oracle_state_;
   std::vector<float> oracle_logits_;  // the oracle's last logits, as f32
-  std::vector<int32_t> oracle_ids_;   // their rows' greedy tokens (run_argmax)
+  std::vector<int32_t> oracle_ids_;   // their rows' greedy or drawn tokens (run_argmax, run_sample)
   std::unique_ptr<ThreadPool> pool_;
   exec::StateStore cpu_state_;
   std::unique_ptr<exec::Memory> device_;      // kCuda: the GPU (its memory, stream and weights)

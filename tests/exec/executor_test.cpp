@@ -186,6 +186,30 @@ TEST(Executor, RunArgmaxGivesEachRowsGreedyToken) {
   EXPECT_FALSE(ex->run_argmax(slots, "nothing", 3).ok());
 }
 
+// run_sample on a host backend: draw_row on the rows run() publishes (here greedy with a bias
+// that moves a row's token, and a sampled row whose top_k of 1 leaves one token); draws with
+// edits outside their list are refused before the step runs.
+TEST(Executor, RunSampleDrawsEachRowAsDrawRow) {
+  ir::Builder b("rows");
+  V tok = b.slot(ir::Slot::kToken, DType::kI32, {6});
+  b.output("logits", b.reshape(b.cast(tok, DType::kF32) * -1.0, {2, 3}));
+  ThreadPool pool(1);
+  exec::StateStore state;
+  auto ex = testing::must(exec::cpu::CpuExecutor::create(
+      testing::must(plan::make_plan(testing::must(b.finish()), plan::cpu_caps(1))), state, pool));
+  EXPECT_FALSE(ex->samples_on_device());
+  const exec::SlotValues slots{{ir::Slot::kToken, {4, 2, 2, 7, 9, 1}}};
+  exec::StepDraws draws;
+  draws.edits = {{.token = 0, .ops = exec::LogitEdit::kAddBias, .bias = 5.0f}};
+  draws.rows = {{.edits = 1}, {.temperature = 2.0f, .top_k = 1, .uniform = 0.9f}};
+  const std::span<const int32_t> ids = testing::must(ex->run_sample(slots, "logits", 3, draws));
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.end()), (std::vector<int32_t>{0, 2}));
+  draws.rows[1].edits = 1;  // edits [0, 1) for row 0, [0, 1) for row 1: fine; [1, 2): not
+  draws.rows[1].first_edit = 1;
+  EXPECT_FALSE(ex->run_sample(slots, "logits", 3, draws).ok());
+  EXPECT_FALSE(ex->run_sample(slots, "logits", 4, {}).ok());
+}
+
 TEST(Executor, UnboundOrMisshapedSlotsAreRefused) {
   ir::Builder b("slots");
   V tok = b.slot(ir::Slot::kToken, DType::kI32, {2});

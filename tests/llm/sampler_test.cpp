@@ -150,5 +150,67 @@ TEST(Sampler, TokenLogprobsAreTheLogSoftmaxOfTheRawLogits) {
   EXPECT_EQ(llm::token_logprobs(kLogits, 0, 100).top.size(), kLogits.size());
 }
 
+// The device draw (exec/row_draw.h) from a Sampler: its edits are the sampler's bias and
+// penalties (greedy through them gives sample()'s token), its uniforms are seeded like the
+// sampler's own draws, and its draws follow the same softmax.
+exec::StepDraws device_draws(Sampler& s, const std::vector<int32_t>& history, size_t n_prompt) {
+  exec::StepDraws d;
+  d.rows.push_back(s.device_draw(history, n_prompt, kLogits.size(), d.edits));
+  return d;
+}
+
+TEST(Sampler, DeviceDrawEditsAreTheBiasAndPenalties) {
+  std::mt19937_64 rng(testing::test_seed());
+  for (int trial = 0; trial < 300; ++trial) {
+    SamplerConfig cfg{.repeat_penalty = 1.0 + static_cast<double>(rng() % 3) * 0.4,
+                      .repeat_last_n = static_cast<int>(rng() % 4),
+                      .presence_penalty = static_cast<double>(rng() % 3) * 0.3,
+                      .frequency_penalty = static_cast<double>(rng() % 3) * 0.07};
+    for (int b = static_cast<int>(rng() % 3); b > 0; --b) {
+      cfg.logit_bias.emplace_back(static_cast<int32_t>(rng() % 8) - 1, static_cast<float>(rng() % 7) - 3.0f);
+    }
+    std::vector<int32_t> history(rng() % 6);
+    for (int32_t& t : history) t = static_cast<int32_t>(rng() % kLogits.size());
+    const size_t n_prompt = history.empty() ? 0 : rng() % history.size();
+    Sampler host(cfg), device(cfg);
+    const exec::StepDraws d = device_draws(device, history, n_prompt);
+    std::vector<int32_t> ids;
+    ASSERT_TRUE(exec::draw_rows(kLogits, static_cast<int64_t>(kLogits.size()), d, ids).ok());
+    ASSERT_EQ(ids[0], host.sample(kLogits, history, n_prompt)) << "trial " << trial;
+  }
+}
+
+TEST(Sampler, DeviceDrawUniformsAreSeededAndGreedyTakesNone) {
+  const auto uniforms = [](SamplerConfig cfg) {
+    Sampler s(cfg);
+    std::vector<float> u;
+    for (int i = 0; i < 64; ++i) u.push_back(device_draws(s, {}, 0).rows[0].uniform);
+    return u;
+  };
+  const std::vector<float> a = uniforms({.temperature = 1.0, .seed = 7});
+  EXPECT_EQ(a, uniforms({.temperature = 1.0, .seed = 7}));
+  EXPECT_NE(a, uniforms({.temperature = 1.0, .seed = 8}));
+  for (float u : a) EXPECT_TRUE(u >= 0.0f && u < 1.0f) << u;
+  EXPECT_EQ(uniforms({.seed = 7}), std::vector<float>(64, 0.0f));
+}
+
+TEST(Sampler, DeviceDrawsFollowTheTemperatureSoftmax) {
+  const double t = 0.7;
+  double z = 0;
+  for (float l : kLogits) z += std::exp(l / t);
+  Sampler s({.temperature = t, .seed = 12345});
+  const int n = 20000;
+  std::map<int32_t, int> c;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(exec::draw_rows(kLogits, static_cast<int64_t>(kLogits.size()), device_draws(s, {}, 0), ids).ok());
+    ++c[ids[0]];
+  }
+  for (int32_t tok = 0; tok < static_cast<int32_t>(kLogits.size()); ++tok) {
+    const double p = std::exp(kLogits[static_cast<size_t>(tok)] / t) / z;
+    EXPECT_NEAR(static_cast<double>(c[tok]) / n, p, 4 * std::sqrt(p * (1 - p) / n) + 1e-3) << "token " << tok;
+  }
+}
+
 }  // namespace
 }  // namespace kvf

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """`kvforge serve --device cuda`: the greedy completion equals `kvforge generate` on the CPU,
-16 concurrent streams all finish with [DONE] and their usage, and /metrics counts them.
+a sampled completion (drawn on the GPU) is the same for the same seed, and with top_k 1 it
+is the greedy one; 16 concurrent streams all finish with [DONE] and their usage, and
+/metrics counts them.
 Exits 77 (skip) when there is no usable GPU, unless KVF_REQUIRE_GPU=1 or KVF_REQUIRE_MODELS=1.
     cuda_serve.py KVFORGE MODEL
 """
@@ -25,6 +27,11 @@ def stream(base, prompt, out, k):
     out[k] = (lines[-1] == "data: [DONE]", usage[0]["completion_tokens"] if usage else None, text)
 
 
+def sampled_completion(base, prompt, seed, top_k):
+    body = {"prompt": prompt, "max_tokens": N, "temperature": 1.0, "top_k": top_k, "seed": seed}
+    return json.load(serve_process.post(base, "/v1/completions", body))["choices"][0]["text"]
+
+
 def main():
     kvforge, model = sys.argv[1], sys.argv[2]
     with serve_process.serving(kvforge, "-m", model, "--device", "cuda", stop_timeout=60) as (base, log):
@@ -42,6 +49,14 @@ def main():
         print("cpu generate:", repr(cpu))
         if served != cpu:
             sys.exit("FAIL: the GPU server's greedy completion differs from the CPU's")
+        sampled = [sampled_completion(base, PROMPT, seed, top_k) for seed, top_k in ((5, 0), (5, 0), (6, 0), (5, 1))]
+        print("cuda sampled (seeds 5, 5, 6; top_k 1):", [repr(t) for t in sampled])
+        if sampled[0] != sampled[1]:
+            sys.exit("FAIL: the same seed gave two completions")
+        if sampled[3] != served:
+            sys.exit("FAIL: top_k 1 at temperature 1 is not the greedy completion")
+        if len({sampled[0], sampled[2], served}) < 2:
+            sys.exit("FAIL: sampling at temperature 1 gives the greedy text for every seed")
         prompts = [f"{w} the LORD" for w in ("And", "For", "But", "Then")] * (STREAMS // 4)
         out = [None] * STREAMS
         threads = [threading.Thread(target=stream, args=(base, p, out, k)) for k, p in enumerate(prompts)]

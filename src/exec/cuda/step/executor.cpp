@@ -1117,30 +1117,62 @@ Status CudaExecutor::read_faults() {
   return Error(fault_code(*f), fault_text(*f)).context(plan_.graph.name, " eqn ", f->eqn);
 }
 
-Status CudaExecutor::run(const SlotValues& slots) { return run_step(slots, nullptr, 0); }
+Status CudaExecutor::run(const SlotValues& slots) { return run_step(slots, nullptr); }
 
-// The ids go back instead of the rows: [rows] i32 against [rows, row] f32 (a 64-row batch's
-// logits are 8 MB a step, its ids 256 bytes), and no host scan of the rows.
-Result<std::span<const int32_t>> CudaExecutor::run_argmax(const SlotValues& slots, const std::string& name, int64_t row) {
+Result<int64_t> CudaExecutor::ids_rows(const std::string& name, int64_t row) {
   auto it = outputs_.find(name);
   if (it == outputs_.end() || row < 1 || it->second.device.numel % row != 0) {
     return invalid_input("exec/cuda: output '", name, "' is not rows of ", row);
   }
   const int64_t rows = it->second.device.numel / row;
-  if (argmax_device_.bytes() < rows * 4) {
+  if (ids_device_.bytes() < rows * 4) {
     Result<void*> d = device_.allocate_zeroed(rows * 4);
-    if (!d) return d.take_error().context("greedy ids");
-    argmax_device_ = Buffer(&device_, *d, rows * 4);
+    if (!d) return d.take_error().context("token ids");
+    ids_device_ = Buffer(&device_, *d, rows * 4);
     Result<void*> h = pinned_memory().allocate_zeroed(rows * 4);
-    if (!h) return h.take_error().context("greedy ids");
-    argmax_host_ = Buffer(&pinned_memory(), *h, rows * 4);
+    if (!h) return h.take_error().context("token ids");
+    ids_host_ = Buffer(&pinned_memory(), *h, rows * 4);
   }
-  Status s = run_step(slots, &name, row);
-  if (!s) return s.take_error();
-  return std::span<const int32_t>(static_cast<const int32_t*>(argmax_host_.data()), static_cast<size_t>(rows));
+  return rows;
 }
 
-Status CudaExecutor::run_step(const SlotValues& slots, const std::string* argmax_of, int64_t row) {
+// The ids go back instead of the rows: [rows] i32 against [rows, row] f32 (a 64-row batch's
+// logits are 8 MB a step, its ids 256 bytes), and no host scan of the rows.
+Result<std::span<const int32_t>> CudaExecutor::run_argmax(const SlotValues& slots, const std::string& name, int64_t row) {
+  Result<int64_t> rows = ids_rows(name, row);
+  if (!rows) return rows.take_error();
+  const IdsOf ids{name, row, *rows, false};
+  Status s = run_step(slots, &ids);
+  if (!s) return s.take_error();
+  return std::span<const int32_t>(static_cast<const int32_t*>(ids_host_.data()), static_cast<size_t>(*rows));
+}
+
+// Only the draws go up (a few dozen bytes a row, and the edits of the rows that have any).
+Result<std::span<const int32_t>> CudaExecutor::run_sample(const SlotValues& slots, const std::string& name, int64_t row,
+                                                          const StepDraws& draws) {
+  Result<int64_t> rows = ids_rows(name, row);
+  if (!rows) return rows.take_error();
+  Status s = check_draws(draws, *rows);
+  const auto grow = [&](Buffer& b, int64_t bytes, const char* what) -> Status {
+    if (b.bytes() >= bytes) return {};
+    Result<void*> d = device_.allocate_zeroed(bytes);
+    if (!d) return d.take_error().context(what);
+    b = Buffer(&device_, *d, bytes);
+    return {};
+  };
+  const auto n = static_cast<int64_t>(draws.rows.size());
+  const auto edit_bytes = static_cast<int64_t>(draws.edits.size() * sizeof(LogitEdit));
+  if (s) s = grow(draws_device_, std::max<int64_t>(n, 1) * static_cast<int64_t>(sizeof(RowDraw)), "row draws");
+  if (s) s = grow(edits_device_, std::max<int64_t>(edit_bytes, 1), "logit edits");
+  if (s) s = device_.copy_to_device(draws_device_.data(), draws.rows.data(), n * static_cast<int64_t>(sizeof(RowDraw)));
+  if (s) s = device_.copy_to_device(edits_device_.data(), draws.edits.data(), edit_bytes);
+  const IdsOf ids{name, row, n, true};
+  if (s) s = run_step(slots, &ids);
+  if (!s) return s.take_error();
+  return std::span<const int32_t>(static_cast<const int32_t*>(ids_host_.data()), static_cast<size_t>(n));
+}
+
+Status CudaExecutor::run_step(const SlotValues& slots, const IdsOf* ids) {
   Status checked = check_slots(plan_.graph, slots);  // every slot checked before any is copied in
   if (!checked) return checked;
   Status s = device_.clear_fault();
@@ -1159,11 +1191,17 @@ Status CudaExecutor::run_step(const SlotValues& slots, const std::string* argmax
   s = run_body();
   if (!s) return s;
   for (auto& [name, copy] : outputs_) {
-    if (argmax_of != nullptr && name == *argmax_of) {
+    if (ids != nullptr && name == ids->name) {
       const Launch l{device_.stream(), device_.fault(), -1, tc_};
-      const int64_t rows = copy.device.numel / row;
-      row_argmax(static_cast<const float*>(copy.device.data), rows, row, static_cast<int32_t*>(argmax_device_.data()), l);
-      s = device_.copy_to_host(argmax_host_.data(), argmax_device_.data(), rows * 4);
+      auto* x = static_cast<float*>(copy.device.data);
+      auto* out = static_cast<int32_t*>(ids_device_.data());
+      if (ids->drawn) {
+        draw_tokens(x, ids->rows, ids->row, static_cast<const RowDraw*>(draws_device_.data()),
+                    static_cast<const LogitEdit*>(edits_device_.data()), out, l);
+      } else {
+        row_argmax(x, ids->rows, ids->row, out, l);
+      }
+      s = device_.copy_to_host(ids_host_.data(), out, ids->rows * 4);
     } else {
       s = device_.copy_to_host(copy.host.data(), copy.device.data, copy.host.bytes());
     }

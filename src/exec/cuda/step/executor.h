@@ -29,6 +29,9 @@ class CudaExecutor final : public Executor {
   Status run(const SlotValues& slots) override;
   std::span<const float> output(const std::string& name) const override;
   Result<std::span<const int32_t>> run_argmax(const SlotValues& slots, const std::string& name, int64_t row) override;
+  bool samples_on_device() const override { return true; }
+  Result<std::span<const int32_t>> run_sample(const SlotValues& slots, const std::string& name, int64_t row,
+                                              const StepDraws& draws) override;
 
  private:
   struct Ref {
@@ -57,10 +60,20 @@ class CudaExecutor final : public Executor {
     const void* const* experts = nullptr;  // Moe: a device table of every expert's gate, up, down weights
   };
 
+  // Tokens in place of an output's rows of `row`: greedy (row_argmax), or drawn by the
+  // draws already in draws_device_ (draw_tokens) for the first `rows` rows.
+  struct IdsOf {
+    const std::string& name;
+    int64_t row = 0;
+    int64_t rows = 0;
+    bool drawn = false;
+  };
+
   CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
-  // run(), or with argmax_of the row_argmax of that output's rows of `row` in argmax_host_
-  // instead of the output itself.
-  Status run_step(const SlotValues& slots, const std::string* argmax_of, int64_t row);
+  // run(), or with `ids` the tokens of that output in ids_host_ instead of the output itself.
+  Status run_step(const SlotValues& slots, const IdsOf* ids);
+  // The rows of `row` of output `name`, with room for that many ids on the device and host.
+  Result<int64_t> ids_rows(const std::string& name, int64_t row);
   Status bind_values();
   Status bind_ops();
   Status check(size_t eqn) const;
@@ -104,7 +117,8 @@ class CudaExecutor final : public Executor {
     Buffer host;  // pinned_memory(): the copy back runs at the link's speed
   };
   std::map<std::string, HostCopy> outputs_;             // the f32 outputs, copied back each run
-  Buffer argmax_device_, argmax_host_;  // run_argmax's ids on the device, and their pinned copy
+  Buffer ids_device_, ids_host_;  // run_argmax's or run_sample's ids on the device, and their pinned copy
+  Buffer draws_device_, edits_device_;  // run_sample's draws and their logit edits
   std::vector<std::vector<uint8_t>> witnesses_;        // host copies of the validation witnesses
   void* body_graph_ = nullptr;   // the body captured once (a cudaGraphExec_t), replayed per run
 };

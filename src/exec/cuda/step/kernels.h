@@ -11,6 +11,11 @@
 
 #include "core/dtype.h"
 
+namespace kvf::exec {
+struct RowDraw;  // exec/row_draw.h
+struct LogitEdit;
+}  // namespace kvf::exec
+
 namespace kvf::exec::cuda::step {
 
 inline constexpr int kMaxRank = 8;
@@ -162,6 +167,11 @@ void softmax(const float* x, float* out, int64_t rows, int64_t d, const Launch& 
 // out[r] = exec::row_argmax of row r of x [rows, d]: the first largest value, a NaN never
 // winning except at 0 (d < 2^31).
 void row_argmax(const float* x, int64_t rows, int64_t d, int32_t* out, const Launch& l);
+// out[r] = the token draws[r] draws from row r of logits [rows, d] (exec/row_draw.h: the
+// meaning, and the host's draw_row it matches), the row's edits applied to it in place
+// first; `edits` is the step's edit list the draws index. One block a row (d < 2^31).
+void draw_tokens(float* logits, int64_t rows, int64_t d, const RowDraw* draws, const LogitEdit* edits, int32_t* out,
+                 const Launch& l);
 
 // ---- matrix products (linear.cu, tensor_cores.cu) ----
 // out [m, n] = x [m, k] . w[n, k]^T (+ bias [n]); w in its stored dtype (f32/f16/bf16/q8_0/q4_0).

@@ -2,6 +2,7 @@
 // reduction (f32 sums accumulate in f32 per thread, then in a fixed tree: deterministic).
 #include <cfloat>
 
+#include "exec/cuda/step/block_argmax.cuh"
 #include "exec/cuda/step/launch.cuh"
 
 namespace kvf::exec::cuda::step {
@@ -128,30 +129,10 @@ __global__ void softmax_kernel(const float* x, float* out, int64_t d) {
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) o[c] = expf(xr[c] - m) * inv;
 }
 
-// One block a row: each thread keeps the first largest of its elements (NaN never larger,
-// ties to the lower index), the block keeps the first largest of those; a NaN at 0 wins.
+// One block a row (block_argmax.cuh).
 __global__ void row_argmax_kernel(const float* x, int64_t d, int32_t* out) {
-  __shared__ float best_v[kRowThreads / 32];
-  __shared__ int32_t best_i[kRowThreads / 32];
-  const float* xr = x + blockIdx.x * d;
-  float v = -INFINITY;
-  int32_t at = INT32_MAX;
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
-    const float y = xr[c];
-    if (y > v || (y == v && c < at)) v = y, at = static_cast<int32_t>(c);
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float y = __shfl_xor_sync(0xffffffffu, v, o);
-    const int32_t j = __shfl_xor_sync(0xffffffffu, at, o);
-    if (y > v || (y == v && j < at)) v = y, at = j;
-  }
-  if (threadIdx.x % 32 == 0) best_v[threadIdx.x / 32] = v, best_i[threadIdx.x / 32] = at;
-  __syncthreads();
-  if (threadIdx.x != 0) return;  // thread 0 holds warp 0's best
-  for (int w = 1; w < kRowThreads / 32; ++w) {
-    if (best_v[w] > v || (best_v[w] == v && best_i[w] < at)) v = best_v[w], at = best_i[w];
-  }
-  out[blockIdx.x] = (xr[0] != xr[0] || at == INT32_MAX) ? 0 : at;  // a NaN at 0, or every value NaN
+  const int32_t at = block_argmax<kRowThreads>(x + blockIdx.x * d, d);
+  if (threadIdx.x == 0) out[blockIdx.x] = at;
 }
 
 }  // namespace
