@@ -122,7 +122,8 @@ TEST(GpuRowDraw, SampledRowsMatchTheHostDraw) {
   const std::vector<RowDraw> settings{{.temperature = 1.0f},
                                       {.temperature = 0.7f, .top_k = 40},
                                       {.temperature = 1.0f, .top_k = 5000},
-                                      {.temperature = 1.3f, .top_p = 0.9f},
+                                      {.temperature = 1.3f, .top_p = 0.9f},  // flat: the cut past 1024 candidates
+                                      {.temperature = 0.4f, .top_p = 0.95f},  // peaked: within the best 1024
                                       {.temperature = 0.9f, .min_p = 0.05f},
                                       {.temperature = 0.8f, .top_k = 50, .top_p = 0.8f, .min_p = 0.02f}};
   int cases = 0, differ = 0;

@@ -16,6 +16,7 @@ namespace {
 constexpr int kDrawThreads = 512;
 constexpr int kDrawWarps = kDrawThreads / 32;
 constexpr unsigned kFull = 0xffffffffu;
+constexpr uint32_t kTopPPool = 1024;  // candidates a top-p cut is first looked for among
 using u64 = unsigned long long;
 
 // Larger logit, larger key (a float's bits made monotone); 0 for NaN, which is never a
@@ -136,8 +137,10 @@ __device__ void pick_bucket(DrawShared& sh, bool by_mass, u64 target, uint32_t c
 }
 
 // The shortest prefix of the candidates in order whose count (by_mass: weight) reaches
-// target (at least 1, and at most what the row holds).
-__device__ Cut select(const float* x, int64_t d, float top, float inv_t, bool by_mass, u64 target, DrawShared& sh) {
+// target (at least 1, and at most what the row holds). Only keys of at least floor_key take
+// part: they must be a prefix of the order that reaches the target.
+__device__ Cut select(const float* x, int64_t d, float top, float inv_t, bool by_mass, u64 target, uint32_t floor_key,
+                      DrawShared& sh) {
   uint32_t prefix = 0, mask = 0, count_before = 0;
   u64 mass_before = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
@@ -148,7 +151,7 @@ __device__ Cut select(const float* x, int64_t d, float top, float inv_t, bool by
       const int64_t i = base + threadIdx.x;
       const float l = i < d ? x[i] : __int_as_float(0x7fc00000);  // past the row: NaN, no candidate
       const uint32_t k = order_key(l);
-      const bool in = k != 0 && (k & mask) == prefix;
+      const bool in = k != 0 && k >= floor_key && (k & mask) == prefix;
       const uint32_t bucket = in ? (k >> shift) & 255u : 256u;
       const unsigned peers = __match_any_sync(kFull, bucket);
       if (in && static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1) atomicAdd(&sh.count[bucket], __popc(peers));
@@ -251,13 +254,22 @@ __global__ void __launch_bounds__(kDrawThreads)
   Cut cut;  // keeps every candidate
   if (dr.top_k > 0 && static_cast<uint32_t>(dr.top_k) < keep) {
     keep = static_cast<uint32_t>(dr.top_k);
-    cut = select(x, d, m, inv_t, false, keep, sh);
+    cut = select(x, d, m, inv_t, false, keep, 0, sh);
   }
   if (dr.top_p < 1) {
     const u64 z = kept_weight(x, d, m, inv_t, cut, sh);
     const double want = ceil(static_cast<double>(dr.top_p) * static_cast<double>(z));
     const u64 target = want < 1 ? 1 : static_cast<u64>(want);
-    const Cut p = select(x, d, m, inv_t, true, target, sh);
+    // The weight histograms take one shared-memory atomic a candidate, on a few hot buckets:
+    // they see only the top-k prefix, or the kTopPPool best when those reach the target (a
+    // peaked row's usually do), not the whole vocabulary.
+    uint32_t floor_key = cut.key;
+    if (floor_key == 0 && valid > kTopPPool) {
+      const Cut pool = select(x, d, m, inv_t, false, kTopPPool, 0, sh);
+      const Cut all_ties{pool.key, pool.tie_total, pool.tie_total, pool.before};
+      if (kept_weight(x, d, m, inv_t, all_ties, sh) >= target) floor_key = pool.key;
+    }
+    const Cut p = select(x, d, m, inv_t, true, target, floor_key, sh);
     if (p.before + p.ties < keep) keep = p.before + p.ties, cut = p;
   }
   if (dr.min_p > 0) {
@@ -267,7 +279,7 @@ __global__ void __launch_bounds__(kDrawThreads)
       n += static_cast<double>(draw_weight(x[i], m, inv_t)) >= floor_w ? 1u : 0u;
     }
     n = max(block_sum(n, sh.part32), 1u);
-    if (n < keep) keep = n, cut = select(x, d, m, inv_t, false, keep, sh);
+    if (n < keep) keep = n, cut = select(x, d, m, inv_t, false, keep, 0, sh);
   }
   draw_kept(x, d, m, inv_t, cut, dr.uniform, sh, out + blockIdx.x);
 }
