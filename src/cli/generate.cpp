@@ -99,15 +99,26 @@ Status run(const GenerateOptions& o) {
   }
 
   std::vector<int32_t> history = *prompt, generated;
+  // The token after `in`: drawn on the GPU, where only its id comes back, or sampled here.
+  auto next_after = [&](const std::vector<int32_t>& in) -> Result<int32_t> {
+    if (gen.samples_on_device()) {
+      exec::StepDraws d;
+      d.rows.push_back(sampler.device_draw(history, history.size(), static_cast<size_t>(gen.vocab()), d.edits));
+      return gen.step_draw(in, d);
+    }
+    Result<std::vector<float>> logits = gen.step(in);
+    if (!logits) return logits.take_error();
+    return sampler.sample(last_row(*logits, gen.vocab()), history);
+  };
   auto t0 = Clock::now();
-  Result<std::vector<float>> logits = gen.step(*prompt);
-  if (!logits) return logits.take_error().context("prefill");
+  Result<int32_t> token = next_after(*prompt);
+  if (!token) return token.take_error().context("prefill");
   const double prefill_ms = ms_since(t0);
   if (!o.json) std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
   std::string stop = "length";
   t0 = Clock::now();
   for (int64_t i = 0; i < o.n; ++i) {
-    const int32_t next = sampler.sample(last_row(*logits, gen.vocab()), history);
+    const int32_t next = *token;
     if (next == m->config.eos) {
       stop = "eos";
       break;
@@ -121,9 +132,9 @@ Status run(const GenerateOptions& o) {
     }
     if (i + 1 == o.n) break;
     cycles.begin();
-    logits = gen.step({next});
+    token = next_after({next});
     cycles.end();
-    if (!logits) return logits.take_error().context("decode step ", i);
+    if (!token) return token.take_error().context("decode step ", i);
   }
   const double decode_ms = ms_since(t0);
   const double per_token = generated.empty() ? 0 : decode_ms / static_cast<double>(generated.size());

@@ -53,7 +53,7 @@ models::StepSpec Generator::spec_for(int64_t n_tokens) const {
 
 Status Generator::prepare_decode() { return runner_.prepare(spec_for(1)); }
 
-Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
+Result<Generator::StepInput> Generator::input(const std::vector<int32_t>& tokens) const {
   const auto n = static_cast<int64_t>(tokens.size());
   if (n == 0) return invalid_input("generator: a step needs at least one token");
   if (pos_ + n > capacity_) {
@@ -66,13 +66,30 @@ Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
   }
   std::vector<int32_t> pos(tokens.size());
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(pos_ + static_cast<int64_t>(i));
-  const models::StepSpec spec = spec_for(n);
-  exec::SlotValues slots{{ir::Slot::kToken, tokens}, {ir::Slot::kPos, pos}};
-  if (spec.lora != nullptr) slots[ir::Slot::kAdapter] = std::vector<int32_t>(tokens.size(), opts_.adapter);
-  Result<std::span<const float>> logits = runner_.run(spec, slots);
+  StepInput in{spec_for(n), {{ir::Slot::kToken, tokens}, {ir::Slot::kPos, pos}}};
+  if (in.spec.lora != nullptr) in.slots[ir::Slot::kAdapter] = std::vector<int32_t>(tokens.size(), opts_.adapter);
+  return in;
+}
+
+Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
+  Result<StepInput> in = input(tokens);
+  if (!in) return in.take_error();
+  Result<std::span<const float>> logits = runner_.run(in->spec, in->slots);
   if (!logits) return logits.take_error();
-  pos_ += n;
+  pos_ += static_cast<int64_t>(tokens.size());
   return std::vector<float>(logits->begin(), logits->end());
+}
+
+Result<int32_t> Generator::step_draw(const std::vector<int32_t>& tokens, const exec::StepDraws& draws) {
+  if (!opts_.last_logits || draws.rows.size() != 1) {
+    return invalid_input("generator: a drawn step needs last_logits and one draw (", draws.rows.size(), " given)");
+  }
+  Result<StepInput> in = input(tokens);
+  if (!in) return in.take_error();
+  Result<std::span<const int32_t>> ids = runner_.run_sample(in->spec, in->slots, draws);
+  if (!ids) return ids.take_error();
+  pos_ += static_cast<int64_t>(tokens.size());
+  return (*ids)[0];
 }
 
 }  // namespace kvf::llm

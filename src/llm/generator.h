@@ -35,6 +35,11 @@ class Generator {
   // row-major [tokens.size(), vocab] (of the last one only with last_logits).
   // Refuses (kCapacity) a step past the cache.
   Result<std::vector<float>> step(const std::vector<int32_t>& tokens);
+  // The same step (with last_logits), drawing the next token by `draws` (one row,
+  // exec/row_draw.h) where the logits are: from a GPU only the id comes back.
+  Result<int32_t> step_draw(const std::vector<int32_t>& tokens, const exec::StepDraws& draws);
+  // Whether step_draw draws on a device (else on the host, from the logits).
+  bool samples_on_device() const { return runner_.samples_on_device(); }
   // Binds the one-token (decode) step now: a placement refusal comes before the prefill.
   Status prepare_decode();
 
@@ -53,7 +58,12 @@ class Generator {
   Status seek(int64_t pos);
 
  private:
+  struct StepInput {
+    models::StepSpec spec;
+    exec::SlotValues slots;
+  };
   models::StepSpec spec_for(int64_t n_tokens) const;
+  Result<StepInput> input(const std::vector<int32_t>& tokens) const;  // checked tokens, their slots
 
   const models::Model& model_;
   int64_t capacity_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda/gpu_testing.h"
+#include "drawn_steps.h"
 #include "exec/cuda/step/device.h"
 #include "exec/cuda/step/kernels.h"
 #include "exec/row_argmax.h"
@@ -169,6 +170,15 @@ TEST(GpuDriver, SampledRequestsAreSeededAndEqualEachRequestAlone) {
     EXPECT_EQ(a.at(r.id).ids, b.at(r.id).ids) << r.id;
     EXPECT_EQ(a.at(r.id).ids, testing::solo(m, r, 64, llm::ExecutorKind::kCuda)) << r.id;
   }
+}
+
+// `generate --device cuda`: a generator's drawn step draws on the GPU what draw_row draws from
+// the logits of the same step on a twin generator (the same weights, the same kernels).
+TEST(GpuGenerator, DrawnStepsAreTheHostDrawOfTheSameLogits) {
+  KVF_NEED_GPU();
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  ASSERT_TRUE(llm::Generator(m, 64, {.executor = llm::ExecutorKind::kCuda}).samples_on_device());
+  testing::expect_drawn_steps_match(m, {.executor = llm::ExecutorKind::kCuda}, 16);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "drawn_steps.h"
 #include "llm/sampler.h"
 #include "testing.h"
 
@@ -209,6 +210,20 @@ TEST(Sampler, DeviceDrawsFollowTheTemperatureSoftmax) {
   for (int32_t tok = 0; tok < static_cast<int32_t>(kLogits.size()); ++tok) {
     const double p = std::exp(kLogits[static_cast<size_t>(tok)] / t) / z;
     EXPECT_NEAR(static_cast<double>(c[tok]) / n, p, 4 * std::sqrt(p * (1 - p) / n) + 1e-3) << "token " << tok;
+  }
+}
+
+// A generator's drawn step on a host executor is draw_row of the logits its plain step gives
+// (the CPU and the oracle draw on the host; a GPU draws where the logits are).
+TEST(Sampler, GeneratorDrawnStepsDrawFromTheStepsLogits) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  for (const llm::ExecutorKind kind : {llm::ExecutorKind::kCpu, llm::ExecutorKind::kOracle}) {
+    EXPECT_FALSE(llm::Generator(m, 64, {.executor = kind}).samples_on_device());
+    testing::expect_drawn_steps_match(m, {.executor = kind, .threads = 2}, 12);
+    llm::Generator wide(m, 64, {.executor = kind});  // without last_logits: refused
+    exec::StepDraws one;
+    one.rows.push_back({});
+    EXPECT_FALSE(wide.step_draw({1, 2}, one).ok());
   }
 }
 
