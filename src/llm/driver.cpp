@@ -44,7 +44,8 @@ int32_t Driver::Sequence::token_at(int64_t i) const {
   return i < np ? prompt[static_cast<size_t>(i)] : generated[static_cast<size_t>(i - np)];
 }
 
-std::vector<int32_t> Driver::Sequence::history() const {
+std::vector<int32_t> Driver::Sequence::history_read() const {
+  if (!sampler.reads_history()) return {};  // a copy of a 32k-token history per row and step, for nothing
   std::vector<int32_t> h = prompt;
   h.insert(h.end(), generated.begin(), generated.end());
   return h;
@@ -256,7 +257,7 @@ exec::StepDraws Driver::draws_of(const std::vector<RowRequest>& rows) {
   for (const RowRequest& r : rows) {
     Sequence& q = *seqs_.at(r.seq);
     const auto vocab = static_cast<size_t>(model_.config.vocab);
-    d.rows.push_back(q.samples_after(r.tokens) ? q.sampler.device_draw(q.history(), q.prompt.size(), vocab, d.edits)
+    d.rows.push_back(q.samples_after(r.tokens) ? q.sampler.device_draw(q.history_read(), q.prompt.size(), vocab, d.edits)
                                                : exec::RowDraw{});
   }
   return d;
@@ -329,10 +330,10 @@ Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows)
       if (opts_.return_logits) res.logits.assign(row_logits.begin(), row_logits.end());
       if (samples && draws_on_device(q)) {
         std::vector<exec::LogitEdit> edits;
-        const exec::RowDraw d = q.sampler.device_draw(q.history(), q.prompt.size(), static_cast<size_t>(vocab), edits);
+        const exec::RowDraw d = q.sampler.device_draw(q.history_read(), q.prompt.size(), static_cast<size_t>(vocab), edits);
         res.token = exec::draw_row(row_logits, d, edits);
       } else if (samples) {
-        res.token = q.sampler.sample(row_logits, q.history(), q.prompt.size());
+        res.token = q.sampler.sample(row_logits, q.history_read(), q.prompt.size());
         const int top = q.sampler.config().logprobs;
         if (top >= 0) res.logprobs = token_logprobs(row_logits, *res.token, top);
       }

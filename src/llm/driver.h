@@ -159,7 +159,8 @@ class Driver {
     int32_t adapter = 0;
     int64_t known() const { return static_cast<int64_t>(prompt.size() + generated.size()); }
     int32_t token_at(int64_t i) const;
-    std::vector<int32_t> history() const;  // the prompt, then the generated tokens
+    // The prompt, then the generated tokens, when the sampler reads them (else empty).
+    std::vector<int32_t> history_read() const;
     // Whether computing `tokens` more reaches the last known token: the step samples the next.
     bool samples_after(int64_t tokens) const { return computed + tokens == known() && !finished; }
   };

@@ -31,10 +31,7 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int t
   return out;
 }
 
-bool Sampler::adjusts() const {
-  return !cfg_.logit_bias.empty() || (cfg_.repeat_penalty != 1.0 && cfg_.repeat_last_n > 0) ||
-         cfg_.presence_penalty != 0.0 || cfg_.frequency_penalty != 0.0;
-}
+bool Sampler::adjusts() const { return !cfg_.logit_bias.empty() || reads_history(); }
 
 std::vector<exec::LogitEdit> Sampler::logit_edits(std::span<const int32_t> history, size_t n_prompt,
                                                   size_t vocab) const {

@@ -59,6 +59,11 @@ class Sampler {
 
   // The token is the logits' row_argmax and nothing else of them is read (no logprobs).
   bool plain_greedy() const { return cfg_.temperature <= 0 && !adjusts() && cfg_.logprobs < 0; }
+  // Whether a penalty reads the history (else any history, even none, gives the same token).
+  bool reads_history() const {
+    return (cfg_.repeat_penalty != 1.0 && cfg_.repeat_last_n > 0) || cfg_.presence_penalty != 0.0 ||
+           cfg_.frequency_penalty != 0.0;
+  }
 
  private:
   bool adjusts() const;  // a logit bias or a penalty changes the logits before the draw
