@@ -197,7 +197,9 @@ TEST(TensorParallel, RefusesWhatItCannotSplit) {
   const auto refusal = [](const auto& r) { return r.ok() ? std::string("accepted") : r.error().message(); };
   EXPECT_NE(refusal(models::tp_config(m.config, {0, 3})).find("n_heads 8 is not a multiple of 3"), std::string::npos);
   EXPECT_NE(refusal(models::tp_config(m.config, {0, 8})).find("n_kv_heads 4"), std::string::npos);
-  EXPECT_EQ(models::tp_config(m.config, {2, 2}).error().code(), ErrorCode::kInvalidInput);
+  const Result<models::ModelConfig> no_such_rank = models::tp_config(m.config, {2, 2});
+  ASSERT_FALSE(no_such_rank.ok());
+  EXPECT_EQ(no_such_rank.error().code(), ErrorCode::kInvalidInput);
   const models::ModelConfig half = testing::must(models::tp_config(m.config, {1, 2}));
   EXPECT_EQ(half.n_heads, 4);
   EXPECT_EQ(half.n_kv_heads, 2);
