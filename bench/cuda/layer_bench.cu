@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -242,11 +243,23 @@ struct Model {
     KVF_BENCH_CHECK(cudaMemcpy(attn, host.data(), kHidden * 4, cudaMemcpyHostToDevice));
     for (int i = 0; i < kHidden; ++i) host[i] = 1.0f + 0.1f * std::sin(static_cast<float>(i));
     KVF_BENCH_CHECK(cudaMemcpy(norm_w, host.data(), kHidden * 4, cudaMemcpyHostToDevice));
+    make_groups();
   }
 
-  // The step's groups over the same weights and buffers.
-  void step_kernels(cudaStream_t s) const {
-    const kvf::exec::cuda::step::Launch l{s, nullptr, 0, {}};
+  // The step's groups over the same weights and buffers (qkv, o, gate/up, down a layer),
+  // made once.
+  std::vector<std::array<LinearGroup, 4>> groups;
+
+  // x · w [n, k] added to `residual` into `out`.
+  static LinearGroup residual_group(const __half* w, int n, const float* residual, float* out) {
+    LinearGroup g;
+    g.part[0] = LinearPart{w, nullptr, n, nullptr};
+    g.residual = residual;
+    g.residual_out = out;
+    return g;
+  }
+
+  void make_groups() {
     for (const LayerWeights& L : w) {
       LinearGroup qkv_g;
       qkv_g.parts = 3;
@@ -255,10 +268,6 @@ struct Model {
       qkv_g.part[2] = LinearPart{L.qkv + size_t{kHidden + kKv} * kHidden, nullptr, kKv, qkv + kHidden + kKv};
       qkv_g.norm_w = norm_w;
       qkv_g.norm_eps = 1e-5;
-      LinearGroup o_g;
-      o_g.part[0] = LinearPart{L.o, nullptr, kHidden, nullptr};
-      o_g.residual = h;
-      o_g.residual_out = h2;
       LinearGroup gu_g;
       gu_g.parts = 2;
       gu_g.part[0] = LinearPart{L.gate_up, nullptr, kFfn, nullptr};
@@ -267,14 +276,16 @@ struct Model {
       gu_g.glu_out = gated;
       gu_g.norm_w = norm_w;
       gu_g.norm_eps = 1e-5;
-      LinearGroup down_g;
-      down_g.part[0] = LinearPart{L.down, nullptr, kHidden, nullptr};
-      down_g.residual = h2;
-      down_g.residual_out = h;
-      kvf::exec::cuda::step::linear_group(h, 1, kHidden, DType::kF16, qkv_g, l);
-      kvf::exec::cuda::step::linear_group(attn, 1, kHidden, DType::kF16, o_g, l);
-      kvf::exec::cuda::step::linear_group(h2, 1, kHidden, DType::kF16, gu_g, l);
-      kvf::exec::cuda::step::linear_group(gated, 1, kFfn, DType::kF16, down_g, l);
+      groups.push_back({qkv_g, residual_group(L.o, kHidden, h, h2), gu_g, residual_group(L.down, kHidden, h2, h)});
+    }
+  }
+
+  void step_kernels(cudaStream_t s) const {
+    const kvf::exec::cuda::step::Launch l{s, nullptr, 0, {}};
+    const float* in[4] = {h, attn, h2, gated};
+    const int64_t k[4] = {kHidden, kHidden, kHidden, kFfn};
+    for (const auto& layer : groups) {
+      for (int i = 0; i < 4; ++i) kvf::exec::cuda::step::linear_group(in[i], 1, k[i], DType::kF16, layer[i], l);
     }
   }
 
