@@ -1,17 +1,14 @@
-// One decode row through the linears of TinyLlama-1.1B's 22 layers (f16 weights, 1.9 GB:
-// nothing served from L2), two ways on the same buffers:
+// One decode row through TinyLlama-1.1B's 22 layers (f16 weights, 1.9 GB: nothing served
+// from L2; an f16 KV cache of `depth` keys a layer), three ways on the same buffers:
 //   - the step's kernels: linear_group per product (qkv under its RMSNorm, o + residual,
-//     gate/up under its RMSNorm with the SiLU gate, down + residual), 88 launches in a graph;
-//   - one persistent kernel: a block resident on every SM walks the same 88 stages, a
-//     grid-wide counter between stages in place of a kernel boundary, and before it waits on
-//     that counter each block asks L2 for the head of its slice of the next stage's weights
-//     (cp.async.bulk.prefetch.L2): the weights never depend on the activations, so the memory
-//     pipe need not drain at a dependency.
-// Prints µs per layer and the weights' TB/s for each, and the persistent kernel's largest
-// difference from the step's kernels over the final residual row (random weights and x).
-// A prototype: the step adopts the form only if it beats the separate kernels here.
+//     gate/up under its RMSNorm with the SiLU gate, down + residual), rope, the cache write
+//     and the split-KV decode attention: a graph of ~8 launches a layer;
+//   - persistent_step.cuh's one kernel, registers form and ring form (slots = consumer warps).
+// Prints µs per layer and the weights' TB/s (weights and the KV read, over the time) for each,
+// and each persistent form's largest difference from the step's kernels over the final
+// residual row (random weights, x and cache).
 //
-//   bench_cuda_layer
+//   bench_cuda_layer [depth ...]      (default: 128 32768)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -19,23 +16,25 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "event_timer.h"
+#include "exec/cuda/attention.h"
 #include "exec/cuda/step/kernels.h"
+#include "persistent_step.cuh"
 
 int bench_fill_f16(void* p, size_t n, uint64_t seed);
 
 namespace {
 
+using namespace persistent_step;
 using kvf::DType;
 using kvf::exec::cuda::step::LinearGroup;
 using kvf::exec::cuda::step::LinearPart;
-
-constexpr int kLayers = 22, kHidden = 2048, kKv = 256, kQkv = kHidden + 2 * kKv, kFfn = 5632;
-constexpr int kThreads = 512, kWarps = kThreads / 32;
-constexpr int kInFlight = 8;  // 16-byte loads of a row a lane issues before it uses any
+namespace kc = kvf::exec::cuda;
 
 template <typename T>
 T* device_array(size_t n) {
@@ -45,210 +44,84 @@ T* device_array(size_t n) {
   return static_cast<T*>(p);
 }
 
-// A layer's weights, each product one allocation: qkv [2560, 2048] (q, k, v rows in turn),
-// gate/up [2 * 5632, 2048] (gate rows, then up rows), o [2048, 2048], down [2048, 5632].
-struct LayerWeights {
-  const __half *qkv, *o, *gate_up, *down;
-};
-
-struct Args {
-  LayerWeights layer[kLayers];
-  float *h, *h2, *attn, *qkv, *gated;
-  const float* norm_w;
-  float eps;
-  unsigned* counter;
-  int prefetch_bytes;  // of a block's next slice, asked of L2 before each wait
-};
-
-// One stage: out[c] = (residual[c] +) w[c] · x' over columns c, x' = x or its RMSNorm; with
-// glu, out[c] = silu(w[c] · x') * (w[n + c] · x').
-struct Stage {
-  const __half* w;
-  int n, k;
-  const float* x;
-  bool norm, glu;
-  const float* residual;
-  float* out;
-};
-
-__device__ Stage stage_of(const Args& a, int index) {
-  const LayerWeights& L = a.layer[index / 4];
-  switch (index % 4) {
-    case 0: return {L.qkv, kQkv, kHidden, a.h, true, false, nullptr, a.qkv};
-    case 1: return {L.o, kHidden, kHidden, a.attn, false, false, a.h, a.h2};
-    case 2: return {L.gate_up, kFfn, kHidden, a.h2, true, true, nullptr, a.gated};
-    default: return {L.down, kHidden, kFfn, a.gated, false, false, a.h2, a.h};
+void check(const kvf::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.error().message().c_str());
+    std::exit(1);
   }
 }
 
-__device__ int slice_begin(int n) { return static_cast<int>(static_cast<int64_t>(n) * blockIdx.x / gridDim.x); }
-__device__ int slice_end(int n) { return static_cast<int>(static_cast<int64_t>(n) * (blockIdx.x + 1) / gridDim.x); }
-
-__device__ void prefetch_l2(const void* p, int bytes) {
-  bytes &= ~15;
-  if (bytes > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
-
-// The first `bytes` of this block's rows of stage s (split between gate and up rows).
-__device__ void prefetch_slice(const Stage& s, int bytes) {
-  if (threadIdx.x != 0 || bytes <= 0) return;
-  const int c0 = slice_begin(s.n), c1 = slice_end(s.n);
-  const int64_t have = static_cast<int64_t>(c1 - c0) * s.k * 2;
-  if (!s.glu) {
-    prefetch_l2(s.w + static_cast<int64_t>(c0) * s.k, static_cast<int>(min(have, static_cast<int64_t>(bytes))));
-    return;
-  }
-  const int half = static_cast<int>(min(have, static_cast<int64_t>(bytes / 2)));
-  prefetch_l2(s.w + static_cast<int64_t>(c0) * s.k, half);
-  prefetch_l2(s.w + static_cast<int64_t>(s.n + c0) * s.k, half);
-}
-
-// Every block arrives; thread 0 waits until all have (target = blocks x barriers so far).
-// The fence before the arrival publishes the block's stores (cumulative over the block's
-// barrier); the acquire load orders the block's later loads after everyone's.
-__device__ void grid_barrier(unsigned* counter, unsigned target) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(counter, 1u);
-    unsigned seen = 0;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-    } while (seen < target);
-  }
-  __syncthreads();
-}
-
-// xs = x, or x's RMSNorm; activations are read through L2 (__ldcg): other SMs wrote them.
-__device__ void load_x(const Stage& s, const float* norm_w, float eps, float* xs, float* red) {
-  float ss = 0;
-  for (int i = threadIdx.x; i < s.k; i += kThreads) {
-    const float v = __ldcg(s.x + i);
-    xs[i] = v;
-    ss += v * v;
-  }
-  if (!s.norm) {
-    __syncthreads();
-    return;
-  }
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
-  __syncthreads();
-  float total = 0;
-  for (int w = 0; w < kWarps; ++w) total += red[w];
-  const float inv = rsqrtf(total / static_cast<float>(s.k) + eps);
-  for (int i = threadIdx.x; i < s.k; i += kThreads) xs[i] = xs[i] * inv * norm_w[i];
-  __syncthreads();
-}
-
-// Sums of R weight rows against xs, in every lane: each lane's loads of all R rows issued
-// before any is used, kInFlight 16-byte vectors a row at a time.
-template <int R>
-__device__ void dot_rows(const __half* const (&rows)[R], const bool (&live)[R], int k, const float* xs, float (&acc)[R]) {
-  const int lane = threadIdx.x % 32, vecs = k / 8;
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0;
-  for (int v0 = 0; v0 < vecs; v0 += 32 * kInFlight) {
-    uint4 buf[R][kInFlight];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int g = 0; g < kInFlight; ++g) {
-        const int v = v0 + g * 32 + lane;
-        buf[r][g] = live[r] && v < vecs ? __ldg(reinterpret_cast<const uint4*>(rows[r]) + v) : make_uint4(0, 0, 0, 0);
-      }
-    }
-#pragma unroll
-    for (int g = 0; g < kInFlight; ++g) {
-      const int v = v0 + g * 32 + lane;
-      if (v >= vecs) break;
-      const float4 xa = *reinterpret_cast<const float4*>(xs + 8 * v), xb = *reinterpret_cast<const float4*>(xs + 8 * v + 4);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const __half2* h = reinterpret_cast<const __half2*>(&buf[r][g]);
-        const float2 w0 = __half22float2(h[0]), w1 = __half22float2(h[1]), w2 = __half22float2(h[2]),
-                     w3 = __half22float2(h[3]);
-        acc[r] += w0.x * xa.x + w0.y * xa.y + w1.x * xa.z + w1.y * xa.w + w2.x * xb.x + w2.y * xb.y + w3.x * xb.z +
-                  w3.y * xb.w;
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-  }
-}
-
-// The block's slice of a stage, two weight rows a warp at a time: two columns, or one
-// column's gate and up rows.
-__device__ void run_stage(const Stage& s, const float* xs) {
-  const int c0 = slice_begin(s.n), c1 = slice_end(s.n), warp = threadIdx.x / 32, step = s.glu ? 1 : 2;
-  for (int c = c0 + warp * step; c < c1; c += kWarps * step) {
-    const bool second = s.glu || c + 1 < c1;
-    const __half* rows[2] = {s.w + static_cast<int64_t>(c) * s.k,
-                             s.w + static_cast<int64_t>(s.glu ? s.n + c : min(c + 1, c1 - 1)) * s.k};
-    const bool live[2] = {true, second};
-    float acc[2];
-    dot_rows<2>(rows, live, s.k, xs, acc);
-    if (threadIdx.x % 32 != 0) continue;
-    if (s.glu) {
-      s.out[c] = acc[0] / (1.0f + expf(-acc[0])) * acc[1];
-      continue;
-    }
-    for (int i = 0; i < (second ? 2 : 1); ++i) {
-      s.out[c + i] = acc[i] + (s.residual != nullptr ? __ldcg(s.residual + c + i) : 0.0f);
-    }
-  }
-}
-
-__global__ void __launch_bounds__(kThreads, 1) persistent_layers(Args a) {
-  __shared__ __align__(16) float xs[kFfn];
-  __shared__ float red[kWarps];
-  const int stages = 4 * kLayers;
-  prefetch_slice(stage_of(a, 0), a.prefetch_bytes);
-  for (int i = 0; i < stages; ++i) {
-    const Stage s = stage_of(a, i);
-    load_x(s, a.norm_w, a.eps, xs, red);
-    run_stage(s, xs);
-    if (i + 1 == stages) break;
-    prefetch_slice(stage_of(a, i + 1), a.prefetch_bytes);
-    grid_barrier(a.counter, gridDim.x * static_cast<unsigned>(i + 1));
+// The new k and v of the step's qkv (k already rope'd into k_rot) rounded into the caches at pos.
+__global__ void write_kv(const float* k_rot, const float* v, __half* k_cache, __half* v_cache, int cap, int pos) {
+  for (int i = threadIdx.x; i < kKv; i += blockDim.x) {
+    const int64_t at = (static_cast<int64_t>(i / kHeadDim) * cap + pos) * kHeadDim + i % kHeadDim;
+    k_cache[at] = __float2half_rn(k_rot[i]);
+    v_cache[at] = __float2half_rn(v[i]);
   }
 }
 
 struct Model {
+  int cap = 0, pos = 0;
   std::vector<LayerWeights> w;
-  float *h, *h2, *attn, *qkv, *gated, *norm_w, *h0;
+  float *h, *h2, *attn, *qkv, *gated, *norm_w, *h0, *q_rot, *k_rot, *cos, *sin, *partial;
+  int32_t* len;
   unsigned* counter;
+  void* workspace = nullptr;
+  kc::DecodePlan decode_plan;
+  std::vector<std::array<LinearGroup, 4>> groups;
 
-  Model() {
+  explicit Model(int depth) : cap(depth + 1), pos(depth) {
     uint64_t seed = 1;
-    auto weights = [&](size_t n) {
+    auto random = [&](size_t n) {
       __half* p = device_array<__half>(n);
       KVF_BENCH_CHECK(static_cast<cudaError_t>(bench_fill_f16(p, n, seed++)));
       return p;
     };
+    const size_t cache = size_t{kKvHeads} * cap * kHeadDim;
     for (int l = 0; l < kLayers; ++l) {
-      w.push_back({weights(size_t{kQkv} * kHidden), weights(size_t{kHidden} * kHidden), weights(size_t{2} * kFfn * kHidden),
-                   weights(size_t{kHidden} * kFfn)});
+      w.push_back({random(size_t{kQkv} * kHidden), random(size_t{kHidden} * kHidden), random(size_t{2} * kFfn * kHidden),
+                   random(size_t{kHidden} * kFfn), random(cache), random(cache)});
     }
     h = device_array<float>(kHidden), h2 = device_array<float>(kHidden), attn = device_array<float>(kHidden);
     qkv = device_array<float>(kQkv), gated = device_array<float>(kFfn), norm_w = device_array<float>(kHidden);
-    h0 = device_array<float>(kHidden);
-    counter = device_array<unsigned>(1);
-    std::vector<float> host(kHidden);
-    for (int i = 0; i < kHidden; ++i) host[i] = std::sin(0.37f * static_cast<float>(i));
-    KVF_BENCH_CHECK(cudaMemcpy(h0, host.data(), kHidden * 4, cudaMemcpyHostToDevice));
-    for (int i = 0; i < kHidden; ++i) host[i] = std::cos(0.11f * static_cast<float>(i));
-    KVF_BENCH_CHECK(cudaMemcpy(attn, host.data(), kHidden * 4, cudaMemcpyHostToDevice));
-    for (int i = 0; i < kHidden; ++i) host[i] = 1.0f + 0.1f * std::sin(static_cast<float>(i));
-    KVF_BENCH_CHECK(cudaMemcpy(norm_w, host.data(), kHidden * 4, cudaMemcpyHostToDevice));
+    h0 = device_array<float>(kHidden), q_rot = device_array<float>(kHidden), k_rot = device_array<float>(kKv);
+    cos = device_array<float>(kRot), sin = device_array<float>(kRot);
+    partial = device_array<float>(size_t{kKvHeads} * ((cap + 31) / 32) * kRep * kPartial);
+    len = device_array<int32_t>(1), counter = device_array<unsigned>(1);
+    upload(h0, kHidden, [](int i) { return std::sin(0.37f * static_cast<float>(i)); });
+    upload(norm_w, kHidden, [](int i) { return 1.0f + 0.1f * std::sin(static_cast<float>(i)); });
+    upload(cos, kRot, [&](int i) { return std::cos(static_cast<float>(pos) * std::pow(10000.0f, -i / 32.0f)); });
+    upload(sin, kRot, [&](int i) { return std::sin(static_cast<float>(pos) * std::pow(10000.0f, -i / 32.0f)); });
+    const int32_t live = pos + 1;
+    KVF_BENCH_CHECK(cudaMemcpy(len, &live, 4, cudaMemcpyHostToDevice));
     make_groups();
+    kc::DecodeAttentionArgs d = decode_args(0);
+    kvf::Result<kc::DecodePlan> plan = kc::plan_decode_attention(d);
+    check(plan.ok() ? kvf::Status{} : plan.take_error());
+    decode_plan = *plan;
+    KVF_BENCH_CHECK(cudaMalloc(&workspace, std::max<size_t>(decode_plan.workspace_bytes, 16)));
+    check(kc::prepare_decode_workspace(decode_plan, workspace));
   }
 
-  // The step's groups over the same weights and buffers (qkv, o, gate/up, down a layer),
-  // made once.
-  std::vector<std::array<LinearGroup, 4>> groups;
+  template <typename F>
+  static void upload(float* dst, int n, F f) {
+    std::vector<float> host(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) host[static_cast<size_t>(i)] = f(i);
+    KVF_BENCH_CHECK(cudaMemcpy(dst, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  }
+
+  // Small scores: weights in [-1, 1) give |q|, |k| near 26, so 1/√64 would make every softmax
+  // one-hot and the comparison brittle.
+  static constexpr float kScale = 2e-4f;
+
+  kc::DecodeAttentionArgs decode_args(int layer) const {
+    kc::DecodeAttentionArgs d;
+    d.kv_type = kc::KvType::kF16;
+    d.q_heads = kHeads, d.kv_heads = kKvHeads, d.dk = d.dv = kHeadDim;
+    d.q = q_rot, d.k = w[static_cast<size_t>(layer)].k_cache, d.v = w[static_cast<size_t>(layer)].v_cache;
+    d.capacity = cap, d.lens = len, d.max_len = cap, d.scale = kScale, d.out = attn;
+    return d;
+  }
 
   // x · w [n, k] added to `residual` into `out`.
   static LinearGroup residual_group(const __half* w, int n, const float* residual, float* out) {
@@ -284,28 +157,47 @@ struct Model {
     const kvf::exec::cuda::step::Launch l{s, nullptr, 0, {}};
     const float* in[4] = {h, attn, h2, gated};
     const int64_t k[4] = {kHidden, kHidden, kHidden, kFfn};
-    for (const auto& layer : groups) {
-      for (int i = 0; i < 4; ++i) kvf::exec::cuda::step::linear_group(in[i], 1, k[i], DType::kF16, layer[i], l);
+    for (size_t layer = 0; layer < groups.size(); ++layer) {
+      kvf::exec::cuda::step::linear_group(in[0], 1, k[0], DType::kF16, groups[layer][0], l);
+      kvf::exec::cuda::step::rope({qkv, cos, sin, q_rot, kHeads, kHeadDim, 1, 1, kHeadDim, false}, l);
+      kvf::exec::cuda::step::rope({qkv + kHidden, cos, sin, k_rot, kKvHeads, kHeadDim, 1, 1, kHeadDim, false}, l);
+      write_kv<<<1, kKv, 0, s>>>(k_rot, qkv + kHidden + kKv, w[layer].k_cache, w[layer].v_cache, cap, pos);
+      check(kc::decode_attention(decode_args(static_cast<int>(layer)), decode_plan, workspace, s));
+      for (int i = 1; i < 4; ++i) kvf::exec::cuda::step::linear_group(in[i], 1, k[i], DType::kF16, groups[layer][i], l);
     }
   }
 
-  void persistent(cudaStream_t s, int blocks, int prefetch_bytes) const {
+  Args args(int chunk, int prefetch_bytes) const {
     Args a{};
     for (int l = 0; l < kLayers; ++l) a.layer[l] = w[static_cast<size_t>(l)];
-    a.h = h, a.h2 = h2, a.attn = attn, a.qkv = qkv, a.gated = gated, a.norm_w = norm_w, a.eps = 1e-5f;
+    a.h = h, a.h2 = h2, a.attn = attn, a.qkv = qkv, a.gated = gated, a.partial = partial;
+    a.norm_w = norm_w, a.eps = 1e-5f, a.cos = cos, a.sin = sin;
+    a.cap = cap, a.pos = pos, a.chunk = chunk, a.chunks = (pos + chunk) / chunk, a.scale = kScale;
     a.counter = counter, a.prefetch_bytes = prefetch_bytes;
+    return a;
+  }
+
+  // slots 0: the registers form; else the ring form with that many consumer warps.
+  void persistent(cudaStream_t s, int blocks, int chunk, int slots) const {
     KVF_BENCH_CHECK(cudaMemsetAsync(counter, 0, 4, s));
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-    cfg.blockDim = dim3(kThreads);
     cfg.stream = s;
-    KVF_BENCH_CHECK(cudaLaunchKernelEx(&cfg, persistent_layers, a));
+    if (slots == 0) {
+      cfg.blockDim = dim3(registers::kThreads);
+      KVF_BENCH_CHECK(cudaLaunchKernelEx(&cfg, registers::step, args(chunk, 32 << 10)));
+      return;
+    }
+    cfg.blockDim = dim3(ring::kConsumers + 32);
+    cfg.dynamicSmemBytes = ring::shared_bytes(slots);
+    KVF_BENCH_CHECK(cudaLaunchKernelEx(&cfg, ring::step, args(chunk, 0), slots));
   }
 
-  std::vector<float> final_h(bool persistent_form, int blocks) const {
+  // The final residual after one step (h reset first); slots -1: the step's kernels.
+  std::vector<float> final_h(int blocks, int chunk, int slots) const {
     KVF_BENCH_CHECK(cudaMemcpy(h, h0, kHidden * 4, cudaMemcpyDeviceToDevice));
-    if (persistent_form) persistent(nullptr, blocks, 64 << 10);
-    else step_kernels(nullptr);
+    if (slots < 0) step_kernels(nullptr);
+    else persistent(nullptr, blocks, chunk, slots);
     KVF_BENCH_CHECK(cudaDeviceSynchronize());
     std::vector<float> out(kHidden);
     KVF_BENCH_CHECK(cudaMemcpy(out.data(), h, kHidden * 4, cudaMemcpyDeviceToHost));
@@ -317,37 +209,60 @@ double us_per_layer(const std::function<void(cudaStream_t)>& enqueue) {
   return 1e3 * kvf::bench_cuda::median_graph_ms(3, 15, 1, [&](int, cudaStream_t st) { enqueue(st); }) / kLayers;
 }
 
-}  // namespace
-
-int main() {
-  int sms = 0, per_sm = 0;
-  KVF_BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  // The grid barrier needs every block resident at once: one a SM, on an otherwise idle GPU.
-  KVF_BENCH_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent_layers, kThreads, 0));
-  if (per_sm < 1) {
-    std::fprintf(stderr, "persistent_layers does not fit on a SM\n");
-    return 1;
-  }
-  Model md;
-  const std::vector<float> want = md.final_h(false, sms), got = md.final_h(true, sms);
+double relative_diff(const std::vector<float>& got, const std::vector<float>& want) {
   double worst = 0, scale = 0;
-  for (int i = 0; i < kHidden; ++i) {
+  for (size_t i = 0; i < want.size(); ++i) {
     worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
     scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
   }
-  std::printf("TinyLlama-1.1B linears, f16 weights, 1 row, %d layers per graph\n", kLayers);
-  std::printf("persistent vs step kernels, final residual: max |diff| %.3g of max |h| %.3g (%.2g relative)\n", worst,
-              scale, worst / scale);
-  const double mb_layer = 2.0 * (static_cast<double>(kQkv) * kHidden + 1.0 * kHidden * kHidden + 2.0 * kFfn * kHidden +
-                                 1.0 * kHidden * kFfn) / 1e6;
-  const auto report = [&](const char* name, double us) {
-    std::printf("%-34s %8.2f us/layer %6.2f TB/s\n", name, us, mb_layer / us);
+  return worst / scale;
+}
+
+void run_depth(int depth, int sms) {
+  Model md(depth);
+  const double mb_layer = (2.0 * (static_cast<double>(kQkv) * kHidden + 1.0 * kHidden * kHidden +
+                                  2.0 * kFfn * kHidden + 1.0 * kHidden * kFfn) +
+                           2.0 * 2 * kKvHeads * (depth + 1.0) * kHeadDim) / 1e6;
+  std::printf("== depth %d: TinyLlama-1.1B decode row, f16 weights and KV, %.1f MB a layer, %d layers a graph\n", depth,
+              mb_layer, kLayers);
+  const std::vector<float> want = md.final_h(sms, 0, -1);
+  const auto report = [&](const std::string& name, double us) {
+    std::printf("%-44s %8.2f us/layer %6.2f TB/s\n", name.c_str(), us, mb_layer / us);
   };
-  report("step kernels (linear_group)", us_per_layer([&](cudaStream_t s) { md.step_kernels(s); }));
-  for (int kb : {0, 32, 64, 128, 256}) {
-    char name[64];
-    std::snprintf(name, sizeof(name), "persistent, %d KB prefetch/block", kb);
-    report(name, us_per_layer([&](cudaStream_t s) { md.persistent(s, sms, kb << 10); }));
+  report("step kernels (linear_group, decode_attention)", us_per_layer([&](cudaStream_t s) { md.step_kernels(s); }));
+  std::vector<int> chunks = depth < 1024 ? std::vector<int>{32, 64, depth + 1} : std::vector<int>{128, 256, 512};
+  for (int slots : {0, 8, 12}) {
+    for (int chunk : chunks) {
+      const double diff = relative_diff(md.final_h(sms, chunk, slots), want);
+      char name[96];
+      std::snprintf(name, sizeof(name), "%s, chunk %d (diff %.1e)", slots == 0 ? "registers" : (slots == 8 ? "ring 8" : "ring 12"),
+                    chunk, diff);
+      report(name, us_per_layer([&](cudaStream_t s) { md.persistent(s, sms, chunk, slots); }));
+    }
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  int sms = 0, per_sm = 0;
+  KVF_BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // The grid barrier needs every block resident at once: one a SM, on an otherwise idle GPU.
+  KVF_BENCH_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, registers::step, registers::kThreads, 0));
+  const int max_slots = ring::kWarps;
+  KVF_BENCH_CHECK(cudaFuncSetAttribute(ring::step, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(ring::shared_bytes(max_slots))));
+  int ring_per_sm = 0;
+  KVF_BENCH_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ring_per_sm, ring::step, ring::kConsumers + 32,
+                                                                ring::shared_bytes(max_slots)));
+  if (per_sm < 1 || ring_per_sm < 1) {
+    std::fprintf(stderr, "a persistent step does not fit on a SM (%d, %d)\n", per_sm, ring_per_sm);
+    return 1;
+  }
+  std::vector<int> depths;
+  for (int i = 1; i < argc; ++i) depths.push_back(std::atoi(argv[i]));
+  if (depths.empty()) depths = {128, 32768};
+  for (int depth : depths) run_depth(depth, sms);
   return 0;
 }
