@@ -605,7 +605,9 @@ Result<ir::Graph> rewrite_attention(const ir::Graph& g) {
     attention::MatchResult r = attention::match_attention(g, uses, i);
     if (!r.match) continue;
     const std::vector<size_t>& chain = r.match->absorbed;
-    if (std::any_of(chain.begin(), chain.end(), [&](size_t e) { return absorbed[e]; })) continue;
+    if (std::any_of(chain.begin(), chain.end(), [&](size_t e) { return absorbed[e] || ir::is_collective(g.eqns[e].op); })) {
+      continue;
+    }
     for (size_t e : chain) absorbed[e] = true;
     at[i] = std::move(r.match);
   }

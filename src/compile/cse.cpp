@@ -2,6 +2,8 @@
 // eqn over the same (renamed) operands is the same value; literals of equal bits and dtype
 // merge first so that `x * 0.5` traced twice meets itself. Constants with one name are
 // one value already (ir::Builder), and slots and state are unique by construction.
+// A collective (all_reduce) is not pure in this sense: it is a call every rank of the group
+// makes, so each is kept as its own eqn.
 #include <bit>
 #include <map>
 #include <unordered_map>
@@ -47,6 +49,10 @@ Result<ir::Graph> cse(const ir::Graph& g) {
       const ValueId r = rep[static_cast<size_t>(v)];
       if (r >= 0 && r != v && !rw.has(v)) rw.replace(v, rw.get(r));
       in.push_back(rw.get(v).id);
+    }
+    if (ir::is_collective(e.op)) {
+      rw.keep(e);
+      return true;
     }
     const std::string key = eqn_key(e, in);
     auto it = seen.find(key);

@@ -1,7 +1,8 @@
 // dce (exact): drops eqns whose value nothing needs. The roots are the graph's outputs,
 // its donations' state_out (the cache writes) and its validation witnesses (the guards),
-// so a guard or a cache write is never dropped. Leaves only dead eqns read disappear with
-// them (the Rewriter recreates leaves on first use).
+// so a guard or a cache write is never dropped; so is every collective (all_reduce), which
+// every rank of the group must run whether or not this rank reads it. Leaves only dead eqns
+// read disappear with them (the Rewriter recreates leaves on first use).
 #include "compile/passes.h"
 #include "compile/rewriter.h"
 
@@ -16,7 +17,7 @@ std::vector<bool> live_eqns(const ir::Graph& g) {
   for (const ir::Validation& c : g.validations) needed[static_cast<size_t>(c.witness)] = true;
   for (size_t i = g.eqns.size(); i-- > 0;) {
     const ir::Eqn& e = g.eqns[i];
-    if (!needed[static_cast<size_t>(e.out)]) continue;
+    if (!needed[static_cast<size_t>(e.out)] && !ir::is_collective(e.op)) continue;
     live[i] = true;
     for (ir::ValueId v : e.in) needed[static_cast<size_t>(v)] = true;
   }

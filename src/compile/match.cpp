@@ -149,8 +149,8 @@ std::vector<Match> select_matches(const ir::Graph& g, std::vector<Match> candida
   std::vector<bool> claimed(g.eqns.size(), false);
   std::vector<Match> selected;
   for (Match& m : candidates) {
-    bool free = !claimed[m.root];
-    for (size_t b : m.body) free = free && !claimed[b];
+    bool free = !claimed[m.root] && !ir::is_collective(g.eqns[m.root].op);
+    for (size_t b : m.body) free = free && !claimed[b] && !ir::is_collective(g.eqns[b].op);  // kept, in order
     if (!free || !closed(g, uses, m) || !well_typed(g, m)) continue;
     claimed[m.root] = true;
     for (size_t b : m.body) claimed[b] = true;

@@ -14,7 +14,7 @@ Pass cse_pass();           // cse.cpp: one eqn per (op, params, operands); equal
 Pass rope_pass();          // rope.cpp: the apply_rope chain -> one Rope eqn
 Pass attention_pass();     // attention.cpp: the ops::attention_* chains -> one Attention eqn
 Pass selection_pass();     // selection.cpp: selected-block masks and block top-k -> SelectedAttention, BlockTopK
-Pass dce_pass();           // dce.cpp: drops eqns no output, donation or validation needs
+Pass dce_pass();           // dce.cpp: drops eqns no output, donation, validation or collective needs
 Pass fusion_pass();        // fusion.cpp: rmsnorm, softmax rows, glu, linear (+ bias epilogue)
 Pass moe_pass();           // moe.cpp: the routed experts' sum of fused units -> one Moe eqn
 Pass lora_pass();          // lora.cpp: a projection plus its gathered LoRA term -> one Lora eqn

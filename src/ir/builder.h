@@ -78,6 +78,7 @@ class Builder {
   V scatter_update(V base, V idx, V upd) { return emit(OpKind::kScatterUpdate, {base, idx, upd}); }
   V dynamic_update_slice(V base, V upd, V start, int64_t axis);
   V matmul(V a, V b) { return emit(OpKind::kMatMul, {a, b}); }
+  V all_reduce(V x) { return emit(OpKind::kAllReduce, {x}); }
 
   // A literal with x's dtype (for `x * 0.5`-style code).
   V like(V x, double value) { return literal(value, x.dtype()); }

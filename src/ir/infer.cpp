@@ -240,6 +240,11 @@ Result<TensorType> infer_matmul(std::span<const TensorType> in) {
   return out;
 }
 
+Result<TensorType> infer_all_reduce(const TensorType& x) {
+  if (x.dtype != DType::kF32) return bad(OpKind::kAllReduce, "sums f32 only, got ", type_str(x));
+  return x;
+}
+
 }  // namespace
 
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
@@ -300,6 +305,7 @@ Result<TensorType> infer(OpKind op, const Params& p, std::span<const TensorType>
     case OpKind::kScatterUpdate: return infer_scatter(in);
     case OpKind::kDynamicUpdateSlice: return infer_dus(p, in);
     case OpKind::kMatMul: return infer_matmul(in);
+    case OpKind::kAllReduce: return infer_all_reduce(in[0]);
     default: break;
   }
   return internal_error("infer: no typing rule for ", op_name(op));

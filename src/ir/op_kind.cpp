@@ -39,6 +39,7 @@ std::string_view op_name(OpKind op) {
     case OpKind::kScatterUpdate: return "scatter_update";
     case OpKind::kDynamicUpdateSlice: return "dynamic_update_slice";
     case OpKind::kMatMul: return "matmul";
+    case OpKind::kAllReduce: return "all_reduce";
     case OpKind::kAttention: return "attention";
     case OpKind::kRope: return "rope";
     case OpKind::kRmsNorm: return "rmsnorm";
@@ -70,5 +71,6 @@ bool is_unary(OpKind op) { return op <= OpKind::kRecip; }
 bool is_binary(OpKind op) { return op >= OpKind::kAdd && op <= OpKind::kOr; }
 bool is_fused(OpKind op) { return op >= OpKind::kAttention; }
 bool is_reduce(OpKind op) { return op == OpKind::kReduceSum || op == OpKind::kReduceMax; }
+bool is_collective(OpKind op) { return op == OpKind::kAllReduce; }
 
 }  // namespace kvf::ir

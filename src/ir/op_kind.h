@@ -33,6 +33,10 @@ enum class OpKind : uint8_t {
   kScatterUpdate,       // base [N, ...], idx i32 [M], upd [M, ...]; idx -1 writes nothing
   kDynamicUpdateSlice,  // base, update, start i32 [1]: update placed at start along params.axis
   kMatMul,              // [..., M, K] x [..., K, N] -> [..., M, N], batch axes broadcast
+  // collective
+  kAllReduce,  // x f32 [...] -> the elementwise sum of x over the ranks of the group that runs
+               // the graph, in rank order. A side effect on the group: every rank must run the
+               // same all_reduce eqns in the same order, so passes never merge, drop or reorder one
 
   // Fused ops: formed by compile/ from the chains ops:: emits, never by tracers. Each has
   // the meaning of the chain it replaces (docs/ir.md, docs/attention.md).
@@ -67,6 +71,9 @@ std::string_view cmp_name(CmpDir dir);
 bool is_unary(OpKind op);
 bool is_binary(OpKind op);  // includes compare/and/or, excludes select
 bool is_reduce(OpKind op);
+// An op whose value depends on the other ranks of a group (all_reduce): passes keep every one,
+// in order, and never merge two.
+bool is_collective(OpKind op);
 
 // The fused Attention's parameters. Operands in order: q, k, v, then k_shared if
 // has_shared, mask if has_mask, len if has_len, read if has_read (always last).

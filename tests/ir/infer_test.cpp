@@ -116,6 +116,7 @@ std::vector<ValidCase> valid_cases() {
   c.push_back({OpKind::kScatterUpdate, {}, {f32({10, 4}), i32({3}), f32({3, 4})}, f32({10, 4})});
   c.push_back({OpKind::kDynamicUpdateSlice, axis_p(1), {f32({2, 8, 4}), f32({2, 3, 4}), i32({1})}, f32({2, 8, 4})});
   c.push_back({OpKind::kMatMul, {}, {f32({3, 4}), f32({4, 5})}, f32({3, 5})});
+  c.push_back({OpKind::kAllReduce, {}, {f32({2, 3, 4})}, f32({2, 3, 4})});
   return c;
 }
 
@@ -125,7 +126,7 @@ TEST(Infer, ValidCaseForEveryOp) {
     EXPECT_TRUE(Infers(c.op, c.p, c.in, c.want));
     covered.insert(static_cast<int>(c.op));
   }
-  for (int op = 0; op <= static_cast<int>(OpKind::kMatMul); ++op) {
+  for (int op = 0; op <= static_cast<int>(OpKind::kAllReduce); ++op) {
     EXPECT_TRUE(covered.count(op)) << "no valid case for " << op_name(static_cast<OpKind>(op));
   }
 }
@@ -474,6 +475,15 @@ Params attn_p(int64_t n_rep, bool mask, bool len, bool read, bool shared = false
 
 // q [B, Hq, Lq, Dk], the pools k [S, Hkv, Dk] and v [S, Hkv, Dv], then mask, len and the
 // read map [B, Lk] last: Lk comes from the map, the widths from the pools.
+TEST(Infer, AllReduce) {
+  const OpKind op = OpKind::kAllReduce;
+  EXPECT_TRUE(Infers(op, {}, {f32({})}, f32({})));
+  EXPECT_TRUE(Infers(op, {}, {f32({1, 0, 7})}, f32({1, 0, 7})));
+  EXPECT_TRUE(Refuses(op, {}, {f16({4})}));  // the sum is of f32 values only
+  EXPECT_TRUE(Refuses(op, {}, {i32({4})}));
+  EXPECT_TRUE(Refuses(op, {}, {q8({32})}));
+}
+
 TEST(Infer, AttentionPagedKeys) {
   const TensorType q = f32({3, 8, 2, 16}), kp = f32({64, 2, 16}), vp = f32({64, 2, 12});
   const TensorType mask = f32({3, 1, 2, 40}), len = i32({3}), read = i32({3, 40});
@@ -536,7 +546,7 @@ TEST(Infer, LoraStacks) {
 TEST(OpKind, NamesAndClasses) {
   std::set<std::string_view> names;
   int unary = 0, binary = 0, reduce = 0;
-  for (int i = 0; i <= static_cast<int>(OpKind::kMatMul); ++i) {
+  for (int i = 0; i <= static_cast<int>(OpKind::kAllReduce); ++i) {
     const OpKind op = static_cast<OpKind>(i);
     EXPECT_NE(op_name(op), "?");
     EXPECT_TRUE(names.insert(op_name(op)).second) << op_name(op) << " named twice";
@@ -550,6 +560,10 @@ TEST(OpKind, NamesAndClasses) {
   EXPECT_TRUE(is_binary(OpKind::kCompare));
   EXPECT_FALSE(is_binary(OpKind::kSelect));
   EXPECT_EQ(op_name(OpKind::kDynamicUpdateSlice), "dynamic_update_slice");
+  EXPECT_EQ(op_name(OpKind::kAllReduce), "all_reduce");
+  EXPECT_TRUE(is_collective(OpKind::kAllReduce));
+  EXPECT_FALSE(is_fused(OpKind::kAllReduce));
+  EXPECT_FALSE(is_collective(OpKind::kMatMul));
   EXPECT_EQ(cmp_name(CmpDir::kLe), "le");
   EXPECT_EQ(cmp_name(CmpDir::kNe), "ne");
 }
