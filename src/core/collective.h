@@ -1,0 +1,55 @@
+// Collectives over a group of ranks (tensor parallelism: docs/models.md), and ThreadGroup, a
+// group of ranks that are threads of this process. The oracle and the executors run the IR's
+// all_reduce through a Collective; a group across GPUs would implement the same interface.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+
+namespace kvf {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Replaces `data` on every rank with the elementwise sum over the ranks, added in rank
+  // order in f64 and rounded once to the element type, so every rank gets the same bits.
+  // Every rank must make the same calls in the same order with the same count; a call whose
+  // counts or types disagree fails on every rank (kInternal) and changes nothing.
+  virtual Status all_reduce_sum(std::span<float> data) = 0;
+  virtual Status all_reduce_sum(std::span<double> data) = 0;
+  // This rank makes no more calls (its step failed): the other ranks' calls, the one they
+  // wait in and every later one, fail (kInternal) instead of waiting for it.
+  virtual void abort() = 0;
+};
+
+// `size` ranks, each driven by its own thread; rank(r) is the handle rank r's thread calls.
+// A call waits until every rank has made it (a barrier), then each rank sums its share
+// of the elements over every rank's buffer and writes the sums into all of them; a second
+// barrier ends the call. No copies, no allocation per call.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int size);  // size >= 1
+  ~ThreadGroup();
+  ThreadGroup(const ThreadGroup&) = delete;
+  ThreadGroup& operator=(const ThreadGroup&) = delete;
+
+  int size() const { return static_cast<int>(ranks_.size()); }
+  Collective& rank(int r) { return *ranks_[static_cast<size_t>(r)]; }
+  // The first rank that called abort(), or -1.
+  int aborted_by() const;
+  // Once no rank's thread is inside a call: a group left by abort() takes calls again.
+  void restart();
+
+  struct Shared;  // collective.cpp: the barrier and each rank's posted buffer
+
+ private:
+  std::unique_ptr<Shared> shared_;
+  std::vector<std::unique_ptr<Collective>> ranks_;
+};
+
+}  // namespace kvf
