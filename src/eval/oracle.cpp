@@ -37,6 +37,15 @@ const Buffer* Oracle::constant(const ir::Value& v, Status& status) {
   return &constants_.emplace(key, Widened{v.data, std::move(*b)}).first->second.values;
 }
 
+// The sum over the group, in rank order in f64 (Collective::all_reduce_sum); rounded to the
+// dtype afterwards like every eqn.
+Result<Buffer> Oracle::all_reduce(const Buffer& x) {
+  Buffer out = x;
+  Status s = opts_.group->all_reduce_sum(std::span<double>(out.data));
+  if (!s) return s.take_error();
+  return out;
+}
+
 Result<Buffer> Oracle::eval_eqn(const ir::Graph& g, const ir::Eqn& e, std::span<const Buffer* const> in) {
   KernelArgs a{e, in, g.type(e.out), pool_.get(), opts_.precision == Precision::kNative};
   if (ir::is_unary(e.op)) return eval_unary(a);
@@ -55,6 +64,7 @@ Result<Buffer> Oracle::eval_eqn(const ir::Graph& g, const ir::Eqn& e, std::span<
     case OpKind::kScatterUpdate: return eval_scatter_update(a);
     case OpKind::kDynamicUpdateSlice: return eval_dynamic_update_slice(a);
     case OpKind::kMatMul: return eval_matmul(a);
+    case OpKind::kAllReduce: return all_reduce(*in[0]);
     case OpKind::kAttention: return eval_attention(a);
     case OpKind::kRope: return eval_rope(a);
     case OpKind::kRmsNorm: return eval_rmsnorm(a);
@@ -103,6 +113,8 @@ Status check_bound(const ir::Value& v, const Buffer& b, std::string_view what) {
 
 Result<Outputs> Oracle::run(const ir::Graph& g, const SlotBindings& slots, StateStore& state) {
   const bool round = opts_.precision == Precision::kNative;
+  Status grouped = ir::check_group(g, opts_.group, "oracle");
+  if (!grouped) return grouped.take_error();
   std::vector<Buffer> owned(g.values.size());
   std::vector<const Buffer*> env(g.values.size(), nullptr);
   for (size_t i = 0; i < g.values.size(); ++i) {

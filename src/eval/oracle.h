@@ -21,6 +21,9 @@ enum class Precision {
 struct EvalOptions {
   Precision precision = Precision::kNative;
   int threads = 1;  // matmul rows are shared out over this many threads
+  // The group of ranks the graph's all_reduce eqns sum over (not owned; it outlives the
+  // oracle). Null: a graph with an all_reduce is refused.
+  Collective* group = nullptr;
 };
 
 // Buffers that live across steps (KV caches), by state name.
@@ -43,6 +46,7 @@ class Oracle {
  private:
   Result<Buffer> eval_eqn(const ir::Graph& g, const ir::Eqn& e, std::span<const Buffer* const> in);
   const Buffer* constant(const ir::Value& v, Status& status);
+  Result<Buffer> all_reduce(const Buffer& x);
 
   EvalOptions opts_;
   std::unique_ptr<ThreadPool> pool_;

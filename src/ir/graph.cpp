@@ -77,6 +77,17 @@ Status verify_names(const Graph& g) {
 
 }  // namespace
 
+Status check_group(const Graph& g, const Collective* group, std::string_view who) {
+  if (group != nullptr) return {};
+  for (size_t i = 0; i < g.eqns.size(); ++i) {
+    if (is_collective(g.eqns[i].op)) {
+      return invalid_input(who, ": graph ", g.name, " eqn ", i, " is an ", op_name(g.eqns[i].op),
+                           " over a group of ranks, and none was given");
+    }
+  }
+  return {};
+}
+
 Status verify(const Graph& g) {
   Status s = verify_eqns(g);
   if (!s) return s;

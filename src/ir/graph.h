@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/collective.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ir/op_kind.h"
@@ -83,6 +84,10 @@ struct Graph {
   ValueId find_slot(Slot s) const;
   ValueId find_output(const std::string& name) const;
 };
+
+// Refuses (kInvalidInput) a graph that runs a collective (all_reduce) when the runner has
+// no group of ranks to run it with (`group` null); `who` names the runner.
+Status check_group(const Graph& g, const Collective* group, std::string_view who);
 
 // Checks the structural invariants: SSA order, every type equal to what infer() derives,
 // donation pairs of equal type, pred witnesses, unique names, outputs defined.

@@ -43,7 +43,7 @@ Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps&
 
 StepRunner::StepRunner(const models::Model& model, RunnerOptions opts)
     : model_(model), opts_(std::move(opts)),
-      oracle_({.precision = opts_.precision, .threads = opts_.threads > 0 ? opts_.threads : 1}) {}
+      oracle_({.precision = opts_.precision, .threads = opts_.threads > 0 ? opts_.threads : 1, .group = opts_.group}) {}
 
 StepRunner::Key StepRunner::key_of(const models::StepSpec& s) {
   return {s.n_tokens, s.capacity, s.pool_slots, s.rows, s.cached, s.last_logits, s.kv_dtype, s.window, s.sinks, s.lora};
@@ -121,7 +121,7 @@ Result<std::unique_ptr<exec::Executor>> StepRunner::bind(plan::Plan plan, const 
   // quantized weights would cost more than it saves.
   const auto packing = spec.rows > 1 ? exec::cpu::WeightPacking::kAhead : exec::cpu::WeightPacking::kPerCall;
   Result<std::unique_ptr<exec::cpu::CpuExecutor>> ex =
-      exec::cpu::CpuExecutor::create(std::move(plan), cpu_state_, *pool_, placed, packing);
+      exec::cpu::CpuExecutor::create(std::move(plan), cpu_state_, *pool_, placed, packing, opts_.group);
   if (!ex) return ex.take_error();
   return std::unique_ptr<exec::Executor>(std::move(*ex));
 }

@@ -40,6 +40,9 @@ struct RunnerOptions {
   // run on this backend, e.g. the AHBM simulator; prefill and chunk steps stay on the host.
   // Not owned; it outlives the runner.
   exec::AttentionBackend* decode_attention = nullptr;
+  // Non-null: this runner is one rank of a tensor-parallel group (llm/tp_group.h), and the
+  // step's all_reduce eqns sum over it (oracle and CPU executor). Not owned.
+  Collective* group = nullptr;
 };
 
 // The traced step graph compiled by the default passes (less `skip`) and planned for `caps`.

@@ -101,13 +101,16 @@ Status check_fused(const ir::Graph& g, const ir::Eqn& e) {
 }  // namespace
 
 CpuExecutor::CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention,
-                         WeightPacking packing)
-    : plan_(std::move(plan)), state_(state), pool_(pool), attention_(attention), packing_(packing) {}
+                         WeightPacking packing, Collective* group)
+    : plan_(std::move(plan)), state_(state), pool_(pool), attention_(attention), packing_(packing), group_(group) {}
 
 Result<std::unique_ptr<CpuExecutor>> CpuExecutor::create(plan::Plan plan, StateStore& state, ThreadPool& pool,
-                                                         AttentionBackend* attention, WeightPacking packing) {
-  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(std::move(plan), state, pool, attention, packing));
-  Status s = state.allocate(ex->plan_.graph);
+                                                         AttentionBackend* attention, WeightPacking packing,
+                                                         Collective* group) {
+  Status s = ir::check_group(plan.graph, group, "exec/cpu");
+  if (!s) return s.take_error();
+  std::unique_ptr<CpuExecutor> ex(new CpuExecutor(std::move(plan), state, pool, attention, packing, group));
+  s = state.allocate(ex->plan_.graph);
   if (!s) return s.take_error();
   s = ex->bind_values();
   if (!s) return s.take_error().context("exec/cpu ", ex->plan_.graph.name);
@@ -226,7 +229,9 @@ Status CpuExecutor::bind_ops() {
         op.experts.push_back({op.in[k].dtype(), op.in[k].data, op.in[k].dim(0), op.in[k].dim(1)});
       }
     }
-    if (constant_inputs && owner == e.out) {  // weights-only work happens once, here
+    // Weights-only work happens once, here; never a collective, which every rank makes in
+    // step order.
+    if (constant_inputs && owner == e.out && !ir::is_collective(e.op)) {
       s = run_op(op);
       if (!s) return s.take_error().context("folding eqn ", i);
       folded_[out] = true;
@@ -269,6 +274,7 @@ Status CpuExecutor::run_op(const Op& op) {
     case OpKind::kGlu: glu(pool_, e.params.glu, op.in[0], op.in[1], op.out); return {};
     case OpKind::kMoe: run_moe(e, op); return {};
     case OpKind::kLora: run_lora(op); return {};
+    case OpKind::kAllReduce: return run_all_reduce(op);
     case OpKind::kBlockTopK: {
       const Ref& s = op.in[0];
       block_topk(pool_, {.scores = s.f32(), .pos = op.in[1].i32(), .rows = s.dim(0) * s.dim(1), .blocks = s.dim(2),
@@ -309,6 +315,12 @@ void CpuExecutor::run_lora(const Op& op) {
   lora(pool_, {.y = y.f32(), .x = x.f32(), .rows = op.in[5].numel, .in = in, .out = out, .rank = a.dim(1) / in,
                .adapters = a.dim(0), .factors = a.dtype(), .a = a.data, .b = op.in[3].data, .s = op.in[4].f32(),
                .ids = op.in[5].i32(), .result = op.out.f32(), .scratch = op.scratch});
+}
+
+Status CpuExecutor::run_all_reduce(const Op& op) {
+  const Ref &x = op.in[0], &out = op.out;
+  if (out.data != x.data) std::memcpy(out.data, x.data, static_cast<size_t>(x.numel) * sizeof(float));
+  return group_->all_reduce_sum(std::span<float>(out.f32(), static_cast<size_t>(out.numel)));
 }
 
 Status CpuExecutor::run(const SlotValues& slots) {

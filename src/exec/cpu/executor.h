@@ -25,10 +25,13 @@ class CpuExecutor final : public Executor {
   // Binds `plan` to the state buffers (allocating the ones it declares) and the pool, both
   // of which must outlive the executor. Refuses what no kernel here runs, naming the eqn.
   // With `attention`, every Attention eqn is placed on that backend (which must outlive the
-  // executor and may refuse it: the bind fails with its error); the rest runs here.
+  // executor and may refuse it: the bind fails with its error); the rest runs here. The
+  // graph's all_reduce eqns sum over `group` (not owned; it outlives the executor); a graph
+  // that has one is refused without it.
   static Result<std::unique_ptr<CpuExecutor>> create(plan::Plan plan, StateStore& state, ThreadPool& pool,
                                                      AttentionBackend* attention = nullptr,
-                                                     WeightPacking packing = WeightPacking::kPerCall);
+                                                     WeightPacking packing = WeightPacking::kPerCall,
+                                                     Collective* group = nullptr);
 
   Status run(const SlotValues& slots) override;
   std::span<const float> output(const std::string& name) const override;
@@ -47,12 +50,14 @@ class CpuExecutor final : public Executor {
     std::vector<WeightView> experts;              // Moe: every expert's gate, then up, then down
   };
 
-  CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention, WeightPacking packing);
+  CpuExecutor(plan::Plan plan, StateStore& state, ThreadPool& pool, AttentionBackend* attention, WeightPacking packing,
+              Collective* group);
   Status bind_values();
   Status bind_ops();
   Status run_op(const Op& op);
   void run_moe(const ir::Eqn& e, const Op& op);
   void run_lora(const Op& op);
+  Status run_all_reduce(const Op& op);
   Status fold(const Op& op);
 
   plan::Plan plan_;
@@ -60,6 +65,7 @@ class CpuExecutor final : public Executor {
   ThreadPool& pool_;
   AttentionBackend* attention_;    // null: attention runs here
   WeightPacking packing_;
+  Collective* group_;              // null: no all_reduce to run
   HostBuffer arena_;
   std::vector<HostBuffer> owned_;  // slots, literals, folded constants, contiguous copies
   std::vector<HostTensor> pinned_;

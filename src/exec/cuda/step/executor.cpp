@@ -266,6 +266,7 @@ Status CudaExecutor::check(size_t eqn) const {
     case OpKind::kAttention: return check_attention_rows(g, e, plan_.requests[eqn].attention, e.in.back());
     case OpKind::kRmsNorm: case OpKind::kRope: case OpKind::kSoftmax: case OpKind::kGlu: case OpKind::kLora: return {};
     case OpKind::kBlockTopK: return {};
+    case OpKind::kAllReduce: return unsupported("exec/cuda: ", ir::op_name(e.op), " (a group of GPUs is not implemented)");
     case OpKind::kIndexerScores: {
       const Shape& q = g.type(e.in[0]).shape;
       const DType k = g.type(e.in[1]).dtype;
