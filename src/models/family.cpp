@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "models/lora_trace.h"
+#include "models/registry.h"
+#include "models/tensor_parallel.h"
 
 namespace kvf::models {
 
@@ -18,6 +20,11 @@ Status check_step(const ModelConfig& cfg, const StepSpec& step) {
   if (step.rows < 1) return invalid_input(cfg.arch, ": a step needs at least one row, got ", step.rows);
   if (step.rows > 1 && !paged(step)) return unsupported(cfg.arch, ": a batch of ", step.rows, " rows needs the paged cache");
   if (paged(step) && !step.cached) return invalid_input(cfg.arch, ": a paged step is a cached step");
+  if (cfg.tp_size > 1) {
+    const Family* family = family_by_arch(cfg.arch);
+    if (family == nullptr || !family->tensor_parallel) return unsupported(cfg.arch, ": the tracer does not split over ranks");
+    if (step.lora != nullptr && !step.lora->empty()) return unsupported(cfg.arch, ": LoRA adapters on a tensor-parallel rank");
+  }
   if (step.window < 0 || step.sinks < 0 || (step.sinks > 0 && step.window == 0)) {
     return invalid_input(cfg.arch, ": a window of ", step.window, " with ", step.sinks,
                          " sinks (sinks need a window; neither is negative)");
@@ -68,9 +75,48 @@ ir::V weight(ir::Builder& b, const Weights& w, const std::string& name, const Sh
   return stored == DType::kF32 ? v : b.cast(v, DType::kF32);
 }
 
+namespace {
+
+// A tensor-parallel rank's embedding [n, dim]: rows of ids in [begin, end) from its table,
+// zeros for the others (a select, not a multiply: nothing of a clamped row leaks).
+ir::V rank_embedding(StepTrace& t, const ModelConfig& cfg, const Weights& w) {
+  ir::Builder& b = t.b;
+  const auto [begin, end] = tp_vocab_rows(cfg.vocab, {cfg.tp_rank, cfg.tp_size});
+  const ir::V ids = t.tokens;
+  // ids in [lo, hi); each compare a named local, so the eqns come in one order on every compiler
+  auto within = [&](int64_t lo, int64_t hi) {
+    const ir::V above = b.compare(ids, b.literal(static_cast<double>(lo), DType::kI32), ir::CmpDir::kGe);
+    const ir::V below = b.compare(ids, b.literal(static_cast<double>(hi), DType::kI32), ir::CmpDir::kLt);
+    return b.binary(ir::OpKind::kAnd, above, below);
+  };
+  b.validate(within(0, cfg.vocab), str_cat("token ids in [0, ", cfg.vocab, ")"));
+  const ir::V mine = within(begin, end);
+  const ir::V row = b.select(mine, ids - static_cast<double>(begin), b.literal(0, DType::kI32));
+  const ir::V rows = ir::ops::embed(weight(b, w, "token_embd.weight", {end - begin, cfg.dim}), row);
+  const ir::V keep = b.reshape(mine, {ids.dim(0), 1});
+  return b.select(keep, rows, b.literal(0.0));
+}
+
+}  // namespace
+
 ir::V embed_tokens(StepTrace& t, const ModelConfig& cfg, const Weights& w) {
+  const int64_t n = t.tokens.dim(0);
+  if (cfg.tp_size > 1) return t.b.reshape(t.b.all_reduce(rank_embedding(t, cfg, w)), {1, n, cfg.dim});
   const ir::V table = weight(t.b, w, "token_embd.weight", {cfg.vocab, cfg.dim});
-  return t.b.reshape(ir::ops::embed(table, t.tokens), {1, t.tokens.dim(0), cfg.dim});
+  return t.b.reshape(ir::ops::embed(table, t.tokens), {1, n, cfg.dim});
+}
+
+ir::V tp_sum(const ModelConfig& cfg, ir::V x) { return cfg.tp_size > 1 ? x.b->all_reduce(x) : x; }
+
+ir::V vocab_logits(ir::Builder& b, const ModelConfig& cfg, const Weights& w, const std::string& name, ir::V x) {
+  if (cfg.tp_size == 1) return ir::ops::linear(x, weight(b, w, name, {cfg.vocab, cfg.dim}));
+  const auto [begin, end] = tp_vocab_rows(cfg.vocab, {cfg.tp_rank, cfg.tp_size});
+  const int64_t n = x.dim(1);
+  std::vector<ir::V> row;
+  if (begin > 0) row.push_back(b.broadcast(b.literal(0.0), {1, n, begin}));
+  row.push_back(ir::ops::linear(x, weight(b, w, name, {end - begin, cfg.dim})));
+  if (end < cfg.vocab) row.push_back(b.broadcast(b.literal(0.0), {1, n, cfg.vocab - end}));
+  return b.all_reduce(b.concat(row, 2));
 }
 
 Result<ir::Graph> finish_logits(StepTrace& t, const ModelConfig& cfg, ir::V logits) {

@@ -61,7 +61,16 @@ struct StepTrace {
 };
 
 // Every tracer's first value: the step's tokens looked up in token_embd.weight, [1, n, dim].
+// On a tensor-parallel rank (cfg.tp_size > 1) the table holds the rank's vocabulary rows
+// (tp_vocab_rows): an id outside them gives zeros, and the sum over the ranks is the one
+// rank's row. An id outside the vocabulary then fails the step's validation on every rank.
 ir::V embed_tokens(StepTrace& t, const ModelConfig& cfg, const Weights& w);
+// The sum of every rank's partial value (all_reduce) on a tensor-parallel rank; else x.
+ir::V tp_sum(const ModelConfig& cfg, ir::V x);
+// The logits [1, n, vocab] of rows x [1, n, dim] through the classifier table `name`. On a
+// tensor-parallel rank the table holds its vocabulary rows: their logits are placed at their
+// offset in a row of zeros and summed over the ranks (exact: the other ranks add zeros).
+ir::V vocab_logits(ir::Builder& b, const ModelConfig& cfg, const Weights& w, const std::string& name, ir::V x);
 // Every tracer's last: logits [rows, vocab] as the step's output "logits", and the graph.
 Result<ir::Graph> finish_logits(StepTrace& t, const ModelConfig& cfg, ir::V logits);
 

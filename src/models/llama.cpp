@@ -43,7 +43,9 @@ Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const St
     k = ops::apply_rope(k, rope);
     const V mask = masks.of(cfg, l);
     V att = layer_attention(step, l, q, k, v, pos, mask, attn);
-    x = b.name(x + ops::linear(merge_heads(att), W("attn_output.weight", {dim, nh * hd})), "attn_out", li);
+    // On a tensor-parallel rank o and down hold the columns of its heads and units: the
+    // products are partial, summed over the ranks before the residual add.
+    x = b.name(x + tp_sum(cfg, ops::linear(merge_heads(att), W("attn_output.weight", {dim, nh * hd}))), "attn_out", li);
     // feed-forward: SwiGLU
     V f = b.name(ops::rmsnorm(x, W("ffn_norm.weight", {dim}), cfg.norm_eps), "ffn_norm", li);
     if (cfg.routed(l)) {
@@ -52,11 +54,12 @@ Result<ir::Graph> trace_llama(const ModelConfig& cfg, const Weights& w, const St
     }
     V gate = ops::linear(f, W("ffn_gate.weight", {cfg.hidden_dim, dim}));
     V up = ops::linear(f, W("ffn_up.weight", {cfg.hidden_dim, dim}));
-    x = b.name(x + ops::linear(ops::swiglu(gate, up), W("ffn_down.weight", {dim, cfg.hidden_dim})), "ffn_out", li);
+    V down = ops::linear(ops::swiglu(gate, up), W("ffn_down.weight", {dim, cfg.hidden_dim}));
+    x = b.name(x + tp_sum(cfg, down), "ffn_out", li);
   }
   V out = ops::rmsnorm(classifier_rows(step, x), weight(b, w, "output_norm.weight", {dim}), cfg.norm_eps);
   const char* classifier = cfg.tie_embeddings ? "token_embd.weight" : "output.weight";
-  V logits = ops::linear(out, weight(b, w, classifier, {cfg.vocab, dim}));
+  V logits = vocab_logits(b, cfg, w, classifier, out);
   return finish_logits(t, cfg, logits);
 }
 

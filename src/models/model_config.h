@@ -82,6 +82,12 @@ struct ModelConfig {
 
   int32_t bos = -1, eos = -1;
 
+  // Tensor parallelism (models/tensor_parallel.h): this config is rank tp_rank of tp_size,
+  // as tp_config makes it; the tracer then sums the split products over the group
+  // (all_reduce). 1: the whole model.
+  int tp_rank = 0;
+  int tp_size = 1;
+
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
   bool routed(int64_t layer) const {
     return n_experts > 0 && layer >= 0 && layer < static_cast<int64_t>(expert_layers.size()) && expert_layers[static_cast<size_t>(layer)];

@@ -17,14 +17,14 @@ namespace {
 const std::vector<Family>& table() {
   static const std::vector<Family> rows = {
       {.arch = "llama", .hf_types = {"llama"}, .gguf_arch = "llama", .trace = trace_llama,
-       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf = &kLlamaGguf},
+       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf = &kLlamaGguf, .tensor_parallel = true},
       // llama.cpp writes mistral and mixtral as llama (with experts): read back as llama.
       {.arch = "mistral", .hf_types = {"mistral"}, .gguf_arch = "llama", .trace = trace_llama,
-       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf = &kLlamaGguf},
+       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf = &kLlamaGguf, .tensor_parallel = true},
       {.arch = "qwen2", .hf_types = {"qwen2"}, .gguf_arch = "qwen2", .trace = trace_llama,
-       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf = &kQwenGguf},
+       .hf_config = llama_hf_config, .hf_names = &kLlamaNames, .gguf = &kQwenGguf, .tensor_parallel = true},
       {.arch = "qwen3", .hf_types = {"qwen3"}, .gguf_arch = "qwen3", .trace = trace_llama,
-       .hf_config = qwen3_hf_config, .hf_names = &kLlamaNames, .gguf = &kQwenGguf},
+       .hf_config = qwen3_hf_config, .hf_names = &kLlamaNames, .gguf = &kQwenGguf, .tensor_parallel = true},
       {.arch = "qwen3moe", .hf_types = {"qwen3_moe"}, .gguf_arch = "qwen3moe", .trace = trace_llama,
        .hf_config = qwen3_moe_hf_config, .hf_names = &kQwen3MoeNames, .gguf = &kQwen3MoeGguf},
       {.arch = "qwen2moe", .hf_types = {"qwen2_moe"}, .gguf_arch = "qwen2moe", .trace = trace_llama,

@@ -36,6 +36,9 @@ struct Family {
   const FamilyNames* hf_names;               // HF tensor names -> kvforge's
   const GgufCodec* gguf = nullptr;           // GGUF metadata and layouts, both ways (gguf_codec.h)
   bool learned_positions = false;            // an absolute position table (no position past context)
+  // Its tracer runs a tensor-parallel rank (models/tensor_parallel.h): the all-reduces after
+  // the split projections, the masked embedding and the placed classifier rows.
+  bool tensor_parallel = false;
 };
 
 std::span<const Family> families();

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "models/registry.h"
+
 namespace kvf::models {
 namespace {
 
@@ -96,6 +98,14 @@ Result<HostTensor> cut(const ModelConfig& c, const std::string& name, const Host
 
 }  // namespace
 
+std::string tp_families() {
+  std::string names;
+  for (const Family& f : families()) {
+    if (f.tensor_parallel) names += str_cat(names.empty() ? "" : ", ", f.arch);
+  }
+  return names;
+}
+
 std::pair<int64_t, int64_t> tp_vocab_rows(int64_t vocab, TpRank r) {
   const int64_t base = vocab / r.size, extra = vocab % r.size;
   const int64_t begin = r.rank * base + std::min<int64_t>(r.rank, extra);
@@ -105,6 +115,11 @@ std::pair<int64_t, int64_t> tp_vocab_rows(int64_t vocab, TpRank r) {
 Result<ModelConfig> tp_config(const ModelConfig& c, TpRank r) {
   if (r.size < 1 || r.rank < 0 || r.rank >= r.size) {
     return invalid_input("tensor parallel: rank ", r.rank, " of ", r.size);
+  }
+  if (c.tp_size != 1) return invalid_input("tensor parallel: the config is already rank ", c.tp_rank, " of ", c.tp_size);
+  const Family* family = family_by_arch(c.arch);
+  if (family == nullptr || !family->tensor_parallel) {
+    return unsupported("tensor parallel: the ", c.arch, " tracer does not split (", tp_families(), " do)");
   }
   if (latent_kv(c) || c.n_experts > 0 || sparse_indexer(c)) {
     return unsupported("tensor parallel: ", c.arch,
@@ -118,7 +133,10 @@ Result<ModelConfig> tp_config(const ModelConfig& c, TpRank r) {
   if (s) s = divides(c.n_kv_heads, "n_kv_heads");
   if (s) s = divides(c.hidden_dim, "the feed-forward width");
   if (!s) return s.take_error();
+  if (c.vocab < r.size) return unsupported("tensor parallel: a vocabulary of ", c.vocab, " rows over ", r.size, " ranks");
   ModelConfig out = c;
+  out.tp_rank = r.rank;
+  out.tp_size = r.size;
   out.n_heads = c.n_heads / r.size;
   out.n_kv_heads = c.n_kv_heads / r.size;
   out.hidden_dim = c.hidden_dim / r.size;

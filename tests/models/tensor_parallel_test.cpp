@@ -205,6 +205,9 @@ TEST(TensorParallel, RefusesWhatItCannotSplit) {
   EXPECT_EQ(half.n_kv_heads, 2);
   EXPECT_EQ(half.hidden_dim, 86);
   EXPECT_EQ(half.vocab, m.config.vocab);
+  EXPECT_EQ(half.tp_rank, 1);
+  EXPECT_EQ(half.tp_size, 2);
+  EXPECT_NE(refusal(models::tp_config(half, {0, 2})).find("already rank 1 of 2"), std::string::npos);
 
   models::ModelConfig c;
   c.dim = 64, c.n_heads = 4, c.n_kv_heads = 4, c.head_dim = 16, c.hidden_dim = 64, c.vocab = 8;
@@ -217,6 +220,11 @@ TEST(TensorParallel, RefusesWhatItCannotSplit) {
   EXPECT_NE(refusal(models::tp_weights(c, q8, {1, 4})).find("cut through q8_0 blocks of 32"), std::string::npos);
   c.n_experts = 4;
   EXPECT_NE(refusal(models::tp_config(c, {0, 2})).find("experts"), std::string::npos);
+  c.n_experts = 0;
+  c.arch = "gpt2";  // a family whose tracer has no all-reduces: refused, never traced whole on a rank
+  EXPECT_NE(refusal(models::tp_config(c, {0, 2})).find("the gpt2 tracer does not split (llama, mistral, qwen2, qwen3 do)"),
+            std::string::npos)
+      << refusal(models::tp_config(c, {0, 2}));
 }
 
 }  // namespace
