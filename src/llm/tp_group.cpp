@@ -1,0 +1,57 @@
+#include "llm/tp_group.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "models/tensor_parallel.h"
+
+namespace kvf::llm {
+
+Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int size, RunnerOptions opts) {
+  if (size < 1) return invalid_input("tensor parallel: a group of ", size, " ranks");
+  std::unique_ptr<TpGroup> g(new TpGroup(size));
+  const int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
+  for (int r = 0; r < size; ++r) {
+    const models::TpRank rank{r, size};
+    Result<models::ModelConfig> config = models::tp_config(model.config, rank);
+    if (!config) return config.take_error();
+    Result<models::Weights> weights = models::tp_weights(model.config, model.weights, rank);
+    if (!weights) return weights.take_error();
+    auto m = std::make_unique<models::Model>();
+    m->config = std::move(*config);
+    m->weights = std::move(*weights);
+    m->trace = model.trace;
+    m->source = str_cat(model.source, " (tensor-parallel rank ", r, " of ", size, ")");
+    RunnerOptions ro = opts;
+    ro.group = &g->group_.rank(r);
+    ro.threads = std::max(1, threads / size);
+    g->runners_.push_back(std::make_unique<StepRunner>(*m, ro));
+    g->ranks_.push_back(std::move(m));
+  }
+  g->logits_.resize(static_cast<size_t>(size));
+  return g;
+}
+
+Result<std::span<const float>> TpGroup::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
+  std::vector<Status> status(static_cast<size_t>(size()));
+  auto step = [&](int r) {
+    Result<std::span<const float>> out = runners_[static_cast<size_t>(r)]->run(spec, slots);
+    if (!out) {
+      group_.rank(r).abort();  // the others' all-reduces fail instead of waiting for this rank
+      status[static_cast<size_t>(r)] = out.take_error();
+      return;
+    }
+    logits_[static_cast<size_t>(r)] = *out;
+  };
+  std::vector<std::thread> others;
+  for (int r = 1; r < size(); ++r) others.emplace_back(step, r);
+  step(0);
+  for (std::thread& t : others) t.join();
+  const int failed = group_.aborted_by();
+  for (Status& s : status) (void)s.ok();  // each rank's; the first to leave speaks for the step
+  if (failed < 0) return logits_[0];
+  group_.restart();
+  return status[static_cast<size_t>(failed)].take_error().context("tensor-parallel rank ", failed);
+}
+
+}  // namespace kvf::llm

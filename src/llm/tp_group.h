@@ -1,0 +1,43 @@
+// TpGroup: one model run by `size` tensor-parallel ranks stepping in lockstep, each rank a
+// thread of this process with its own share of the weights (models::tp_weights), its own
+// StepRunner (executor or oracle, KV state) and its handle on one ThreadGroup, through which
+// the step's all-reduces meet. Every rank ends a step with the whole logits; run returns rank
+// 0's. A group of GPUs would keep this shape: ranks, lockstep, rank 0's answer.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/collective.h"
+#include "llm/step_runner.h"
+#include "models/model.h"
+
+namespace kvf::llm {
+
+class TpGroup {
+ public:
+  // The model split over `size` ranks (models::tp_config refuses what does not split). Each
+  // rank's runner takes `opts` with its own group handle and opts.threads / size threads (0:
+  // the hardware threads shared out).
+  static Result<std::unique_ptr<TpGroup>> open(const models::Model& model, int size, RunnerOptions opts = {});
+
+  int size() const { return group_.size(); }
+  // Runs the step on every rank, each on its own thread (rank 0 on the caller's), and returns
+  // rank 0's logits, valid until the next run. A rank that fails leaves the group (the others'
+  // all-reduces fail rather than wait) and its error is the step's; the group is whole again
+  // for the next step.
+  Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots);
+  // Rank r's logits of the last run (all ranks hold the same).
+  std::span<const float> logits(int rank) const { return logits_[static_cast<size_t>(rank)]; }
+
+ private:
+  explicit TpGroup(int size) : group_(size) {}
+
+  ThreadGroup group_;
+  std::vector<std::unique_ptr<models::Model>> ranks_;  // each rank's config and weights (runners read them)
+  std::vector<std::unique_ptr<StepRunner>> runners_;
+  std::vector<std::span<const float>> logits_;        // each rank's last logits
+};
+
+}  // namespace kvf::llm
