@@ -15,9 +15,10 @@ struct ThreadGroup::Shared {
   };
   explicit Shared(int n) : posts(static_cast<size_t>(n)) {}
 
-  // A barrier that a rank's abort breaks (std::barrier's arrive_and_drop would do, but
-  // libstdc++ 12's tree barrier can miss a drop and leave the others waiting). False: a rank
-  // left the group, now or before.
+  // A barrier that a rank's abort breaks. std::barrier's arrive_and_drop should do it, but
+  // under libstdc++ 12 the ranks left waiting after a drop hung in ThreadGroup's abort test;
+  // a mutex and a condition variable say plainly when they wake. False: a rank left the
+  // group, now or before.
   bool arrive_and_wait() {
     std::unique_lock lock(mutex);
     if (left >= 0) return false;
