@@ -1,6 +1,8 @@
-// Generator: one contiguous sequence, its position counter, stepped through a StepRunner.
+// Generator: one contiguous sequence, its position counter, stepped through a StepRunner
+// or a TpGroup.
 #include "llm/generator.h"
 
+#include "llm/tp_group.h"
 #include "models/lora_trace.h"
 
 namespace kvf::llm {
@@ -20,15 +22,27 @@ RunnerOptions runner_options(const GeneratorOptions& o) {
 }  // namespace
 
 Generator::Generator(const models::Model& model, int64_t capacity, GeneratorOptions opts)
+    : Generator(model, capacity, opts, std::make_unique<StepRunner>(model, runner_options(opts))) {}
+
+Generator::Generator(const models::Model& model, int64_t capacity, GeneratorOptions opts,
+                     std::unique_ptr<ModelRunner> runner)
     : model_(model),
       capacity_(capacity > 0 ? capacity : model.config.context),
-      opts_(opts),
-      runner_(model, runner_options(opts)) {}
+      opts_(std::move(opts)),
+      runner_(std::move(runner)) {}
 
-int64_t Generator::state_bytes() const { return runner_.state_bytes(); }
+Result<std::unique_ptr<Generator>> Generator::open(const models::Model& model, int64_t capacity,
+                                                   GeneratorOptions opts, int tp_ranks) {
+  if (tp_ranks == 1) return std::make_unique<Generator>(model, capacity, std::move(opts));
+  Result<std::unique_ptr<TpGroup>> group = TpGroup::open(model, tp_ranks, runner_options(opts));
+  if (!group) return group.take_error();
+  return std::unique_ptr<Generator>(new Generator(model, capacity, std::move(opts), std::move(*group)));
+}
+
+int64_t Generator::state_bytes() const { return runner_->state_bytes(); }
 
 void Generator::reset() {
-  runner_.reset_state();
+  runner_->reset_state();
   pos_ = 0;
 }
 
@@ -51,7 +65,7 @@ models::StepSpec Generator::spec_for(int64_t n_tokens) const {
   return spec;
 }
 
-Status Generator::prepare_decode() { return runner_.prepare(spec_for(1)); }
+Status Generator::prepare_decode() { return runner_->prepare(spec_for(1)); }
 
 Result<Generator::StepInput> Generator::input(const std::vector<int32_t>& tokens) const {
   const auto n = static_cast<int64_t>(tokens.size());
@@ -74,7 +88,7 @@ Result<Generator::StepInput> Generator::input(const std::vector<int32_t>& tokens
 Result<std::vector<float>> Generator::step(const std::vector<int32_t>& tokens) {
   Result<StepInput> in = input(tokens);
   if (!in) return in.take_error();
-  Result<std::span<const float>> logits = runner_.run(in->spec, in->slots);
+  Result<std::span<const float>> logits = runner_->run(in->spec, in->slots);
   if (!logits) return logits.take_error();
   pos_ += static_cast<int64_t>(tokens.size());
   return std::vector<float>(logits->begin(), logits->end());
@@ -86,7 +100,7 @@ Result<int32_t> Generator::step_draw(const std::vector<int32_t>& tokens, const e
   }
   Result<StepInput> in = input(tokens);
   if (!in) return in.take_error();
-  Result<std::span<const int32_t>> ids = runner_.run_sample(in->spec, in->slots, draws);
+  Result<std::span<const int32_t>> ids = runner_->run_sample(in->spec, in->slots, draws);
   if (!ids) return ids.take_error();
   pos_ += static_cast<int64_t>(tokens.size());
   return (*ids)[0];

@@ -2,10 +2,13 @@
 // step length is traced once, compiled (compile/), planned for this CPU (plan/) and bound
 // to the CPU executor, which replays it per call; ExecutorKind::kOracle keeps the oracle.
 // Prefill and decode are the same call: a step over n new tokens at the next positions.
+// Generator::open can split the model over tensor-parallel ranks (llm/tp_group.h).
 #pragma once
 
+#include <memory>
 #include <vector>
 
+#include "llm/model_runner.h"
 #include "llm/step_runner.h"
 
 namespace kvf::llm {
@@ -30,6 +33,12 @@ class Generator {
  public:
   // capacity <= 0 means the model's context length.
   Generator(const models::Model& model, int64_t capacity, GeneratorOptions opts = {});
+  // The same, with the model split over `tp_ranks` tensor-parallel ranks stepping in lockstep
+  // (a TpGroup, each rank's runner taking these options and a share of opts.threads); 1 is
+  // the constructor's generator. A model that does not split (models::tp_config), the CUDA
+  // executor and a decode-attention backend are refused (kUnsupported) for tp_ranks > 1.
+  static Result<std::unique_ptr<Generator>> open(const models::Model& model, int64_t capacity, GeneratorOptions opts,
+                                                 int tp_ranks);
 
   // Runs `tokens` at positions position()..; returns the logits of every new position,
   // row-major [tokens.size(), vocab] (of the last one only with last_logits).
@@ -39,7 +48,7 @@ class Generator {
   // exec/row_draw.h) where the logits are: from a GPU only the id comes back.
   Result<int32_t> step_draw(const std::vector<int32_t>& tokens, const exec::StepDraws& draws);
   // Whether step_draw draws on a device (else on the host, from the logits).
-  bool samples_on_device() const { return runner_.samples_on_device(); }
+  bool samples_on_device() const { return runner_->samples_on_device(); }
   // Binds the one-token (decode) step now: a placement refusal comes before the prefill.
   Status prepare_decode();
 
@@ -48,8 +57,8 @@ class Generator {
   int64_t vocab() const { return model_.config.vocab; }
   ExecutorKind executor() const { return opts_.executor; }
   DType kv_dtype() const { return opts_.kv_dtype; }
-  // Bytes the KV state holds now (the whole capacity, once the first step ran): the CPU
-  // executor's caches in kv_dtype, or the oracle's f64 cells.
+  // Bytes the KV state holds now (the whole capacity, once the first step ran; every rank's
+  // with tensor parallelism): the CPU executor's caches in kv_dtype, or the oracle's f64 cells.
   int64_t state_bytes() const;
   void reset();
   // Moves to position `pos` without computing anything: the cache rows before it keep
@@ -62,13 +71,14 @@ class Generator {
     models::StepSpec spec;
     exec::SlotValues slots;
   };
+  Generator(const models::Model& model, int64_t capacity, GeneratorOptions opts, std::unique_ptr<ModelRunner> runner);
   models::StepSpec spec_for(int64_t n_tokens) const;
   Result<StepInput> input(const std::vector<int32_t>& tokens) const;  // checked tokens, their slots
 
   const models::Model& model_;
   int64_t capacity_;
   GeneratorOptions opts_;
-  StepRunner runner_;
+  std::unique_ptr<ModelRunner> runner_;  // a StepRunner, or a TpGroup of them
   int64_t pos_ = 0;
 };
 

@@ -2,7 +2,8 @@
 // across steps: the graphs and bound executors of every step shape seen so far (each is
 // traced, compiled and planned once, then replayed) and the state they share (the KV caches
 // or pools: a prefill plan and a decode plan write the same buffers). The Generator (one
-// contiguous sequence) and the paged driver both step through it.
+// contiguous sequence, through the ModelRunner interface) and the paged driver both step
+// through it.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "exec/cpu/executor.h"
 #include "exec/executor.h"
 #include "exec/state.h"
+#include "llm/model_runner.h"
 #include "models/model.h"
 
 namespace kvf::llm {
@@ -51,7 +53,7 @@ struct RunnerOptions {
 Result<plan::Plan> compile_step(const ir::Graph& traced, const plan::DeviceCaps& caps,
                                 const std::vector<std::string>& skip = {}, compile::WidenedConstants* widened = nullptr);
 
-class StepRunner {
+class StepRunner final : public ModelRunner {
  public:
   StepRunner(const models::Model& model, RunnerOptions opts = {});
 
@@ -59,7 +61,7 @@ class StepRunner {
   // returns the "logits" output, row-major, valid until the next run (a batch's logits are
   // megabytes: read in place, not copied). A refused step (a bad slot, a failed validation)
   // writes no state.
-  Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots);
+  Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots) override;
   // The same step, returning only each logits row's greedy token (exec::row_argmax): on a
   // GPU only the ids cross the link. Valid until the next run.
   Result<std::span<const int32_t>> run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots);
@@ -67,20 +69,20 @@ class StepRunner {
   // (exec/row_draw.h): on a GPU drawn there, so again only the ids cross the link. Valid
   // until the next run.
   Result<std::span<const int32_t>> run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
-                                              const exec::StepDraws& draws);
+                                              const exec::StepDraws& draws) override;
   // Whether run_sample draws on the device that holds the logits (the CUDA executor); a host
   // backend's logits are as cheap to sample where they are.
-  bool samples_on_device() const { return opts_.executor == ExecutorKind::kCuda; }
+  bool samples_on_device() const override { return opts_.executor == ExecutorKind::kCuda; }
   // Traces, compiles, plans and binds the step of shape `spec` now (compiled executors), so
   // that a refusal (no GPU, a placement the backend does not run) comes before any step has run.
-  Status prepare(const models::StepSpec& spec);
+  Status prepare(const models::StepSpec& spec) override;
 
   ExecutorKind executor() const { return opts_.executor; }
   // Bytes the state holds now: the executor's buffers in their dtype (host or device), or
   // the oracle's f64 cells.
-  int64_t state_bytes() const;
+  int64_t state_bytes() const override;
   // Forgets the state (and the executors bound to it); graphs are kept.
-  void reset_state();
+  void reset_state() override;
   // Forgets the traced steps and their executors; the state is kept (the next steps bind to
   // it again). For when what a step's graph holds changed: the LoRA adapters.
   void forget_steps() {

@@ -9,6 +9,13 @@ namespace kvf::llm {
 
 Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int size, RunnerOptions opts) {
   if (size < 1) return invalid_input("tensor parallel: a group of ", size, " ranks");
+  if (opts.executor == ExecutorKind::kCuda) {
+    return unsupported("tensor parallel: the ranks' all_reduce runs on the CPU executor and the oracle; the CUDA "
+                       "executor has none (a group of GPUs is not implemented)");
+  }
+  if (opts.decode_attention != nullptr) {
+    return unsupported("tensor parallel: a decode-attention backend serves one runner, not a group's ranks at once");
+  }
   std::unique_ptr<TpGroup> g(new TpGroup(size));
   const int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
   for (int r = 0; r < size; ++r) {
@@ -52,6 +59,35 @@ Result<std::span<const float>> TpGroup::run(const models::StepSpec& spec, const 
   if (failed < 0) return logits_[0];
   group_.restart();
   return status[static_cast<size_t>(failed)].take_error().context("tensor-parallel rank ", failed);
+}
+
+Result<std::span<const int32_t>> TpGroup::run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
+                                                    const exec::StepDraws& draws) {
+  Status s = exec::check_draws(draws, INT64_MAX);  // a refused draw runs no step
+  if (!s) return s.take_error();
+  Result<std::span<const float>> logits = run(spec, slots);
+  if (!logits) return logits.take_error();
+  s = exec::draw_rows(*logits, ranks_[0]->config.vocab, draws, drawn_);
+  if (!s) return s.take_error();
+  return std::span<const int32_t>(drawn_);
+}
+
+Status TpGroup::prepare(const models::StepSpec& spec) {
+  for (int r = 0; r < size(); ++r) {
+    Status s = runners_[static_cast<size_t>(r)]->prepare(spec);
+    if (!s) return s.take_error().context("tensor-parallel rank ", r);
+  }
+  return {};
+}
+
+int64_t TpGroup::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& runner : runners_) bytes += runner->state_bytes();
+  return bytes;
+}
+
+void TpGroup::reset_state() {
+  for (const auto& runner : runners_) runner->reset_state();
 }
 
 }  // namespace kvf::llm

@@ -2,7 +2,8 @@
 // thread of this process with its own share of the weights (models::tp_weights), its own
 // StepRunner (executor or oracle, KV state) and its handle on one ThreadGroup, through which
 // the step's all-reduces meet. Every rank ends a step with the whole logits; run returns rank
-// 0's. A group of GPUs would keep this shape: ranks, lockstep, rank 0's answer.
+// 0's. A group of GPUs would keep this shape: ranks, lockstep, rank 0's answer. As a
+// ModelRunner it is what a Generator steps through for `kvforge generate --tp N`.
 #pragma once
 
 #include <memory>
@@ -10,16 +11,19 @@
 #include <vector>
 
 #include "core/collective.h"
+#include "llm/model_runner.h"
 #include "llm/step_runner.h"
 #include "models/model.h"
 
 namespace kvf::llm {
 
-class TpGroup {
+class TpGroup final : public ModelRunner {
  public:
   // The model split over `size` ranks (models::tp_config refuses what does not split). Each
   // rank's runner takes `opts` with its own group handle and opts.threads / size threads (0:
-  // the hardware threads shared out).
+  // the hardware threads shared out). The ranks' all_reduce runs on the CPU executor and the
+  // oracle: the CUDA executor is refused (kUnsupported), as is a decode-attention backend
+  // (one backend cannot serve the ranks' threads at once).
   static Result<std::unique_ptr<TpGroup>> open(const models::Model& model, int size, RunnerOptions opts = {});
 
   int size() const { return group_.size(); }
@@ -27,7 +31,16 @@ class TpGroup {
   // rank 0's logits, valid until the next run. A rank that fails leaves the group (the others'
   // all-reduces fail rather than wait) and its error is the step's; the group is whole again
   // for the next step.
-  Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots);
+  Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots) override;
+  // The same step, drawn on the host from rank 0's logits. Valid until the next run.
+  Result<std::span<const int32_t>> run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
+                                              const exec::StepDraws& draws) override;
+  bool samples_on_device() const override { return false; }
+  // Every rank's step of shape `spec` made ready (a rank's refusal is the group's).
+  Status prepare(const models::StepSpec& spec) override;
+  // The ranks' state together (each holds its own heads' KV caches).
+  int64_t state_bytes() const override;
+  void reset_state() override;
   // Rank r's logits of the last run (all ranks hold the same).
   std::span<const float> logits(int rank) const { return logits_[static_cast<size_t>(rank)]; }
 
@@ -38,6 +51,7 @@ class TpGroup {
   std::vector<std::unique_ptr<models::Model>> ranks_;  // each rank's config and weights (runners read them)
   std::vector<std::unique_ptr<StepRunner>> runners_;
   std::vector<std::span<const float>> logits_;        // each rank's last logits
+  std::vector<int32_t> drawn_;                        // run_sample's tokens, one per draw
 };
 
 }  // namespace kvf::llm

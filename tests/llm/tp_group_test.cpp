@@ -3,7 +3,8 @@
 // prefill, then 16 greedy decode steps. The greedy ids must be equal, and the logits of every
 // step close: on the oracle in f64 to 1e-9 of the step's largest logit (only the order of the
 // sums differs: ~1e-16 a sum), on the CPU executor in f32 to the tolerance below. And the
-// traced rank graph holds the all-reduces where they belong.
+// traced rank graph holds the all-reduces where they belong, and a Generator opened over 2
+// ranks (what `kvforge generate --tp 2` steps through) gives one rank's greedy ids.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "core/collective.h"
 #include "eval/oracle.h"
+#include "llm/generator.h"
 #include "llm/tp_group.h"
 #include "models/tensor_parallel.h"
 #include "testing.h"
@@ -235,6 +237,57 @@ TEST(TpGroup, AFailedStepIsEveryRanksAndTheNextOneRuns) {
   EXPECT_NE(bad.error().message().find("token ids in [0, 512)"), std::string::npos) << bad.error().message();
   Result<std::span<const float>> good = group->run(spec, {{ir::Slot::kToken, {5}}, {ir::Slot::kPos, {0}}});
   EXPECT_TRUE(good.ok()) << good.error().to_string();
+}
+
+// Generator::open over 2 ranks against the plain Generator: the greedy ids of a prefill and
+// decode steps taken from the logits (step) and drawn from them (step_draw), the same bytes of
+// KV state over the ranks, and a reset that starts the sequence again.
+TEST(TpGroup, AGeneratorOverTwoRanksGivesOneRanksIds) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  const llm::GeneratorOptions opts{.threads = 2, .last_logits = true};
+  llm::Generator whole(m, kCapacity, opts);
+  std::unique_ptr<llm::Generator> split = testing::must(llm::Generator::open(m, kCapacity, opts, 2));
+  EXPECT_FALSE(split->samples_on_device());
+  exec::StepDraws greedy_draw;
+  greedy_draw.rows.push_back({});
+  auto ids = [&](llm::Generator& gen) {
+    std::vector<int32_t> out;
+    std::vector<int32_t> in = {1, 7, 42, 99};
+    for (int s = 0; s < 8; ++s) {
+      const bool drawn = s % 2 == 1;
+      Result<int32_t> next = drawn ? gen.step_draw(in, greedy_draw) : [&]() -> Result<int32_t> {
+        Result<std::vector<float>> logits = gen.step(in);
+        if (!logits) return logits.take_error();
+        return argmax(*logits);
+      }();
+      if (!next) {
+        ADD_FAILURE() << "step " << s << ": " << next.error().to_string();
+        return out;
+      }
+      out.push_back(*next);
+      in = {*next};
+    }
+    return out;
+  };
+  const std::vector<int32_t> want = ids(whole);
+  EXPECT_EQ(ids(*split), want);
+  EXPECT_EQ(split->state_bytes(), whole.state_bytes());
+  split->reset();
+  EXPECT_EQ(split->position(), 0);
+  EXPECT_EQ(ids(*split), want);
+}
+
+TEST(TpGroup, AGeneratorRefusesWhatDoesNotSplit) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");  // 8 query heads
+  Result<std::unique_ptr<llm::Generator>> three = llm::Generator::open(m, kCapacity, {}, 3);
+  ASSERT_FALSE(three.ok());
+  EXPECT_EQ(three.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(three.error().message().find("n_heads 8 is not a multiple of 3 ranks"), std::string::npos)
+      << three.error().message();
+  Result<std::unique_ptr<llm::Generator>> cuda =
+      llm::Generator::open(m, kCapacity, {.executor = llm::ExecutorKind::kCuda}, 2);
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_EQ(cuda.error().code(), ErrorCode::kUnsupported);
 }
 
 }  // namespace

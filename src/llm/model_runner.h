@@ -1,0 +1,37 @@
+// ModelRunner: what a Generator steps through: the steps of one model and the state they
+// share, run by one StepRunner (llm/step_runner.h) or by the tensor-parallel ranks of a
+// TpGroup (llm/tp_group.h). The paged driver and the scheduler hold a StepRunner itself.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/error.h"
+#include "exec/executor.h"
+#include "exec/row_draw.h"
+#include "models/model.h"
+
+namespace kvf::llm {
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  // Runs one step of shape `spec` on `slots`; returns the whole "logits" output, row-major,
+  // valid until the next run. A refused step writes no state.
+  virtual Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots) = 0;
+  // The same step, returning the token drawn for each of the first draws.rows.size() rows
+  // (exec/row_draw.h). Valid until the next run.
+  virtual Result<std::span<const int32_t>> run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
+                                                      const exec::StepDraws& draws) = 0;
+  // Whether run_sample draws on the device that holds the logits (else on the host).
+  virtual bool samples_on_device() const = 0;
+  // Makes the step of shape `spec` ready now, so that a refusal comes before any step runs.
+  virtual Status prepare(const models::StepSpec& spec) = 0;
+  // Bytes the state (KV caches, or the oracle's cells) holds now.
+  virtual int64_t state_bytes() const = 0;
+  // Forgets the state; the traced steps are kept.
+  virtual void reset_state() = 0;
+};
+
+}  // namespace kvf::llm
