@@ -81,7 +81,9 @@ Status run(const GenerateOptions& o) {
     gopts.lora = &*lora;
     gopts.adapter = *id;
   }
-  llm::Generator gen(*m, cap, gopts);
+  Result<std::unique_ptr<llm::Generator>> opened = open_generator(o.model, *m, cap, gopts);
+  if (!opened) return opened.take_error();
+  llm::Generator& gen = **opened;
   if (*target) {  // a model the target cannot hold is refused before anything runs
     Status s = gen.prepare_decode();
     if (!s) return s.take_error().context("--attention-on ahbm");
@@ -140,7 +142,7 @@ Status run(const GenerateOptions& o) {
   const double per_token = generated.empty() ? 0 : decode_ms / static_cast<double>(generated.size());
   if (o.json) {
     nlohmann::json j{{"model", o.model.model}, {"prompt_ids", *prompt}, {"ids", generated}, {"stop", stop},
-                     {"prefill_ms", prefill_ms}, {"decode_ms_per_token", per_token}};
+                     {"prefill_ms", prefill_ms}, {"decode_ms_per_token", per_token}, {"tp_ranks", o.model.tp}};
     if (m->tokenizer) j["text"] = continuation(*m->tokenizer, *prompt, generated);
     if (*target) j["ahbm"] = cycles.json();
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -164,7 +166,7 @@ Status run(const GenerateOptions& o) {
 Command add_generate_command(CLI::App& parent) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = parent.add_subcommand("generate", "Generate text from a prompt (streams tokens as they are sampled)");
-  add_model_options(*cmd, o->model, kRunsSteps);
+  add_model_options(*cmd, o->model, {.tokenizer = true, .runtime = true, .executor = true, .tp = true});
   CLI::Option_group* prompt = cmd->add_option_group("prompt", "text or token ids");
   prompt->add_option("-p,--prompt", o->prompt,
                      "prompt text, encoded with the model's tokenizer (BOS first when the vocabulary has one, "

@@ -24,8 +24,10 @@ Status run(const LogitsOptions& o) {
   Result<models::Model> m = open(o.model, false);
   if (!m) return m.take_error();
   const int64_t n = static_cast<int64_t>(ids->size()), vocab = m->config.vocab;
-  llm::Generator gen(*m, std::max(capacity_for(o.model, *m), n), generator_options(o.model));
-  Result<std::vector<float>> logits = gen.step(*ids);
+  Result<std::unique_ptr<llm::Generator>> gen =
+      open_generator(o.model, *m, std::max(capacity_for(o.model, *m), n), generator_options(o.model));
+  if (!gen) return gen.take_error();
+  Result<std::vector<float>> logits = (*gen)->step(*ids);
   if (!logits) return logits.take_error();
   std::span<const float> rows(*logits);
   Shape shape{n, vocab};
@@ -47,7 +49,7 @@ Status run(const LogitsOptions& o) {
 Command add_logits_command(CLI::App& parent) {
   auto o = std::make_shared<LogitsOptions>();
   CLI::App* cmd = parent.add_subcommand("logits", "Write the logits of token ids as a float32 .npy ([vocab], or [n, vocab] with --all)");
-  add_model_options(*cmd, o->model, {.runtime = true, .executor = true});
+  add_model_options(*cmd, o->model, {.runtime = true, .executor = true, .tp = true});
   cmd->add_option("--ids", o->ids, "comma-separated token ids")->required();
   cmd->add_option("-o,--out", o->out, "output .npy path")->required();
   cmd->add_flag("--all", o->all, "every position, not just the last");

@@ -3,6 +3,7 @@
 
 #include "cli/progress.h"
 #include "exec/state.h"
+#include "models/tensor_parallel.h"
 #include "models/synthetic.h"
 
 #include <algorithm>
@@ -58,6 +59,16 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which) {
                    "sums), or f32 (every product from f32 inputs: what the CPU computes)")
         ->capture_default_str()
         ->check(CLI::IsMember({"auto", "f32"}));
+  }
+  if (which.tp) {
+    cmd.add_option("--tp", o.tp,
+                   "tensor-parallel ranks: the model split over N ranks in lockstep on this CPU, each a thread "
+                   "with 1/N of the attention heads, the feed-forward width and the vocabulary rows, their "
+                   "partial products summed each layer; --threads is shared between them. Splits " +
+                       models::tp_families() +
+                       " models whose head counts and feed-forward width N divides; CPU only (not with --device cuda)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
   }
   if (!which.runtime) return;
   cmd.add_option("--threads", o.threads, "threads the executor runs on")->capture_default_str()->check(CLI::Range(1, 256));
@@ -138,6 +149,13 @@ llm::GeneratorOptions generator_options(const ModelOptions& o) {
   g.threads = o.threads;
   g.kv_dtype = o.kv_type == "f16" ? DType::kF16 : DType::kF32;
   return g;
+}
+
+Result<std::unique_ptr<llm::Generator>> open_generator(const ModelOptions& o, const models::Model& m,
+                                                       int64_t capacity, llm::GeneratorOptions g) {
+  Result<std::unique_ptr<llm::Generator>> gen = llm::Generator::open(m, capacity, std::move(g), o.tp);
+  if (!gen) return gen.take_error().context("--tp ", o.tp);
+  return gen;
 }
 
 int64_t capacity_for(const ModelOptions& o, const models::Model& m) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct ModelOptions {
   std::string kv_type = "f32";   // the KV cache's element type: f32 or f16
   std::string dtype = "auto";    // what products compute from: auto or f32
   int64_t max_memory = -1;       // --max-memory in bytes; -1: what the host has available
+  int tp = 1;                    // tensor-parallel ranks the model is split over (CPU threads)
 };
 
 // The built-in model (models/kjv-7m.gguf, see models/README.md): what --model defaults to.
@@ -32,12 +34,16 @@ std::string builtin_model();
 
 // The generator options the flags ask for.
 llm::GeneratorOptions generator_options(const ModelOptions& o);
+// A generator of `g` over `m`, split over --tp ranks (llm::Generator::open); a refusal names --tp.
+Result<std::unique_ptr<llm::Generator>> open_generator(const ModelOptions& o, const models::Model& m,
+                                                       int64_t capacity, llm::GeneratorOptions g);
 
 // Which shared options a command offers besides -m.
 struct SharedOptions {
   bool tokenizer = false;  // --tokenizer: the command encodes or decodes text
   bool runtime = false;    // --threads, --ctx, --kv-type, --max-memory: it builds steps
   bool executor = false;   // --executor, --device: it runs them
+  bool tp = false;         // --tp: it runs them through one llm::Generator
 };
 inline constexpr SharedOptions kModelOnly{};
 inline constexpr SharedOptions kWithTokenizer{.tokenizer = true};
