@@ -150,6 +150,7 @@ TEST(ThreadGroup, AnAbortReleasesTheOthersUntilRestart) {
     return g.all_reduce_sum(std::span<float>(x));  // and every later call fails at once
   });
   EXPECT_EQ(group.aborted_by(), 1);
+  for (const Status& s : status) ASSERT_FALSE(s.ok());  // checked before error() is read
   EXPECT_EQ(status[0].error().code(), ErrorCode::kInternal);
   EXPECT_NE(status[0].error().message().find("rank 1 left the group"), std::string::npos) << status[0].error().message();
   EXPECT_EQ(status[1].error().code(), ErrorCode::kInvalidInput);
