@@ -18,8 +18,8 @@
 //     shared-memory slots by bulk copies (TMA), stage after stage, held back only by a full
 //     ring, never by a barrier (weights never depend on the activations); 12 consumer warps,
 //     one slot each, wait for the barrier and x, then take the chunks from their slots.
-// A prototype for the step executor: the bench (layer_bench.cu) checks it against the
-// step's own kernels and times both.
+// A prototype the step executor did not take: the bench (layer_bench.cu) checks it against
+// the step's own kernels and times both; neither form beats them (docs/benchmarks.md).
 #pragma once
 
 #include <cuda_fp16.h>
