@@ -1,11 +1,23 @@
 // ThreadGroup: the all-reduce between threads of one process, in two barriers per call.
 #include "core/collective.h"
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <type_traits>
 
+#include "core/cpu_relax.h"
+
 namespace kvf {
+namespace {
+
+// How long a rank spins at a barrier before it sleeps: the ranks of a step arrive within
+// microseconds of each other, far sooner than a condition variable wakes a thread.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+}  // namespace
 
 struct ThreadGroup::Shared {
   struct Post {
@@ -15,39 +27,109 @@ struct ThreadGroup::Shared {
   };
   explicit Shared(int n) : posts(static_cast<size_t>(n)) {}
 
-  // A barrier that a rank's abort breaks. std::barrier's arrive_and_drop should do it, but
-  // under libstdc++ 12 the ranks left waiting after a drop hung in ThreadGroup's abort test;
-  // a mutex and a condition variable say plainly when they wake. False: a rank left the
-  // group, now or before.
+  // A barrier that a rank's abort breaks (std::barrier's arrive_and_drop left the waiting
+  // ranks hung under libstdc++ 12). The last rank in bumps the phase; the others spin on it,
+  // then sleep. False: a rank left the group, now or before.
   bool arrive_and_wait() {
-    std::unique_lock lock(mutex);
-    if (left >= 0) return false;
-    const uint64_t phase = phases;
-    if (++arrived == static_cast<int>(posts.size())) {
-      arrived = 0;
-      ++phases;
-      woken.notify_all();
+    if (left.load() >= 0) return false;
+    const uint64_t phase = phases.load();
+    if (arrived.fetch_add(1) + 1 == static_cast<int>(posts.size())) {
+      arrived.store(0);
+      phases.store(phase + 1);
+      wake_sleepers();
       return true;
     }
-    woken.wait(lock, [&] { return phases != phase || left >= 0; });
-    return phases != phase;
+    auto passed = [&] { return phases.load() != phase || left.load() >= 0; };
+    const auto deadline = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0; !passed(); ++i) {
+      cpu_relax();
+      if ((i & 63) != 63) continue;
+      // More ranks than cores: the rank we wait for may need this one's core.
+      std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > deadline) {
+        // Counted as a sleeper before the last look at the phase (both seq_cst), while the
+        // last rank bumps the phase before it counts the sleepers: one of us sees the other.
+        std::unique_lock lock(mutex);
+        sleepers.fetch_add(1);
+        woken.wait(lock, passed);
+        sleepers.fetch_sub(1);
+        break;
+      }
+    }
+    return phases.load() != phase;
   }
   void leave(int rank) {
+    int none = -1;
+    left.compare_exchange_strong(none, rank);
     std::lock_guard lock(mutex);
-    if (left < 0) left = rank;
     woken.notify_all();
   }
-  int left_by() {
+  void wake_sleepers() {
+    if (sleepers.load() == 0) return;
     std::lock_guard lock(mutex);
-    return left;
+    woken.notify_all();
   }
+  int left_by() const { return left.load(); }
 
   std::vector<Post> posts;  // each rank's buffer of the call in progress
+  std::atomic<int> arrived{0};      // ranks waiting in this phase
+  std::atomic<uint64_t> phases{0};  // phases completed
+  std::atomic<int> left{-1};        // the first rank that aborted
+  std::atomic<int> sleepers{0};     // ranks asleep on `woken`
   std::mutex mutex;
   std::condition_variable woken;
-  int arrived = 0;      // ranks waiting in this phase
-  uint64_t phases = 0;  // phases completed
-  int left = -1;        // the first rank that aborted
+};
+
+// Threads for ranks 1..size-1 that wait for the next job: a step of a tensor-parallel
+// group, so once per token, where starting threads would cost more than the step.
+struct ThreadGroup::Workers {
+  explicit Workers(int size) {
+    for (int r = 1; r < size; ++r) threads.emplace_back([this, r] { serve(r); });
+  }
+  ~Workers() {
+    {
+      std::lock_guard lock(mutex);
+      stop = true;
+    }
+    next.notify_all();
+    for (std::thread& t : threads) t.join();
+  }
+  void run(const std::function<void(int)>& fn) {
+    {
+      std::lock_guard lock(mutex);
+      job = &fn;
+      ++jobs;
+      pending = static_cast<int>(threads.size());
+    }
+    next.notify_all();
+    fn(0);
+    std::unique_lock lock(mutex);
+    done.wait(lock, [&] { return pending == 0; });
+  }
+  void serve(int rank) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* fn = nullptr;
+      {
+        std::unique_lock lock(mutex);
+        next.wait(lock, [&] { return stop || jobs != seen; });
+        if (stop) return;
+        seen = jobs;
+        fn = job;
+      }
+      (*fn)(rank);
+      std::lock_guard lock(mutex);
+      if (--pending == 0) done.notify_one();
+    }
+  }
+
+  std::vector<std::thread> threads;
+  std::mutex mutex;
+  std::condition_variable next, done;
+  const std::function<void(int)>* job = nullptr;
+  uint64_t jobs = 0;  // jobs posted
+  int pending = 0;    // workers still in the current job
+  bool stop = false;
 };
 
 namespace {
@@ -116,6 +198,11 @@ ThreadGroup::ThreadGroup(int size) : shared_(std::make_unique<Shared>(size)) {
 }
 
 ThreadGroup::~ThreadGroup() = default;
+
+void ThreadGroup::run(const std::function<void(int)>& fn) {
+  if (!workers_) workers_ = std::make_unique<Workers>(size());
+  workers_->run(fn);
+}
 
 int ThreadGroup::aborted_by() const { return shared_->left_by(); }
 

@@ -3,6 +3,7 @@
 // all_reduce through a Collective; a group across GPUs would implement the same interface.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -30,7 +31,8 @@ class Collective {
 // `size` ranks, each driven by its own thread; rank(r) is the handle rank r's thread calls.
 // A call waits until every rank has made it (a barrier), then each rank sums its share
 // of the elements over every rank's buffer and writes the sums into all of them; a second
-// barrier ends the call. No copies, no allocation per call.
+// barrier ends the call. No copies, no allocation per call. A barrier spins briefly before
+// it sleeps: a decode step meets one every few tens of microseconds.
 class ThreadGroup {
  public:
   explicit ThreadGroup(int size);  // size >= 1
@@ -45,11 +47,17 @@ class ThreadGroup {
   // Once no rank's thread is inside a call: a group left by abort() takes calls again.
   void restart();
 
-  struct Shared;  // collective.cpp: the barrier and each rank's posted buffer
+  // Calls fn(r) for every rank r, each on a thread of its own that lives as long as the
+  // group (rank 0 on the caller's), and returns when every call has returned. Not reentrant.
+  void run(const std::function<void(int)>& fn);
+
+  struct Shared;   // collective.cpp: the barrier and each rank's posted buffer
+  struct Workers;  // collective.cpp: the threads of ranks 1..size-1 and their next job
 
  private:
   std::unique_ptr<Shared> shared_;
   std::vector<std::unique_ptr<Collective>> ranks_;
+  std::unique_ptr<Workers> workers_;  // started by the first run
 };
 
 }  // namespace kvf

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
+#include "core/cpu_relax.h"
 
 namespace kvf {
 namespace {
@@ -21,14 +19,6 @@ constexpr auto kSpin = std::chrono::microseconds(100);
 constexpr int kCallerSpins = 1 << 14;
 // claim_ packs the job's chunk count and the chunks claimed so far in 16 bits each.
 constexpr int64_t kMaxChunks = 0xffff;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
 
 }  // namespace
 

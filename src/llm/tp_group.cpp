@@ -50,10 +50,7 @@ Result<std::span<const float>> TpGroup::run(const models::StepSpec& spec, const 
     }
     logits_[static_cast<size_t>(r)] = *out;
   };
-  std::vector<std::thread> others;
-  for (int r = 1; r < size(); ++r) others.emplace_back(step, r);
-  step(0);
-  for (std::thread& t : others) t.join();
+  group_.run(step);
   const int failed = group_.aborted_by();
   for (Status& s : status) (void)s.ok();  // each rank's; the first to leave speaks for the step
   if (failed < 0) return logits_[0];

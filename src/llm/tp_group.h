@@ -1,9 +1,10 @@
 // TpGroup: one model run by `size` tensor-parallel ranks stepping in lockstep, each rank a
 // thread of this process with its own share of the weights (models::tp_weights), its own
-// StepRunner (executor or oracle, KV state) and its handle on one ThreadGroup, through which
-// the step's all-reduces meet. Every rank ends a step with the whole logits; run returns rank
-// 0's. A group of GPUs would keep this shape: ranks, lockstep, rank 0's answer. As a
-// ModelRunner it is what a Generator steps through for `kvforge generate --tp N`.
+// StepRunner (executor or oracle, KV state) and its handle on one ThreadGroup, on whose
+// threads the ranks run and through which the step's all-reduces meet. Every rank ends a
+// step with the whole logits; run returns rank 0's. A group of GPUs would keep this shape:
+// ranks, lockstep, rank 0's answer. As a ModelRunner it is what a Generator steps through
+// for `kvforge generate --tp N`.
 #pragma once
 
 #include <memory>
@@ -27,7 +28,7 @@ class TpGroup final : public ModelRunner {
   static Result<std::unique_ptr<TpGroup>> open(const models::Model& model, int size, RunnerOptions opts = {});
 
   int size() const { return group_.size(); }
-  // Runs the step on every rank, each on its own thread (rank 0 on the caller's), and returns
+  // Runs the step on every rank, each on its own thread (ThreadGroup::run), and returns
   // rank 0's logits, valid until the next run. A rank that fails leaves the group (the others'
   // all-reduces fail rather than wait) and its error is the step's; the group is whole again
   // for the next step.

@@ -166,5 +166,33 @@ TEST(ThreadGroup, AnAbortReleasesTheOthersUntilRestart) {
   for (const Status& s : status) EXPECT_TRUE(s.ok()) << s.error().to_string();
 }
 
+// run() puts every rank on its own thread at once (an all-reduce inside needs them all), rank
+// 0 on the caller's, and keeps the same threads from one run to the next.
+TEST(ThreadGroup, RunsEachRankOnAThreadThatLivesAcrossRuns) {
+  constexpr int kRanks = 3;
+  ThreadGroup group(kRanks);
+  std::vector<std::thread::id> first(kRanks), later(kRanks);
+  for (int run = 0; run < 20; ++run) {
+    std::vector<Status> status(kRanks);
+    std::vector<float> sums(kRanks);
+    group.run([&](int r) {
+      (run == 0 ? first : later)[static_cast<size_t>(r)] = std::this_thread::get_id();
+      std::vector<float> x(5, static_cast<float>(r + run));
+      status[static_cast<size_t>(r)] = group.rank(r).all_reduce_sum(std::span<float>(x));
+      sums[static_cast<size_t>(r)] = x[4];
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(status[static_cast<size_t>(r)].ok()) << status[static_cast<size_t>(r)].error().to_string();
+      EXPECT_EQ(sums[static_cast<size_t>(r)], static_cast<float>(3 + 3 * run));
+    }
+    if (run > 0) {
+      EXPECT_EQ(later, first) << "run " << run;
+    }
+  }
+  EXPECT_EQ(first[0], std::this_thread::get_id());
+  EXPECT_NE(first[1], first[2]);
+  EXPECT_NE(first[1], first[0]);
+}
+
 }  // namespace
 }  // namespace kvf
