@@ -49,7 +49,10 @@ Result<std::vector<llm::Completion>> run_contiguous(const models::Model& m, cons
     g.sinks = o.sinks;
     g.lora = &lora;
     g.adapter = r.adapter;
-    llm::Generator gen(m, static_cast<int64_t>(r.prompt.size()) + std::max<int64_t>(r.max_tokens, 1), g);
+    Result<std::unique_ptr<llm::Generator>> opened =
+        open_generator(o.model, m, static_cast<int64_t>(r.prompt.size()) + std::max<int64_t>(r.max_tokens, 1), g);
+    if (!opened) return opened.take_error();
+    llm::Generator& gen = **opened;
     llm::Sampler sampler(r.sampler);
     llm::Completion c;
     c.id = r.id;
@@ -134,7 +137,9 @@ Status run(const BatchOptions& o) {
     d.identity = identity_of(o.model.model);
     d.eos = m->config.eos;
     d.lora = &*lora;
+    d.tp_ranks = o.model.tp;
     llm::Driver driver(*m, d);
+    if (Status s = driver.opened(); !s) return s.take_error().context("--tp ", o.model.tp);
     llm::Scheduler sched(driver, {.max_batch_tokens = o.max_batch_tokens,
                                   .max_rows = o.max_rows,
                                   .on_token = [&](const std::string&, const llm::RowResult&) { counted(); }});
@@ -192,7 +197,7 @@ Status run(const BatchOptions& o) {
 Command add_batch_command(CLI::App& parent) {
   auto o = std::make_shared<BatchOptions>();
   CLI::App* cmd = parent.add_subcommand("batch", "Run many requests (JSONL) through continuous batching over the paged KV cache");
-  add_model_options(*cmd, o->model, kRunsSteps);
+  add_model_options(*cmd, o->model, kRunsStepsSplit);
   add_lora_option(*cmd, o->lora);
   cmd->get_option("--ctx")->description(
       "the longest sequence (prompt + max_tokens) any request may reach (default: the longest request's)");

@@ -166,7 +166,7 @@ Status run(const GenerateOptions& o) {
 Command add_generate_command(CLI::App& parent) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = parent.add_subcommand("generate", "Generate text from a prompt (streams tokens as they are sampled)");
-  add_model_options(*cmd, o->model, {.tokenizer = true, .runtime = true, .executor = true, .tp = true});
+  add_model_options(*cmd, o->model, kRunsStepsSplit);
   CLI::Option_group* prompt = cmd->add_option_group("prompt", "text or token ids");
   prompt->add_option("-p,--prompt", o->prompt,
                      "prompt text, encoded with the model's tokenizer (BOS first when the vocabulary has one, "

@@ -43,11 +43,12 @@ struct SharedOptions {
   bool tokenizer = false;  // --tokenizer: the command encodes or decodes text
   bool runtime = false;    // --threads, --ctx, --kv-type, --max-memory: it builds steps
   bool executor = false;   // --executor, --device: it runs them
-  bool tp = false;         // --tp: it runs them through one llm::Generator
+  bool tp = false;         // --tp: it runs them over tensor-parallel ranks (a Generator's or a Driver's)
 };
 inline constexpr SharedOptions kModelOnly{};
 inline constexpr SharedOptions kWithTokenizer{.tokenizer = true};
 inline constexpr SharedOptions kRunsSteps{.tokenizer = true, .runtime = true, .executor = true};
+inline constexpr SharedOptions kRunsStepsSplit{.tokenizer = true, .runtime = true, .executor = true, .tp = true};
 
 void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which);
 Result<models::Model> open(const ModelOptions& o, bool need_tokenizer);

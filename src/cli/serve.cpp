@@ -138,6 +138,7 @@ Status run(const ServeOptions& o) {
   e.driver.threads = g.threads;
   e.driver.identity = identity_of(o.model.model);
   e.driver.prefix_cache = !o.no_prefix_cache;
+  e.driver.tp_ranks = o.model.tp;
   e.driver.eos = m->config.eos;
   e.scheduler.max_batch_tokens = o.max_batch_tokens;
   e.scheduler.max_rows = o.max_rows;
@@ -148,7 +149,7 @@ Status run(const ServeOptions& o) {
   serve::Engine engine(*m, e, metrics);
   if (!engine.warm_up_status().ok()) {
     stop_listener();
-    return engine.warm_up_status().error().context("warming up");
+    return engine.warm_up_status().error().context("starting the engine");
   }
   const std::string name = o.name.empty() ? default_name(o.model.model) : o.name;
   Result<serve::ChatRenderer> chat = chat_renderer(o, *m->tokenizer);
@@ -175,7 +176,7 @@ Status run(const ServeOptions& o) {
 Command add_serve_command(CLI::App& parent) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = parent.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/server.md)");
-  add_model_options(*cmd, o->model, kRunsSteps);
+  add_model_options(*cmd, o->model, kRunsStepsSplit);
   cmd->add_option("--host", o->server.host, "address to bind (another than 127.0.0.1 exposes the server to the network)")
       ->capture_default_str();
   cmd->add_option("--port", o->server.port, "port to bind (0: any free port, printed at start)")

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "llm/tp_group.h"
+
 namespace kvf::llm {
 namespace {
 
@@ -17,6 +19,18 @@ RunnerOptions runner_options(const DriverOptions& o) {
   r.compute = o.compute;
   r.threads = o.threads;
   return r;
+}
+
+// A StepRunner, or for opts.tp_ranks > 1 a TpGroup; a group that cannot open leaves its
+// refusal in `refused` and a StepRunner in its place, which no step reaches.
+std::unique_ptr<ModelRunner> open_runner(const models::Model& model, const DriverOptions& opts,
+                                         std::optional<Error>& refused) {
+  if (opts.tp_ranks != 1) {
+    Result<std::unique_ptr<TpGroup>> group = TpGroup::open(model, opts.tp_ranks, runner_options(opts));
+    if (group) return std::move(*group);
+    refused = group.take_error();
+  }
+  return std::make_unique<StepRunner>(model, runner_options(opts));
 }
 
 }  // namespace
@@ -58,7 +72,7 @@ Driver::Driver(const models::Model& model, DriverOptions opts)
       reach_(attention_reach(model.config, opts.window)),
       pool_(opts.pool_blocks),
       cache_(pool_),
-      runner_(model, runner_options(opts)) {}
+      runner_(open_runner(model, opts, refused_)) {}
 
 kv::WeightsIdentity lora_identity(kv::WeightsIdentity base, const models::LoraAdapter& adapter) {
   return kv::weights_identity(str_cat(base.value, "|lora|", adapter.content_hash, "|load=", adapter.serial));
@@ -76,7 +90,7 @@ Status Driver::set_lora(const models::LoraSet* lora) {
     if (q->adapter != 0) return invalid_input("driver: sequence ", id, " runs with adapter ", q->adapter, "; finish it first");
   }
   opts_.lora = lora;
-  runner_.forget_steps();
+  runner_->forget_steps();
   return {};
 }
 
@@ -182,14 +196,15 @@ models::StepSpec Driver::step_spec(int64_t t, int64_t cap, int64_t rows) const {
 // Every decode shape (rows and read-map widths in powers of two) and the first prefill
 // chunk of one prompt, so that no step of a server stalls on compiling its shape.
 Status Driver::warm_up(int max_rows, int64_t max_chunk) {
+  if (refused_) return *refused_;
   const int64_t widest = pow2_at_least(max_seq_len_);
   for (int64_t rows = 1; rows <= pow2_at_least(max_rows); rows *= 2) {
     for (int64_t cap = kv::kBlockTokens; cap <= widest; cap *= 2) {
-      if (Status s = runner_.prepare(step_spec(1, cap, rows)); !s) return s;
+      if (Status s = runner_->prepare(step_spec(1, cap, rows)); !s) return s;
     }
   }
   for (int64_t t = 2; t <= std::min(pow2_at_least(max_chunk), max_seq_len_); t *= 2) {
-    if (Status s = runner_.prepare(step_spec(t, std::max<int64_t>(t, kv::kBlockTokens), 1)); !s) return s;
+    if (Status s = runner_->prepare(step_spec(t, std::max<int64_t>(t, kv::kBlockTokens), 1)); !s) return s;
   }
   return {};
 }
@@ -236,7 +251,7 @@ Result<Driver::StepInput> Driver::step_input(const std::vector<RowRequest>& rows
 }
 
 bool Driver::draws_on_device(const Sequence& q) const {
-  return runner_.samples_on_device() && !opts_.return_logits && q.sampler.config().logprobs < 0;
+  return runner_->samples_on_device() && !opts_.return_logits && q.sampler.config().logprobs < 0;
 }
 
 Driver::Readback Driver::readback(const std::vector<RowRequest>& rows) const {
@@ -280,6 +295,7 @@ Status Driver::drop_behind_window(Sequence& q) {
 }
 
 Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows) {
+  if (refused_) return *refused_;
   if (rows.empty()) return invalid_input("driver: a step needs at least one row");
   int64_t t = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -307,12 +323,12 @@ Result<std::vector<RowResult>> Driver::step(const std::vector<RowRequest>& rows)
   const Readback what = readback(rows);
   if (what != Readback::kLogits) {
     Result<std::span<const int32_t>> got = what == Readback::kGreedyIds
-                                               ? runner_.run_argmax(in->spec, in->slots)
-                                               : runner_.run_sample(in->spec, in->slots, draws_of(rows));
+                                               ? runner_->run_argmax(in->spec, in->slots)
+                                               : runner_->run_sample(in->spec, in->slots, draws_of(rows));
     if (!got) return got.take_error();
     ids = *got;
   } else {
-    Result<std::span<const float>> l = runner_.run(in->spec, in->slots);
+    Result<std::span<const float>> l = runner_->run(in->spec, in->slots);
     if (!l) return l.take_error();
     logits = *l;
   }

@@ -1,6 +1,6 @@
 // Driver: many sequences over one paged KV cache (DESIGN.md §4). It owns the block pool,
 // the prefix cache, each sequence's block table and sampler, and steps batches of rows of
-// different lengths (prefill chunks and decodes together) through one StepRunner. It does
+// different lengths (prefill chunks and decodes together) through one ModelRunner. It does
 // not decide who runs: that is the scheduler's job (scheduler.h). The calls, in order:
 //   open(prompt, max_new, sampler) -> a sequence, or NoRoom(blocks needed)
 //   reserve(seq, n)                -> blocks for the next n tokens, or NoRoom
@@ -48,6 +48,10 @@ struct DriverOptions {
   // (1-based; 0 the base model) computes through adapters[i - 1] and caches its blocks under
   // lora_identity(identity, adapter), so prefix hits never cross adapters.
   const models::LoraSet* lora = nullptr;
+  // > 1: every step runs over this many tensor-parallel ranks (llm/tp_group.h), each holding
+  // its share of the weights and its KV heads' pools; the block tables are the driver's, one
+  // for all ranks.
+  int tp_ranks = 1;
 };
 
 // The identity of K/V computed through `adapter` on weights of identity `base`: its content
@@ -101,7 +105,10 @@ struct Suspended {
 
 class Driver {
  public:
+  // A group of ranks that cannot open (tp_config's refusal, an executor without all_reduce)
+  // is reported by opened(), and every step and warm_up returns it.
   Driver(const models::Model& model, DriverOptions opts);
+  Status opened() const { return refused_ ? Status(*refused_) : Status(); }
 
   // A new sequence: a prefix-cache hit covers what it can, blocks for the rest of the
   // prompt are allocated now (all or nothing). kInvalidInput for an empty or too long
@@ -143,8 +150,8 @@ class Driver {
   int32_t peak_used_blocks() const { return peak_used_; }  // the most blocks held at once
   int64_t max_seq_len() const { return max_seq_len_; }
   const kv::PrefixCache& prefix_cache() const { return cache_; }
-  int64_t state_bytes() const { return runner_.state_bytes(); }
-  const StepRunner& runner() const { return runner_; }
+  int64_t state_bytes() const { return runner_->state_bytes(); }
+  const ModelRunner& runner() const { return *runner_; }
   std::vector<SeqId> sequences() const;
 
  private:
@@ -195,7 +202,8 @@ class Driver {
   int64_t reach_;  // attention_reach: 0 keeps every block
   kv::BlockPool pool_;
   kv::PrefixCache cache_;
-  StepRunner runner_;
+  std::optional<Error> refused_;         // the group's refusal (tp_ranks > 1), set as runner_ is made
+  std::unique_ptr<ModelRunner> runner_;
   std::map<SeqId, std::unique_ptr<Sequence>> seqs_;
   SeqId next_id_ = 0;
   int32_t peak_used_ = 0;

@@ -64,7 +64,7 @@ class StepRunner final : public ModelRunner {
   Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots) override;
   // The same step, returning only each logits row's greedy token (exec::row_argmax): on a
   // GPU only the ids cross the link. Valid until the next run.
-  Result<std::span<const int32_t>> run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots);
+  Result<std::span<const int32_t>> run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots) override;
   // The same step, returning the token drawn for each of the first draws.rows.size() rows
   // (exec/row_draw.h): on a GPU drawn there, so again only the ids cross the link. Valid
   // until the next run.
@@ -83,19 +83,15 @@ class StepRunner final : public ModelRunner {
   int64_t state_bytes() const override;
   // Forgets the state (and the executors bound to it); graphs are kept.
   void reset_state() override;
-  // Forgets the traced steps and their executors; the state is kept (the next steps bind to
-  // it again). For when what a step's graph holds changed: the LoRA adapters.
-  void forget_steps() {
+  void forget_steps() override {
     executors_.clear();
     graphs_.clear();
   }
-  // Step shapes made ready so far (traced, and for a compiled executor compiled, planned and
-  // bound), and the seconds that took: a step that meets a new shape pays for it.
-  int64_t shapes_prepared() const { return shapes_prepared_; }
-  double prepare_seconds() const { return prepare_seconds_; }
-  // Seconds inside the executors' runs (copies in, the step, copies out and the wait for
-  // them): a step's time less this is what the host spent around it.
-  double run_seconds() const { return run_seconds_; }
+  // A shape is prepared when traced, and for a compiled executor compiled, planned and bound.
+  int64_t shapes_prepared() const override { return shapes_prepared_; }
+  double prepare_seconds() const override { return prepare_seconds_; }
+  // The executors' runs: copies in, the step, copies out and the wait for them.
+  double run_seconds() const override { return run_seconds_; }
 
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, DType, int64_t, int64_t, const models::LoraSet*>;

@@ -1,8 +1,10 @@
 #include "llm/tp_group.h"
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
+#include "exec/row_argmax.h"
 #include "models/tensor_parallel.h"
 
 namespace kvf::llm {
@@ -40,6 +42,7 @@ Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int s
 }
 
 Result<std::span<const float>> TpGroup::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<Status> status(static_cast<size_t>(size()));
   auto step = [&](int r) {
     Result<std::span<const float>> out = runners_[static_cast<size_t>(r)]->run(spec, slots);
@@ -51,11 +54,19 @@ Result<std::span<const float>> TpGroup::run(const models::StepSpec& spec, const 
     logits_[static_cast<size_t>(r)] = *out;
   };
   group_.run(step);
+  run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int failed = group_.aborted_by();
   for (Status& s : status) (void)s.ok();  // each rank's; the first to leave speaks for the step
   if (failed < 0) return logits_[0];
   group_.restart();
   return status[static_cast<size_t>(failed)].take_error().context("tensor-parallel rank ", failed);
+}
+
+Result<std::span<const int32_t>> TpGroup::run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots) {
+  Result<std::span<const float>> logits = run(spec, slots);
+  if (!logits) return logits.take_error();
+  exec::rows_argmax(*logits, ranks_[0]->config.vocab, drawn_);
+  return std::span<const int32_t>(drawn_);
 }
 
 Result<std::span<const int32_t>> TpGroup::run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
@@ -85,6 +96,10 @@ int64_t TpGroup::state_bytes() const {
 
 void TpGroup::reset_state() {
   for (const auto& runner : runners_) runner->reset_state();
+}
+
+void TpGroup::forget_steps() {
+  for (const auto& runner : runners_) runner->forget_steps();
 }
 
 }  // namespace kvf::llm

@@ -33,6 +33,8 @@ class TpGroup final : public ModelRunner {
   // all-reduces fail rather than wait) and its error is the step's; the group is whole again
   // for the next step.
   Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots) override;
+  // The same step's greedy tokens, from rank 0's logits on the host. Valid until the next run.
+  Result<std::span<const int32_t>> run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots) override;
   // The same step, drawn on the host from rank 0's logits. Valid until the next run.
   Result<std::span<const int32_t>> run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
                                               const exec::StepDraws& draws) override;
@@ -42,6 +44,12 @@ class TpGroup final : public ModelRunner {
   // The ranks' state together (each holds its own heads' KV caches).
   int64_t state_bytes() const override;
   void reset_state() override;
+  void forget_steps() override;
+  // Rank 0's (the ranks prepare the same shapes, at once).
+  int64_t shapes_prepared() const override { return runners_[0]->shapes_prepared(); }
+  double prepare_seconds() const override { return runners_[0]->prepare_seconds(); }
+  // The group's runs, from the first rank's start to the last rank's end.
+  double run_seconds() const override { return run_seconds_; }
   // Rank r's logits of the last run (all ranks hold the same).
   std::span<const float> logits(int rank) const { return logits_[static_cast<size_t>(rank)]; }
 
@@ -52,7 +60,8 @@ class TpGroup final : public ModelRunner {
   std::vector<std::unique_ptr<models::Model>> ranks_;  // each rank's config and weights (runners read them)
   std::vector<std::unique_ptr<StepRunner>> runners_;
   std::vector<std::span<const float>> logits_;        // each rank's last logits
-  std::vector<int32_t> drawn_;                        // run_sample's tokens, one per draw
+  std::vector<int32_t> drawn_;                        // run_argmax's and run_sample's tokens
+  double run_seconds_ = 0;
 };
 
 }  // namespace kvf::llm

@@ -35,7 +35,8 @@ Engine::Engine(const models::Model& model, EngineOptions opts, Metrics& metrics)
   driver_ = std::make_unique<llm::Driver>(model_, opts_.driver);
   sched_ = std::make_unique<llm::Scheduler>(*driver_, opts_.scheduler);
   opts_.driver.max_seq_len = driver_->max_seq_len();
-  if (opts_.warm_up) warm_up_ = driver_->warm_up(opts_.scheduler.max_rows, opts_.scheduler.max_batch_tokens);
+  warm_up_ = driver_->opened();  // a refused group of ranks runs no step: warm_up says so
+  if (warm_up_ && opts_.warm_up) warm_up_ = driver_->warm_up(opts_.scheduler.max_rows, opts_.scheduler.max_batch_tokens);
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -73,8 +73,9 @@ class Engine {
   // With opts.warm_up, returns once the common step shapes are compiled; a failure there
   // (a shape the executor refuses) is reported by warm_up_status().
   Engine(const models::Model& model, EngineOptions opts, Metrics& metrics);
-  ~Engine();
-  const Status& warm_up_status() const { return warm_up_; }  // cancels what is left and joins the thread
+  ~Engine();  // cancels what is left and joins the thread
+  // Also a driver whose tensor-parallel ranks cannot open (llm::Driver::opened).
+  const Status& warm_up_status() const { return warm_up_; }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 

@@ -3,8 +3,10 @@
 // prefill, then 16 greedy decode steps. The greedy ids must be equal, and the logits of every
 // step close: on the oracle in f64 to 1e-9 of the step's largest logit (only the order of the
 // sums differs: ~1e-16 a sum), on the CPU executor in f32 to the tolerance below. And the
-// traced rank graph holds the all-reduces where they belong, and a Generator opened over 2
-// ranks (what `kvforge generate --tp 2` steps through) gives one rank's greedy ids.
+// traced rank graph holds the all-reduces where they belong, a Generator opened over 2
+// ranks (what `kvforge generate --tp 2` steps through) gives one rank's greedy ids, and a
+// paged Driver over 2 ranks (`batch --tp 2`, `serve --tp 2`) gives every request the tokens
+// it has alone, through chunked prefill and preemption.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,9 +16,12 @@
 
 #include "core/collective.h"
 #include "eval/oracle.h"
+#include "llm/driver.h"
 #include "llm/generator.h"
+#include "llm/scheduler.h"
 #include "llm/tp_group.h"
 #include "models/tensor_parallel.h"
+#include "solo_run.h"
 #include "testing.h"
 
 namespace kvf {
@@ -288,6 +293,67 @@ TEST(TpGroup, AGeneratorRefusesWhatDoesNotSplit) {
       llm::Generator::open(m, kCapacity, {.executor = llm::ExecutorKind::kCuda}, 2);
   ASSERT_FALSE(cuda.ok());
   EXPECT_EQ(cuda.error().code(), ErrorCode::kUnsupported);
+}
+
+// Six requests (greedy and sampled) on one paged pool, scheduled in 16-token steps of up to 4
+// rows: alone on one rank, then over 2 ranks with room for all, then over 2 ranks in a pool
+// so small that sequences are preempted and recomputed. Every request's tokens are its solo
+// run's; the split's f32 sums differ from the whole model's in the last bits only.
+TEST(TpGroup, ADriverOverTwoRanksGivesEachRequestItsSoloTokensThroughPreemption) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
+  struct Run {
+    std::map<std::string, std::vector<int32_t>> ids;
+    int64_t preemptions = 0;
+    int64_t state_bytes = 0;
+  };
+  auto run = [&](int ranks, int32_t blocks) {
+    llm::DriverOptions d = testing::test_driver(blocks, 64, "tp_driver");
+    d.tp_ranks = ranks;
+    llm::Driver driver(m, d);
+    Status opened = driver.opened();
+    EXPECT_TRUE(opened.ok()) << opened.error().to_string();
+    llm::Scheduler sched(driver, {.max_batch_tokens = 16, .max_rows = 4});
+    Run out;
+    for (const auto& [id, c] : testing::run_scheduled(sched, reqs)) out.ids[id] = c.ids;
+    out.preemptions = sched.preemptions();
+    out.state_bytes = driver.state_bytes();
+    return out;
+  };
+  const Run one = run(1, 64), two = run(2, 64), tight = run(2, 9);
+  for (const llm::Request& r : reqs) {
+    const std::vector<int32_t> alone = testing::solo(m, r, 64);
+    EXPECT_EQ(one.ids.at(r.id), alone) << r.id << " on one rank";
+    EXPECT_EQ(two.ids.at(r.id), alone) << r.id << " over 2 ranks";
+    EXPECT_EQ(tight.ids.at(r.id), alone) << r.id << " over 2 ranks, preempted";
+  }
+  EXPECT_EQ(two.preemptions, 0);
+  EXPECT_GT(tight.preemptions, 0);
+  EXPECT_EQ(two.state_bytes, one.state_bytes);  // each rank pools its own half of the KV heads
+}
+
+// Ranks that cannot open (8 heads over 3) leave a driver that refuses every step and warm-up
+// with the group's reason, and opens no sequence into a step that would run.
+TEST(TpGroup, ADriverWhoseRanksCannotOpenRefusesEveryStep) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  llm::DriverOptions d = testing::test_driver(16, 64, "tp_refused");
+  d.tp_ranks = 3;
+  llm::Driver driver(m, d);
+  Status opened = driver.opened();
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(opened.error().message().find("n_heads 8 is not a multiple of 3 ranks"), std::string::npos)
+      << opened.error().message();
+  Status warm = driver.warm_up(2, 16);
+  ASSERT_FALSE(warm.ok());
+  EXPECT_EQ(warm.error().code(), ErrorCode::kUnsupported);
+  const llm::Opened seq = testing::must(driver.open({1, 2, 3}, 4, {}));
+  ASSERT_TRUE(seq.seq.has_value());
+  ASSERT_FALSE(testing::must(driver.reserve(*seq.seq, 3)).has_value());
+  Result<std::vector<llm::RowResult>> step = driver.step({{*seq.seq, 3}});
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(step.error().code(), ErrorCode::kUnsupported);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ struct Harness {
   int port = 0;
 
   Harness(models::Model m, serve::ServerOptions so, int max_rows = 8, size_t max_waiting = 64,
-          std::shared_ptr<const models::LoraSet> lora = nullptr)
+          std::shared_ptr<const models::LoraSet> lora = nullptr, int tp_ranks = 1)
       : model(std::move(m)) {
     serve::EngineOptions e;
     e.driver.pool_blocks = 64;
@@ -43,6 +43,7 @@ struct Harness {
     e.driver.threads = 2;
     e.driver.identity = llm::kv::weights_identity("server_test");
     e.driver.eos = model.config.eos;
+    e.driver.tp_ranks = tp_ranks;
     e.scheduler.max_rows = max_rows;
     e.scheduler.max_batch_tokens = 128;
     e.max_waiting = max_waiting;
@@ -324,6 +325,34 @@ TEST(Server, SixteenConcurrentStreamsEachEqualTheirSoloRun) {
     }));
   }
   for (size_t i = 0; i < 16; ++i) EXPECT_EQ(got[i].get(), expected[i]) << "stream " << i;
+}
+
+// `serve --tp 2`: the engine's driver steps over two tensor-parallel ranks, and concurrent
+// streams, greedy and sampled, each get the text the whole model gives alone.
+TEST(Server, TwoTensorParallelRanksServeEachStreamItsSoloText) {
+  KVF_NEED_STORIES(m);
+  std::vector<std::string> prompts, expected;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(i % 2 ? "Once upon a time" : "The little dog");
+    const llm::SamplerConfig s{.temperature = i < 2 ? 0.0 : 0.9, .seed = static_cast<uint64_t>(200 + i)};
+    const std::vector<int32_t> p = m.tokenizer->encode(prompts.back(), true);
+    expected.push_back(text_of(m, p, solo(m, p, 16, s)));
+  }
+  Harness h(std::move(m), {}, /*max_rows=*/4, /*max_waiting=*/64, /*lora=*/nullptr, /*tp_ranks=*/2);
+  ASSERT_TRUE(h.engine->warm_up_status().ok()) << h.engine->warm_up_status().error().to_string();
+  std::vector<std::future<std::string>> got;
+  for (int i = 0; i < 6; ++i) {
+    got.push_back(std::async(std::launch::async, [&, i] {
+      const json body{{"prompt", prompts[static_cast<size_t>(i)]}, {"max_tokens", 16}, {"stream", true},
+                      {"temperature", i < 2 ? 0.0 : 0.9}, {"seed", 200 + i}};
+      std::string text;
+      for (const std::string& d : h.stream("/v1/completions", body)) {
+        if (d != "[DONE]") text += json::parse(d)["choices"][0]["text"].get<std::string>();
+      }
+      return text;
+    }));
+  }
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(got[i].get(), expected[i]) << "stream " << i;
 }
 
 // Streams whose clients hang up after a few chunks: each is cancelled at the next step and
