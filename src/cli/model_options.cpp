@@ -62,11 +62,12 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which) {
   }
   if (which.tp) {
     cmd.add_option("--tp", o.tp,
-                   "tensor-parallel ranks: the model split over N ranks in lockstep on this CPU, each a thread "
+                   "tensor-parallel ranks: the model split over N ranks in lockstep, each a thread "
                    "with 1/N of the attention heads, the feed-forward width and the vocabulary rows, their "
                    "partial products summed each layer; --threads is shared between them. Splits " +
                        models::tp_families() +
-                       " models whose head counts and feed-forward width N divides; CPU only (not with --device cuda)")
+                       " models whose head counts and feed-forward width N divides. With --device cuda every rank "
+                       "runs on the first GPU and the sums meet on the host: a check of the split, not a speed-up")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
   }

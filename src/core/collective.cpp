@@ -161,6 +161,14 @@ void sum_share(ThreadGroup::Shared& s, int rank) {
   }
 }
 
+}  // namespace
+
+Status Collective::all_reduce_sum_device(float*, size_t, void*) {
+  return internal_error("collective: rank ", rank(), " of ", size(), " sums host memory, not a device's");
+}
+
+namespace {
+
 class ThreadRank final : public Collective {
  public:
   ThreadRank(std::unique_ptr<ThreadGroup::Shared>& shared, int rank, int size)

@@ -23,6 +23,13 @@ class Collective {
   // counts or types disagree fails on every rank (kInternal) and changes nothing.
   virtual Status all_reduce_sum(std::span<float> data) = 0;
   virtual Status all_reduce_sum(std::span<double> data) = 0;
+  // Whether the ranks meet in device memory (a group of GPUs): then a GPU executor hands its
+  // rows to all_reduce_sum_device, enqueued on its stream, where a group of host ranks needs
+  // them copied to the host first.
+  virtual bool on_device() const { return false; }
+  // The same sum over `count` f32 at `data` in this rank's device memory, enqueued on
+  // `stream` (a cudaStream_t). A group of host ranks refuses it (kInternal).
+  virtual Status all_reduce_sum_device(float* data, size_t count, void* stream);
   // This rank makes no more calls (its step failed): the other ranks' calls, the one they
   // wait in and every later one, fail (kInternal) instead of waiting for it.
   virtual void abort() = 0;

@@ -108,7 +108,7 @@ Result<std::unique_ptr<exec::Executor>> StepRunner::bind(plan::Plan plan, const 
     }
     auto& device = static_cast<exec::cuda::step::Device&>(*device_);
     Result<std::unique_ptr<exec::cuda::step::CudaExecutor>> ex =
-        exec::cuda::step::CudaExecutor::create(std::move(plan), *device_state_, device);
+        exec::cuda::step::CudaExecutor::create(std::move(plan), *device_state_, device, opts_.group);
     if (!ex) return ex.take_error();
     return std::unique_ptr<exec::Executor>(std::move(*ex));
 #else

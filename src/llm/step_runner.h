@@ -43,7 +43,7 @@ struct RunnerOptions {
   // Not owned; it outlives the runner.
   exec::AttentionBackend* decode_attention = nullptr;
   // Non-null: this runner is one rank of a tensor-parallel group (llm/tp_group.h), and the
-  // step's all_reduce eqns sum over it (oracle and CPU executor). Not owned.
+  // step's all_reduce eqns sum over it (every executor). Not owned.
   Collective* group = nullptr;
 };
 

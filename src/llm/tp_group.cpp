@@ -11,10 +11,6 @@ namespace kvf::llm {
 
 Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int size, RunnerOptions opts) {
   if (size < 1) return invalid_input("tensor parallel: a group of ", size, " ranks");
-  if (opts.executor == ExecutorKind::kCuda) {
-    return unsupported("tensor parallel: the ranks' all_reduce runs on the CPU executor and the oracle; the CUDA "
-                       "executor has none (a group of GPUs is not implemented)");
-  }
   if (opts.decode_attention != nullptr) {
     return unsupported("tensor parallel: a decode-attention backend serves one runner, not a group's ranks at once");
   }

@@ -22,9 +22,10 @@ class TpGroup final : public ModelRunner {
  public:
   // The model split over `size` ranks (models::tp_config refuses what does not split). Each
   // rank's runner takes `opts` with its own group handle and opts.threads / size threads (0:
-  // the hardware threads shared out). The ranks' all_reduce runs on the CPU executor and the
-  // oracle: the CUDA executor is refused (kUnsupported), as is a decode-attention backend
-  // (one backend cannot serve the ranks' threads at once).
+  // the hardware threads shared out). On the CUDA executor every rank opens the first GPU
+  // (its own stream, weights and KV) and their all-reduces meet on the host through pinned
+  // memory, eqn by eqn with no graph: one GPU checks the split, it does not speed it up.
+  // A decode-attention backend is refused (one backend cannot serve the ranks' threads at once).
   static Result<std::unique_ptr<TpGroup>> open(const models::Model& model, int size, RunnerOptions opts = {});
 
   int size() const { return group_.size(); }

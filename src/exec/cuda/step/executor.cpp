@@ -155,14 +155,15 @@ RopeTask rope_task(const void* x, const Shape& shape, int64_t numel, const void*
 
 }  // namespace
 
-CudaExecutor::CudaExecutor(plan::Plan plan, StateStore& state, Device& device)
-    : plan_(std::move(plan)), state_(state), device_(device) {}
+CudaExecutor::CudaExecutor(plan::Plan plan, StateStore& state, Device& device, Collective* group)
+    : plan_(std::move(plan)), state_(state), device_(device), group_(group) {}
 
-Result<std::unique_ptr<CudaExecutor>> CudaExecutor::create(plan::Plan plan, StateStore& state, Device& device) {
+Result<std::unique_ptr<CudaExecutor>> CudaExecutor::create(plan::Plan plan, StateStore& state, Device& device,
+                                                           Collective* group) {
   if (&state.memory() != &device) {
     return internal_error("exec/cuda: the state lives in ", state.memory().name(), ", not on ", device.name());
   }
-  std::unique_ptr<CudaExecutor> ex(new CudaExecutor(std::move(plan), state, device));
+  std::unique_ptr<CudaExecutor> ex(new CudaExecutor(std::move(plan), state, device, group));
   Status s = state.allocate(ex->plan_.graph);
   if (!s) return s.take_error();
   s = ex->bind_values();
@@ -266,7 +267,10 @@ Status CudaExecutor::check(size_t eqn) const {
     case OpKind::kAttention: return check_attention_rows(g, e, plan_.requests[eqn].attention, e.in.back());
     case OpKind::kRmsNorm: case OpKind::kRope: case OpKind::kSoftmax: case OpKind::kGlu: case OpKind::kLora: return {};
     case OpKind::kBlockTopK: return {};
-    case OpKind::kAllReduce: return unsupported("exec/cuda: ", ir::op_name(e.op), " (a group of GPUs is not implemented)");
+    case OpKind::kAllReduce:
+      if (group_ == nullptr) return invalid_input("exec/cuda: all_reduce in a step run without a group of ranks");
+      if (g.type(e.out).dtype != DType::kF32) return unsupported("exec/cuda: all_reduce of ", dtype_name(g.type(e.out).dtype));
+      return {};
     case OpKind::kIndexerScores: {
       const Shape& q = g.type(e.in[0]).shape;
       const DType k = g.type(e.in[1]).dtype;
@@ -336,7 +340,8 @@ Status CudaExecutor::bind_ops() {
     const auto out = static_cast<size_t>(e.out);
     const ir::TensorType& ot = g.type(e.out);
     Op op{static_cast<int>(i), {}, {}};
-    bool constant_inputs = true;
+    // A collective is never folded at bind: the ranks bind one after another, not together.
+    bool constant_inputs = !ir::is_collective(e.op);
     for (ir::ValueId v : e.in) {
       op.in.push_back(refs_[static_cast<size_t>(v)]);
       constant_inputs = constant_inputs && folded_[static_cast<size_t>(v)];
@@ -368,7 +373,15 @@ Status CudaExecutor::bind_ops() {
       folded_[out] = true;
       continue;
     }
-    if (in_prelude[i] && ir::is_fused(e.op)) return internal_error("a validation depends on fused eqn ", i);
+    if (in_prelude[i] && (ir::is_fused(e.op) || ir::is_collective(e.op))) {
+      return internal_error("a validation depends on eqn ", i, " (", ir::op_name(e.op), ")");
+    }
+    if (e.op == OpKind::kAllReduce && !group_->on_device()) {
+      Result<void*> host = pinned_memory().allocate_zeroed(op.out.numel * 4);
+      if (!host) return host.take_error().context("all_reduce staging, eqn ", i);
+      staging_.emplace_back(&pinned_memory(), *host, op.out.numel * 4);
+      op.staged = static_cast<float*>(*host);
+    }
     if (plan_.buffers.scratch_offset[i] >= 0) {
       op.scratch = reinterpret_cast<float*>(static_cast<char*>(arena_.data()) + plan_.buffers.scratch_offset[i]);
     }
@@ -869,6 +882,7 @@ Status CudaExecutor::launch(const Op& op) {
     return {};
   }
   switch (e.op) {
+    case OpKind::kAllReduce: return all_reduce(op);
     case OpKind::kSelect: {
       const Walk w = broadcast_walk(out.type.shape, {&op.in[0].type.shape, &op.in[1].type.shape, &op.in[2].type.shape});
       select(static_cast<int>(elem_bytes(out.type.dtype)), op.in[0].data, op.in[1].data, op.in[2].data, out.data, w, l);
@@ -1217,16 +1231,10 @@ Status CudaExecutor::run_step(const SlotValues& slots, const IdsOf* ids) {
 // the slot buffers; data-dependent values are read on the device), so the body is the same
 // work each run: captured once, replayed as one graph.
 Status CudaExecutor::run_body() {
-  if (device_.profiling()) {
+  if (device_.profiling()) return run_timed();
+  if (!staging_.empty()) {  // the host ranks' sums wait for the device mid-step: no graph
     for (const Op& op : body_) {
-      const plan::KernelRequest& r = plan_.requests[static_cast<size_t>(op.eqn)];
-      Status s = device_.time_begin();
-      if (s) s = launch(op);
-      const std::string kernel = op.grouped > 0 ? str_cat(r.kernel, " group of ", op.grouped)
-                                 : op.decode_kernel ? std::string("attention.decode_kernel")
-                                 : op.pack.tasks > 0 ? str_cat("rope/cache-write pack of ", op.pack.tasks)
-                                                    : r.kernel;
-      if (s) s = device_.time_end(kernel);
+      Status s = launch(op);
       if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
     }
     return {};
@@ -1247,6 +1255,38 @@ Status CudaExecutor::run_body() {
     body_graph_ = *g;
   }
   return device_.launch_graph(body_graph_);
+}
+
+Status CudaExecutor::run_timed() {
+  for (const Op& op : body_) {
+    const plan::KernelRequest& r = plan_.requests[static_cast<size_t>(op.eqn)];
+    Status s = device_.time_begin();
+    if (s) s = launch(op);
+    const std::string kernel = op.grouped > 0 ? str_cat(r.kernel, " group of ", op.grouped)
+                               : op.decode_kernel ? std::string("attention.decode_kernel")
+                               : op.pack.tasks > 0 ? str_cat("rope/cache-write pack of ", op.pack.tasks)
+                                                  : r.kernel;
+    if (s) s = device_.time_end(kernel);
+    if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
+  }
+  return {};
+}
+
+// The sum over the group's ranks of the eqn's input, into its output: on the device by a
+// device group (enqueued on the stream), else through the pinned rows that host ranks sum.
+Status CudaExecutor::all_reduce(const Op& op) {
+  const int64_t bytes = op.out.numel * 4;
+  if (group_->on_device()) {
+    Status s = device_.copy_on_device(op.out.data, op.in[0].data, bytes);
+    if (!s) return s;
+    return group_->all_reduce_sum_device(static_cast<float*>(op.out.data), static_cast<size_t>(op.out.numel),
+                                         device_.stream());
+  }
+  Status s = device_.copy_to_host(op.staged, op.in[0].data, bytes);
+  if (s) s = device_.synchronize("all_reduce");
+  if (s) s = group_->all_reduce_sum(std::span<float>(op.staged, static_cast<size_t>(op.out.numel)));
+  if (!s) return s;
+  return device_.copy_to_device(op.out.data, op.staged, bytes);
 }
 
 std::span<const float> CudaExecutor::output(const std::string& name) const {

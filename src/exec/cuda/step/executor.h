@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/collective.h"
 #include "exec/cuda/attention.h"
 #include "exec/cuda/step/device.h"
 #include "exec/executor.h"
@@ -22,8 +23,13 @@ class CudaExecutor final : public Executor {
  public:
   // Binds `plan` to `state` (whose memory must be `device`; the buffers the plan declares
   // are allocated there) and uploads the weights it reads. Refuses what no kernel here runs,
-  // naming the eqn. The device and the state outlive the executor.
-  static Result<std::unique_ptr<CudaExecutor>> create(plan::Plan plan, StateStore& state, Device& device);
+  // naming the eqn. The device and the state outlive the executor, and so does `group`: the
+  // ranks the plan's all_reduce eqns sum over (null: a plan with one is refused). A group of
+  // host ranks (core/collective.h's ThreadGroup) is met through pinned memory: each
+  // all_reduce copies its rows to the host, waits for them and copies the sums back, so such
+  // a step runs its eqns one by one rather than as one graph (correct, not fast).
+  static Result<std::unique_ptr<CudaExecutor>> create(plan::Plan plan, StateStore& state, Device& device,
+                                                      Collective* group = nullptr);
   ~CudaExecutor() override;
 
   Status run(const SlotValues& slots) override;
@@ -58,6 +64,7 @@ class CudaExecutor final : public Executor {
     StepPrefillArgs tile_args;
     Pack pack;  // tasks > 0: ropes and cache writes run as one launch (pack.cu)
     const void* const* experts = nullptr;  // Moe: a device table of every expert's gate, up, down weights
+    float* staged = nullptr;  // AllReduce over host ranks: the pinned rows the ranks sum
   };
 
   // Tokens in place of an output's rows of `row`: greedy (row_argmax), or drawn by the
@@ -69,7 +76,7 @@ class CudaExecutor final : public Executor {
     bool drawn = false;
   };
 
-  CudaExecutor(plan::Plan plan, StateStore& state, Device& device);
+  CudaExecutor(plan::Plan plan, StateStore& state, Device& device, Collective* group);
   // run(), or with `ids` the tokens of that output in ids_host_ instead of the output itself.
   Status run_step(const SlotValues& slots, const IdsOf* ids);
   // The rows of `row` of output `name`, with room for that many ids on the device and host.
@@ -81,6 +88,7 @@ class CudaExecutor final : public Executor {
   MoeArgs moe_args(const Op& op) const;
   Result<void*> own(const ir::TensorType& t);
   Status launch(const Op& op);
+  Status all_reduce(const Op& op);
   void group_linears();
   void fuse_rounding_casts();
   void fuse_norms();
@@ -97,10 +105,13 @@ class CudaExecutor final : public Executor {
   Status check_validations();
   Status read_faults();
   Status run_body();
+  Status run_timed();  // KVF_CUDA_PROFILE: each eqn alone between events
 
   plan::Plan plan_;
   StateStore& state_;
   Device& device_;
+  Collective* group_;
+  std::vector<Buffer> staging_;  // pinned rows of the all_reduce eqns over host ranks
   Buffer arena_;
   TensorCores tc_;       // the device's cuBLASLt and this executor's scratch for it
   Buffer tc_scratch_;
