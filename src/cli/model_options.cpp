@@ -66,8 +66,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which) {
                    "with 1/N of the attention heads, the feed-forward width and the vocabulary rows, their "
                    "partial products summed each layer; --threads is shared between them. Splits " +
                        models::tp_families() +
-                       " models whose head counts and feed-forward width N divides. With --device cuda every rank "
-                       "runs on the first GPU and the sums meet on the host: a check of the split, not a speed-up")
+                       " models whose head counts and feed-forward width N divides. With --device cuda: rank r on GPU r "
+                       "over NCCL where several GPUs are visible; on one GPU every rank shares it and the sums meet "
+                       "on the host (a check of the split, not a speed-up)")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
   }

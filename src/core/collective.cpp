@@ -214,6 +214,9 @@ void ThreadGroup::run(const std::function<void(int)>& fn) {
 
 int ThreadGroup::aborted_by() const { return shared_->left_by(); }
 
-void ThreadGroup::restart() { shared_ = std::make_unique<Shared>(size()); }
+Status ThreadGroup::restart() {
+  shared_ = std::make_unique<Shared>(size());
+  return {};
+}
 
 }  // namespace kvf

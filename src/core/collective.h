@@ -35,24 +35,35 @@ class Collective {
   virtual void abort() = 0;
 };
 
+// A group of ranks whose handles the ranks' runners call: ThreadGroup (host threads) or a
+// group of GPUs (exec/cuda/step/nccl_group.h).
+class RankGroup {
+ public:
+  virtual ~RankGroup() = default;
+  virtual int size() const = 0;
+  virtual Collective& rank(int r) = 0;
+  // The first rank that called abort(), or -1.
+  virtual int aborted_by() const = 0;
+  // Once no rank is inside a call: a group left by abort() takes calls again.
+  virtual Status restart() = 0;
+};
+
 // `size` ranks, each driven by its own thread; rank(r) is the handle rank r's thread calls.
 // A call waits until every rank has made it (a barrier), then each rank sums its share
 // of the elements over every rank's buffer and writes the sums into all of them; a second
 // barrier ends the call. No copies, no allocation per call. A barrier spins briefly before
 // it sleeps: a decode step meets one every few tens of microseconds.
-class ThreadGroup {
+class ThreadGroup final : public RankGroup {
  public:
   explicit ThreadGroup(int size);  // size >= 1
-  ~ThreadGroup();
+  ~ThreadGroup() override;
   ThreadGroup(const ThreadGroup&) = delete;
   ThreadGroup& operator=(const ThreadGroup&) = delete;
 
-  int size() const { return static_cast<int>(ranks_.size()); }
-  Collective& rank(int r) { return *ranks_[static_cast<size_t>(r)]; }
-  // The first rank that called abort(), or -1.
-  int aborted_by() const;
-  // Once no rank's thread is inside a call: a group left by abort() takes calls again.
-  void restart();
+  int size() const override { return static_cast<int>(ranks_.size()); }
+  Collective& rank(int r) override { return *ranks_[static_cast<size_t>(r)]; }
+  int aborted_by() const override;
+  Status restart() override;  // never fails
 
   // Calls fn(r) for every rank r, each on a thread of its own that lives as long as the
   // group (rank 0 on the caller's), and returns when every call has returned. Not reentrant.

@@ -87,7 +87,7 @@ Result<plan::DeviceCaps> StepRunner::caps() {
   }
 #if KVF_WITH_CUDA
   if (!device_) {
-    Result<std::unique_ptr<exec::cuda::step::Device>> d = exec::cuda::step::Device::open();
+    Result<std::unique_ptr<exec::cuda::step::Device>> d = exec::cuda::step::Device::open(opts_.gpu);
     if (!d) return d.take_error();
     device_ = std::move(*d);
     device_state_ = std::make_unique<exec::StateStore>(*device_);
@@ -127,6 +127,12 @@ Result<std::unique_ptr<exec::Executor>> StepRunner::bind(plan::Plan plan, const 
 }
 
 Result<exec::Executor*> StepRunner::executor_for(const models::StepSpec& spec) {
+#if KVF_WITH_CUDA
+  if (device_) {  // a tensor-parallel rank steps on a thread of its group, not the one that opened the GPU
+    Status current = static_cast<exec::cuda::step::Device&>(*device_).make_current();
+    if (!current) return current.take_error();
+  }
+#endif
   const Key k = key_of(spec);
   auto it = executors_.find(k);
   if (it != executors_.end()) return it->second.get();

@@ -24,7 +24,8 @@
 namespace kvf::llm {
 
 // kCpu: the compiled step on this CPU; kOracle: the reference interpreter; kCuda: the
-// compiled step on the first GPU (a build without CUDA, or a machine without a GPU, refuses it).
+// compiled step on a GPU (RunnerOptions::gpu; a build without CUDA, or a machine without a
+// GPU, refuses it).
 enum class ExecutorKind { kCpu, kOracle, kCuda };
 
 // What products compute from (--dtype). kAuto: a GPU takes 16-bit inputs where its tensor
@@ -45,6 +46,7 @@ struct RunnerOptions {
   // Non-null: this runner is one rank of a tensor-parallel group (llm/tp_group.h), and the
   // step's all_reduce eqns sum over it (every executor). Not owned.
   Collective* group = nullptr;
+  int gpu = 0;  // kCuda: the GPU the steps run on (a rank of a group of GPUs: its own)
 };
 
 // The traced step graph compiled by the default passes (less `skip`) and planned for `caps`.

@@ -6,6 +6,10 @@
 
 #include "exec/row_argmax.h"
 #include "models/tensor_parallel.h"
+#if KVF_WITH_CUDA
+#include "exec/cuda/step/device.h"
+#include "exec/cuda/step/nccl_group.h"
+#endif
 
 namespace kvf::llm {
 
@@ -15,6 +19,8 @@ Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int s
     return unsupported("tensor parallel: a decode-attention backend serves one runner, not a group's ranks at once");
   }
   std::unique_ptr<TpGroup> g(new TpGroup(size));
+  Status gpus = g->open_gpus(opts);
+  if (!gpus) return gpus.take_error();
   const int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
   for (int r = 0; r < size; ++r) {
     const models::TpRank rank{r, size};
@@ -28,7 +34,8 @@ Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int s
     m->trace = model.trace;
     m->source = str_cat(model.source, " (tensor-parallel rank ", r, " of ", size, ")");
     RunnerOptions ro = opts;
-    ro.group = &g->group_.rank(r);
+    ro.group = &g->sums().rank(r);
+    ro.gpu = g->gpus_ ? r : 0;
     ro.threads = std::max(1, threads / size);
     g->runners_.push_back(std::make_unique<StepRunner>(*m, ro));
     g->ranks_.push_back(std::move(m));
@@ -37,13 +44,29 @@ Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int s
   return g;
 }
 
+TpGroup::~TpGroup() = default;
+
+// Several GPUs: rank r on GPU r, summing over NCCL. One GPU (or none: each rank's first step
+// says so): every rank on GPU 0, summing through the host.
+Status TpGroup::open_gpus(const RunnerOptions& opts) {
+  if (opts.executor != ExecutorKind::kCuda || size() == 1) return {};
+#if KVF_WITH_CUDA
+  Result<int> visible = exec::cuda::step::Device::count();
+  if (!visible || *visible <= 1) return {};
+  Result<std::unique_ptr<exec::cuda::step::NcclGroup>> nccl = exec::cuda::step::NcclGroup::open(size());
+  if (!nccl) return nccl.take_error().context("tensor parallel over ", size(), " of ", *visible, " GPUs");
+  gpus_ = std::move(*nccl);
+#endif
+  return {};
+}
+
 Result<std::span<const float>> TpGroup::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Status> status(static_cast<size_t>(size()));
   auto step = [&](int r) {
     Result<std::span<const float>> out = runners_[static_cast<size_t>(r)]->run(spec, slots);
     if (!out) {
-      group_.rank(r).abort();  // the others' all-reduces fail instead of waiting for this rank
+      sums().rank(r).abort();  // the others' all-reduces fail instead of waiting for this rank
       status[static_cast<size_t>(r)] = out.take_error();
       return;
     }
@@ -51,11 +74,12 @@ Result<std::span<const float>> TpGroup::run(const models::StepSpec& spec, const 
   };
   group_.run(step);
   run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const int failed = group_.aborted_by();
+  const int failed = sums().aborted_by();
   for (Status& s : status) (void)s.ok();  // each rank's; the first to leave speaks for the step
   if (failed < 0) return logits_[0];
-  group_.restart();
-  return status[static_cast<size_t>(failed)].take_error().context("tensor-parallel rank ", failed);
+  Error e = status[static_cast<size_t>(failed)].take_error().context("tensor-parallel rank ", failed);
+  if (Status again = sums().restart(); !again) return again.take_error().context("after ", e.to_string());
+  return e;
 }
 
 Result<std::span<const int32_t>> TpGroup::run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots) {

@@ -22,12 +22,15 @@ class TpGroup final : public ModelRunner {
  public:
   // The model split over `size` ranks (models::tp_config refuses what does not split). Each
   // rank's runner takes `opts` with its own group handle and opts.threads / size threads (0:
-  // the hardware threads shared out). On the CUDA executor every rank opens the first GPU
+  // the hardware threads shared out). On the CUDA executor with several GPUs visible, rank r
+  // runs on GPU r and the all-reduces meet on NCCL (exec/cuda/step/nccl_group.h; refused
+  // when it cannot load or there are fewer GPUs than ranks). With one GPU every rank opens it
   // (its own stream, weights and KV) and their all-reduces meet on the host through pinned
   // memory, eqn by eqn with no graph: one GPU checks the split, it does not speed it up.
   // A decode-attention backend is refused (one backend cannot serve the ranks' threads at once).
   static Result<std::unique_ptr<TpGroup>> open(const models::Model& model, int size, RunnerOptions opts = {});
 
+  ~TpGroup() override;
   int size() const { return group_.size(); }
   // Runs the step on every rank, each on its own thread (ThreadGroup::run), and returns
   // rank 0's logits, valid until the next run. A rank that fails leaves the group (the others'
@@ -56,8 +59,12 @@ class TpGroup final : public ModelRunner {
 
  private:
   explicit TpGroup(int size) : group_(size) {}
+  Status open_gpus(const RunnerOptions& opts);
+  // Where the ranks' all-reduces meet: their GPUs' group, else the threads' own.
+  RankGroup& sums() { return gpus_ ? *gpus_ : group_; }
 
-  ThreadGroup group_;
+  ThreadGroup group_;                 // the ranks' threads (and their sums on the host)
+  std::unique_ptr<RankGroup> gpus_;   // a group of GPUs, or null
   std::vector<std::unique_ptr<models::Model>> ranks_;  // each rank's config and weights (runners read them)
   std::vector<std::unique_ptr<StepRunner>> runners_;
   std::vector<std::span<const float>> logits_;        // each rank's last logits

@@ -1,8 +1,9 @@
-// Tensor-parallel ranks on the CUDA executor: two ranks on one GPU (each its own stream,
-// weights and KV; their all-reduces meet on the host through pinned memory) against the model
-// whole on the same GPU. A prefill and 16 greedy decode steps give the same ids and logits
-// within f32 rounding, and a paged driver over the two ranks gives every request, greedy and
-// sampled, under a pool that preempts, what it gets alone on one rank of the GPU.
+// Tensor-parallel ranks on the CUDA executor against the model whole on GPU 0: two ranks on
+// GPUs 0 and 1 summing over NCCL where two GPUs are visible, else both on the one GPU (each
+// its own stream, weights and KV) summing through pinned host memory. A prefill and 16 greedy
+// decode steps give the same ids and logits within f32 rounding, and a paged driver over the
+// two ranks gives every request, greedy and sampled, under a pool that preempts, what it gets
+// alone on one GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <random>
 
 #include "cuda/gpu_testing.h"
+#include "exec/cuda/step/device.h"
 #include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/sampler.h"
@@ -32,7 +34,7 @@ llm::GeneratorOptions gpu_f32() {
   return o;
 }
 
-TEST(GpuTensorParallel, TwoRanksOnOneGpuGiveTheWholeModelsIdsAndLogits) {
+TEST(GpuTensorParallel, TwoRanksGiveTheWholeModelsIdsAndLogits) {
   KVF_NEED_GPU();
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
   llm::Generator whole(m, kCapacity, gpu_f32());
@@ -53,7 +55,8 @@ TEST(GpuTensorParallel, TwoRanksOnOneGpuGiveTheWholeModelsIdsAndLogits) {
   }
   // The split reorders the o and down sums in f32 (measured 3e-7 to 7e-7 on the CPU).
   EXPECT_LE(worst, 2e-5);
-  std::printf("tp 2 on one GPU, f32: worst logit error %.3g of the largest\n", worst);
+  std::printf("tp 2 on %d GPU(s), f32: worst logit error %.3g of the largest\n",
+              std::min(2, testing::must(exec::cuda::step::Device::count())), worst);
 }
 
 // What a host-drawing runner gives a request alone: the whole model on the GPU, each token
@@ -71,7 +74,7 @@ std::vector<int32_t> solo_on_gpu(const models::Model& m, const llm::Request& r) 
   return out;
 }
 
-TEST(GpuTensorParallel, ADriverOverTwoRanksOnOneGpuGivesEachRequestItsSoloTokens) {
+TEST(GpuTensorParallel, ADriverOverTwoRanksGivesEachRequestItsSoloTokens) {
   KVF_NEED_GPU();
   std::mt19937_64 rng(testing::test_seed());
   const models::Model m = testing::open_test_model("synthetic:llama-260k");

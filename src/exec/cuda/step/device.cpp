@@ -16,21 +16,29 @@ Error cuda_error(const char* what, cudaError_t e) {
 
 }  // namespace
 
-Result<std::unique_ptr<Device>> Device::open() {
+Result<int> Device::count() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     return unsupported("--device cuda: no usable CUDA driver or device (", cudaGetErrorString(e), ")");
   }
-  if (count == 0) return unsupported("--device cuda: no CUDA device is visible");
+  return count;
+}
+
+Result<std::unique_ptr<Device>> Device::open(int index) {
+  Result<int> count = Device::count();
+  if (!count) return count.take_error();
+  if (*count == 0) return unsupported("--device cuda: no CUDA device is visible");
+  if (index < 0 || index >= *count) return unsupported("--device cuda: no GPU ", index, " (", *count, " visible)");
   cudaDeviceProp prop{};
-  if (cudaError_t pe = cudaGetDeviceProperties(&prop, 0); pe != cudaSuccess) return cuda_error("device properties", pe);
+  if (cudaError_t pe = cudaGetDeviceProperties(&prop, index); pe != cudaSuccess) return cuda_error("device properties", pe);
   if (prop.major < 9) {
     return unsupported("--device cuda: ", prop.name, " is compute capability ", prop.major, ".", prop.minor,
                        "; the kernels are built for sm_90 (Hopper)");
   }
   std::unique_ptr<Device> d(new Device());
-  if (cudaError_t se = cudaSetDevice(0); se != cudaSuccess) return cuda_error("set device", se);
+  d->index_ = index;
+  if (Status s = d->make_current(); !s) return s.take_error();
   cudaStream_t s = nullptr;
   if (cudaError_t se = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); se != cudaSuccess) return cuda_error("stream", se);
   d->stream_ = s;
@@ -72,6 +80,11 @@ Result<std::unique_ptr<Device>> Device::open() {
     }
   }
   return d;
+}
+
+Status Device::make_current() const {
+  if (cudaError_t e = cudaSetDevice(index_); e != cudaSuccess) return cuda_error("set device", e);
+  return {};
 }
 
 Device::~Device() {

@@ -19,9 +19,15 @@ namespace kvf::exec::cuda::step {
 
 class Device final : public Memory {
  public:
-  // The first GPU, or a kUnsupported refusal naming what is missing (no driver or device,
-  // a device older than sm_90).
-  static Result<std::unique_ptr<Device>> open();
+  // GPU `index` (made the calling thread's current device), or a kUnsupported refusal
+  // naming what is missing (no driver or device, no such index, a device older than sm_90).
+  static Result<std::unique_ptr<Device>> open(int index = 0);
+  // The GPUs visible; kUnsupported without a usable driver.
+  static Result<int> count();
+  int index() const { return index_; }
+  // Makes this GPU the calling thread's current device: the CUDA runtime's is per thread, and
+  // a rank's steps may run on another thread than the one that opened it.
+  Status make_current() const;
   ~Device() override;
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -68,6 +74,7 @@ class Device final : public Memory {
  private:
   Device() = default;
 
+  int index_ = 0;
   void* stream_ = nullptr;
   FaultRecord* fault_ = nullptr;
   TensorCores tensor_cores_;
