@@ -89,6 +89,8 @@ void expect_buf(const eval::Buffer& got, DType dt, const Shape& shape, const std
 // ‖a − b‖ / ‖b‖ (0 when both are zero); NaN anywhere gives +inf so it never passes.
 double rel_error(const std::vector<double>& a, const std::vector<double>& b);
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+// max |got − want| over max |want|: a logits row's error against its largest logit.
+double step_error(const std::vector<float>& got, const std::vector<float>& want);
 
 // Same length and equal element for element, NaN matching NaN (a poisoned row stays
 // poisoned); +0 and -0 count as equal.

@@ -58,16 +58,6 @@ Greedy greedy(const StepFn& step, const std::vector<int32_t>& prompt) {
   return g;
 }
 
-// max |got − want| over the step's max |want|.
-double step_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return diff / scale;
-}
-
 std::vector<int32_t> prompt_for(int64_t vocab) {
   std::mt19937_64 rng(testing::test_seed());
   std::uniform_int_distribution<int32_t> id(1, static_cast<int32_t>(vocab - 1));
@@ -91,7 +81,9 @@ void expect_split_matches_whole(const models::Model& model, const llm::RunnerOpt
     ASSERT_EQ(got.logits.size(), want.logits.size());
     EXPECT_EQ(got.ids, want.ids);
     double worst = 0;
-    for (size_t s = 0; s < want.logits.size(); ++s) worst = std::max(worst, step_error(got.logits[s], want.logits[s]));
+    for (size_t s = 0; s < want.logits.size(); ++s) {
+      worst = std::max(worst, testing::step_error(got.logits[s], want.logits[s]));
+    }
     for (int r = 1; r < size; ++r) {  // the last step's logits: every rank holds the same bits
       const std::span<const float> rank_r = group->logits(r);
       EXPECT_TRUE(std::equal(rank_r.begin(), rank_r.end(), got.logits.back().begin(), got.logits.back().end())) << r;
