@@ -1,8 +1,10 @@
-// --attention-on and the AHBM cycle report (attention_on.h).
+// --attention-on and the AHBM cycle report, --cp and its key count (attention_on.h).
 #include "cli/attention_on.h"
 
 #include <cstdio>
 #include <numeric>
+
+#include "llm/kv/block_pool.h"
 
 namespace kvf::cli {
 
@@ -23,6 +25,15 @@ void add_attention_on_options(CLI::App& cmd, AttentionOnOptions& o) {
       ->check(CLI::IsMember({"bf16", "f32"}));
   cmd.add_option("--ahbm-request-id", o.request_id, "AHBM: request id r, the first key on PE r mod N (default 0)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--cp", o.cp,
+                 "context-parallel decode over N ranks (1: off): each decode step's attention computed as if the "
+                 "sequence's KV cache were spread over N ranks by position (16-token blocks dealt round-robin), each "
+                 "rank's partial attention over its own keys merged by log-sum-exp, giving the one-device answer. On "
+                 "this host the ranks run one after another in plain loops over one cache: it checks the sharding "
+                 "and the merge, it is slower than the CPU kernel; a longer prompt's prefill stays on the CPU kernel. Not "
+                 "with --attention-on ahbm, --executor oracle, --device cuda or --tp above 1")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
 }
 
 Result<std::unique_ptr<ahbm::AhbmAttention>> attention_target(const AttentionOnOptions& o, const std::string& executor) {
@@ -43,6 +54,37 @@ Result<std::unique_ptr<ahbm::AhbmAttention>> attention_target(const AttentionOnO
   t.storage = o.storage == "f32" ? DType::kF32 : DType::kBF16;
   t.request_id = o.request_id >= 0 ? o.request_id : 0;
   return ahbm::AhbmAttention::create(t);
+}
+
+Result<std::unique_ptr<exec::ContextParallelAttention>> context_parallel(const AttentionOnOptions& o,
+                                                                         const std::string& executor,
+                                                                         const std::string& device, int tp) {
+  if (o.cp == 1) return std::unique_ptr<exec::ContextParallelAttention>();
+  if (o.target != "cpu") {
+    return invalid_input("--cp ", o.cp, " and --attention-on ", o.target, " both place decode attention; pick one");
+  }
+  if (executor != "cpu") return invalid_input("--cp ", o.cp, " needs --executor cpu (the host runs the other eqns)");
+  if (device != "cpu") return invalid_input("--cp ", o.cp, " runs on the CPU, not with --device ", device);
+  if (tp > 1) {
+    return invalid_input("--cp ", o.cp, " and --tp ", tp, ": context-parallel decode serves one runner, not a "
+                         "tensor-parallel group");
+  }
+  return exec::ContextParallelAttention::create(o.cp, llm::kv::kBlockTokens);
+}
+
+nlohmann::json context_parallel_json(const exec::ContextParallelAttention* cp) {
+  if (cp == nullptr) return nullptr;
+  return {{"ranks", cp->shards().ranks}, {"block_tokens", cp->shards().block_tokens},
+          {"keys_per_rank", cp->stats().keys}};
+}
+
+std::string context_parallel_line(const exec::ContextParallelAttention* cp) {
+  if (cp == nullptr) return "";
+  std::string keys;
+  for (int64_t k : cp->stats().keys) keys += str_cat(keys.empty() ? "" : " ", k);
+  return str_cat("kvforge: context-parallel decode attention over ", cp->shards().ranks, " ranks (",
+                 cp->shards().block_tokens, "-token blocks round-robin): ", cp->stats().rows,
+                 " rows merged; keys per rank, summed over layers and steps: ", keys);
 }
 
 nlohmann::json TokenCycles::json() const {

@@ -1,6 +1,8 @@
 // `--attention-on cpu|ahbm` and its --ahbm-* options: where the Attention eqns of decode
-// steps run (docs/ahbm.md, Placement), and the simulated cycles each decode token cost there.
-// The placement itself is exec/ahbm/attention_target.h; this file only parses and reports.
+// steps run (docs/ahbm.md, Placement), and the simulated cycles each decode token cost there;
+// and `--cp N`, decode attention split by position over N ranks and merged (docs/models.md,
+// Context-parallel decode). The backends are exec/ahbm/attention_target.h and
+// exec/context_parallel.h; this file only parses and reports.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "exec/ahbm/attention_target.h"
+#include "exec/context_parallel.h"
 
 namespace kvf::cli {
 
@@ -19,6 +22,7 @@ struct AttentionOnOptions {
   std::string config;          // empty: the built-in defaults
   std::string storage;         // empty: not given (bf16)
   int64_t request_id = -1;     // -1: not given (0)
+  int cp = 1;                  // --cp: context-parallel ranks of decode attention (1: off)
 };
 
 void add_attention_on_options(CLI::App& cmd, AttentionOnOptions& o);
@@ -26,6 +30,16 @@ void add_attention_on_options(CLI::App& cmd, AttentionOnOptions& o);
 // The AHBM target the options ask for; null for --attention-on cpu. Refuses --ahbm-* flags
 // without --attention-on ahbm, and a placement with the oracle executor.
 Result<std::unique_ptr<ahbm::AhbmAttention>> attention_target(const AttentionOnOptions& o, const std::string& executor);
+
+// The context-parallel backend --cp N asks for; null for N = 1. Refuses (kInvalidInput) --cp
+// with --attention-on ahbm, the oracle executor, --device cuda and --tp > 1.
+Result<std::unique_ptr<exec::ContextParallelAttention>> context_parallel(const AttentionOnOptions& o,
+                                                                         const std::string& executor,
+                                                                         const std::string& device, int tp);
+// For --json: {"ranks", "block_tokens", "keys_per_rank"}; null without the backend.
+nlohmann::json context_parallel_json(const exec::ContextParallelAttention* cp);
+// One line for stderr: the ranks and the keys each held, summed over layers and decode steps.
+std::string context_parallel_line(const exec::ContextParallelAttention* cp);
 
 // Simulated attention cycles per decode token: the target's cycle count read around each step.
 class TokenCycles {

@@ -69,11 +69,14 @@ Status run(const GenerateOptions& o) {
   }
   Result<std::unique_ptr<ahbm::AhbmAttention>> target = attention_target(o.attention, o.model.executor);
   if (!target) return target.take_error();
+  Result<std::unique_ptr<exec::ContextParallelAttention>> cp =
+      context_parallel(o.attention, o.model.executor, o.model.device, o.model.tp);
+  if (!cp) return cp.take_error();
   Result<models::LoraSet> lora = load_adapters(o.lora, *m);
   if (!lora) return lora.take_error();
   llm::GeneratorOptions gopts = generator_options(o.model);
   gopts.last_logits = true;
-  gopts.decode_attention = target->get();
+  gopts.decode_attention = *target ? static_cast<exec::AttentionBackend*>(target->get()) : cp->get();
   if (!o.adapter.empty() && lora->empty()) return invalid_input("--adapter ", o.adapter, " needs a --lora");
   if (!lora->empty()) {
     Result<int32_t> id = o.adapter.empty() ? Result<int32_t>(1) : models::lora_id(&*lora, o.adapter);
@@ -84,9 +87,10 @@ Status run(const GenerateOptions& o) {
   Result<std::unique_ptr<llm::Generator>> opened = open_generator(o.model, *m, cap, gopts);
   if (!opened) return opened.take_error();
   llm::Generator& gen = **opened;
-  if (*target) {  // a model the target cannot hold is refused before anything runs
+  if (gopts.decode_attention != nullptr) {  // a model the backend cannot run is refused before anything runs
     Status s = gen.prepare_decode();
-    if (!s) return s.take_error().context("--attention-on ahbm");
+    const std::string flag = *target ? std::string("--attention-on ahbm") : str_cat("--cp ", o.attention.cp);
+    if (!s) return s.take_error().context(flag);
   }
   TokenCycles cycles(target->get());
   llm::Sampler sampler(o.sampler);
@@ -145,6 +149,7 @@ Status run(const GenerateOptions& o) {
                      {"prefill_ms", prefill_ms}, {"decode_ms_per_token", per_token}, {"tp_ranks", o.model.tp}};
     if (m->tokenizer) j["text"] = continuation(*m->tokenizer, *prompt, generated);
     if (*target) j["ahbm"] = cycles.json();
+    if (*cp) j["cp"] = context_parallel_json(cp->get());
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     if (stream) {
@@ -157,6 +162,7 @@ Status run(const GenerateOptions& o) {
                  prompt->size(), prefill_ms, generated.size(), per_token, stop.c_str());
     print_kv_bill(m->config, static_cast<int64_t>(history.size()), gen);
     if (*target) std::fprintf(stderr, "%s\n", cycles.line().c_str());
+    if (*cp) std::fprintf(stderr, "%s\n", context_parallel_line(cp->get()).c_str());
   }
   return {};
 }

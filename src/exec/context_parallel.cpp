@@ -1,0 +1,59 @@
+// Context-parallel decode attention on one host (context_parallel.h).
+#include "exec/context_parallel.h"
+
+#include <algorithm>
+
+#include "exec/cpu/attention_merge.h"
+
+namespace kvf::exec {
+
+Result<std::unique_ptr<ContextParallelAttention>> ContextParallelAttention::create(int ranks, int64_t block_tokens) {
+  Result<plan::KvShards> shards = plan::KvShards::create(ranks, block_tokens);
+  if (!shards) return shards.take_error();
+  return std::unique_ptr<ContextParallelAttention>(new ContextParallelAttention(*shards));
+}
+
+Status ContextParallelAttention::check(const plan::AttentionRequest& r, int) {
+  if (r.lq != 1) {
+    return unsupported("context parallel: ", r.lq, " query rows per head (a prefill or a chunk): the backend runs "
+                       "decode steps, one query row per head; a sharded prefill is the ring schedule, not built here");
+  }
+  if (r.kv_dtype != DType::kF32 && r.kv_dtype != DType::kF16) {
+    return unsupported("context parallel: a ", dtype_name(r.kv_dtype), " KV cache (f32 or f16 expected)");
+  }
+  if (r.hkv <= 0 || r.hq % r.hkv != 0) {
+    return unsupported("context parallel: ", r.hq, " query heads over ", r.hkv, " KV heads");
+  }
+  return {};
+}
+
+void ContextParallelAttention::run_row(const cpu::AttentionArgs& a, int64_t b) {
+  const int64_t n = a.len != nullptr ? std::clamp<int64_t>(a.len[b], 0, a.lk) : a.lk;
+  const int ranks = shards_.ranks;
+  rank_keys_.resize(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    rank_keys_[static_cast<size_t>(r)] = shards_.positions(r, n);
+    stats_.keys[static_cast<size_t>(r)] += static_cast<int64_t>(rank_keys_[static_cast<size_t>(r)].size());
+  }
+  o_.resize(static_cast<size_t>(ranks * a.dv));
+  lse_.resize(static_cast<size_t>(ranks));
+  for (int64_t h = 0; h < a.hq; ++h) {
+    for (int r = 0; r < ranks; ++r) {  // each rank over its own keys only
+      lse_[static_cast<size_t>(r)] =
+          cpu::partial_attention(a, b, h, 0, rank_keys_[static_cast<size_t>(r)], o_.data() + r * a.dv);
+    }
+    cpu::merge_partials(ranks, a.dv, o_.data(), lse_.data(), a.out + (b * a.hq + h) * a.dv);
+  }
+  ++stats_.rows;
+}
+
+Status ContextParallelAttention::run(const cpu::AttentionArgs& a, int) {
+  if (a.lq != 1 || (a.kv_dtype != DType::kF32 && a.kv_dtype != DType::kF16) || a.hkv <= 0 || a.hq % a.hkv != 0) {
+    return internal_error("context parallel: run() on an Attention eqn that check() refuses");
+  }
+  ++stats_.eqns;
+  for (int64_t b = 0; b < a.batch; ++b) run_row(a, b);
+  return {};
+}
+
+}  // namespace kvf::exec

@@ -1,0 +1,51 @@
+// Round-robin position sharding and the ring prefill schedule (kv_shards.h).
+#include "plan/kv_shards.h"
+
+namespace kvf::plan {
+
+Result<KvShards> KvShards::create(int ranks, int64_t block_tokens) {
+  if (ranks < 1) return invalid_input("context parallel: ", ranks, " ranks, expected at least 1");
+  if (block_tokens < 1) return invalid_input("context parallel: blocks of ", block_tokens, " tokens, expected at least 1");
+  return KvShards{ranks, block_tokens};
+}
+
+int64_t KvShards::count(int rank, int64_t n) const {
+  const int64_t full = n / block_tokens, tail = n % block_tokens;
+  const int64_t full_here = full / ranks + (rank < full % ranks ? 1 : 0);
+  const bool tail_here = tail > 0 && owner(full * block_tokens) == rank;
+  return full_here * block_tokens + (tail_here ? tail : 0);
+}
+
+std::vector<int64_t> KvShards::positions(int rank, int64_t n) const {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(count(rank, n)));
+  for (int64_t start = rank * block_tokens; start < n; start += ranks * block_tokens) {
+    for (int64_t p = start; p < start + block_tokens && p < n; ++p) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<int64_t> KvShards::blocks_of(int rank, int64_t n_blocks) const {
+  std::vector<int64_t> out;
+  for (int64_t k = rank; k < n_blocks; k += ranks) out.push_back(k);
+  return out;
+}
+
+int ring_source(const KvShards& shards, int rank, int step) {
+  return ((rank - step) % shards.ranks + shards.ranks) % shards.ranks;
+}
+
+std::vector<BlockPair> ring_pairs(const KvShards& shards, int64_t n, int rank, int step) {
+  const int64_t n_blocks = shards.blocks(n);
+  const std::vector<int64_t> keys = shards.blocks_of(ring_source(shards, rank, step), n_blocks);
+  std::vector<BlockPair> out;
+  for (int64_t q : shards.blocks_of(rank, n_blocks)) {
+    for (int64_t k : keys) {
+      if (k > q) break;  // keys ascend: the rest are in the query block's future
+      out.push_back({q, k});
+    }
+  }
+  return out;
+}
+
+}  // namespace kvf::plan

@@ -1,0 +1,57 @@
+// Where the positions of one sequence live when its KV cache is spread over ranks by
+// position (context parallelism), and the ring-attention prefill schedule over that
+// placement. Pure functions of (ranks, block size, length): no tensors, no threads. The
+// decode backend that computes over this placement on one host is exec/context_parallel.h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+
+namespace kvf::plan {
+
+// Blocks of `block_tokens` positions dealt round-robin: block k (positions [k·B, (k+1)·B))
+// lives on rank k mod ranks. Blocks, not single positions, so a rank's keys are runs as long
+// as a paged cache's block (llm::kv::kBlockTokens; plan/ takes it as a parameter); round-
+// robin, not contiguous, so a growing sequence needs no reshuffle, the ranks' shares differ
+// by at most one block, and the prefill's ring schedule below is balanced.
+struct KvShards {
+  int ranks = 1;
+  int64_t block_tokens = 16;
+
+  // Refuses ranks < 1 or block_tokens < 1 (kInvalidInput).
+  static Result<KvShards> create(int ranks, int64_t block_tokens);
+
+  int owner(int64_t pos) const { return static_cast<int>((pos / block_tokens) % ranks); }
+  // Blocks that hold n positions (the last may be partial).
+  int64_t blocks(int64_t n) const { return (n + block_tokens - 1) / block_tokens; }
+  // How many of the positions [0, n) rank `rank` holds.
+  int64_t count(int rank, int64_t n) const;
+  // Rank `rank`'s positions of [0, n), ascending.
+  std::vector<int64_t> positions(int rank, int64_t n) const;
+  // Rank `rank`'s blocks of the n_blocks blocks, ascending.
+  std::vector<int64_t> blocks_of(int rank, int64_t n_blocks) const;
+};
+
+// One unit of prefill work: the query rows of block `query` against the keys of block `key`.
+// On the diagonal (query == key) the causal mask inside the block still applies; below it
+// every key is visible; above it nothing is, and such a pair is never scheduled.
+struct BlockPair {
+  int64_t query = 0, key = 0;
+  bool diagonal() const { return query == key; }
+  bool operator==(const BlockPair&) const = default;
+};
+
+// Ring attention: each rank holds the query, key and value blocks KvShards gives it. At ring
+// step s (0 <= s < ranks) rank r holds the key/value blocks of rank (r - s) mod ranks (its
+// own at step 0; each step passes them on to rank r + 1).
+int ring_source(const KvShards& shards, int rank, int step);
+
+// The pairs rank `rank` computes at ring step `step` of a causal prefill of n positions from
+// position 0: its query blocks against the key blocks it holds then, the pairs the causal
+// mask hides entirely skipped. Ordered by query block, then key block. Over every rank and
+// step each visible pair (key <= query) appears exactly once.
+std::vector<BlockPair> ring_pairs(const KvShards& shards, int64_t n, int rank, int step);
+
+}  // namespace kvf::plan
