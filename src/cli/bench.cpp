@@ -115,6 +115,7 @@ Status run_e2e(const E2eCli& c) {
   if (!ours) return ours.take_error();
   nlohmann::json j{{"model", c.o.model}, {"threads", c.o.threads}, {"pp", c.o.pp}, {"tg", c.o.tg},
                    {"depth", c.o.depth}, {"kv_type", dtype_name(c.o.kv_dtype)}, {"pp_tok_s", ours->pp_tok_s}, {"tg_tok_s", ours->tg_tok_s}};
+  if (c.o.tp > 1) j["tp"] = c.o.tp;
   if (!c.peer.empty()) {
     Result<bench::E2eResult> peer = run_peer(c.peer, c.o);
     if (!peer) return peer.take_error();
@@ -284,6 +285,11 @@ Command add_bench_command(CLI::App& parent) {
   e->add_option("--dtype", e2e->dtype, "what products compute from: auto (16-bit inputs where a GPU's tensor cores run them) or f32")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "f32"}));
+  e->add_option("--tp", e2e->o.tp,
+                 "tensor-parallel ranks kvforge's steps run over (generate --tp: on CPU threads, or with --device cuda "
+                 "rank r on GPU r over NCCL)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   e->add_option("--lora", e2e->o.lora,
                 "a LoRA adapter every token runs with (a PEFT directory, a GGUF LoRA, or synthetic:r<RANK>), measured in turn "
                 "with the model without it");

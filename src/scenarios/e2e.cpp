@@ -35,7 +35,9 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
     g.lora = &lora;
     g.adapter = 1;
   }
-  llm::Generator gen(*m, cap, g);
+  Result<std::unique_ptr<llm::Generator>> opened = llm::Generator::open(*m, cap, g, o.tp);
+  if (!opened) return opened.take_error().context("--tp ", o.tp);
+  llm::Generator& gen = **opened;
   std::mt19937 rng(42);
   auto tokens = [&](int64_t n) {
     std::vector<int32_t> ids(static_cast<size_t>(n));

@@ -89,6 +89,7 @@ struct E2eOptions {
   DType kv_dtype = DType::kF16;  // llama-bench's default cache type
   bool cuda = false;             // the compiled step on the GPU (llm::ExecutorKind::kCuda)
   bool f32_compute = false;      // --dtype f32: every product from f32 inputs (llm::Compute::kF32)
+  int tp = 1;                    // tensor-parallel ranks (llm::Generator::open)
   std::vector<std::string> skip_passes;  // compiler passes left out: the unfused form, for comparison
   std::string lora;  // a LoRA adapter (any --lora PATH form) every token runs with, measured side by
                      // side with the model without it; "": none

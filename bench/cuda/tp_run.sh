@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Tensor parallelism on the GPU machine, in one run: the tensor-parallel and NCCL GPU tests
+# (with KVF_REQUIRE_GPU=1), then `kvforge bench e2e --device cuda --tp N` decode (tg128) on
+# the TinyLlama-1.1B-shaped F16 GGUF of models_run.sh for every N in 1, 2, 4 that the
+# visible GPUs hold (its 4 KV heads do not split 8 ways; rank r on GPU r over NCCL; on one
+# GPU, tp 1 and the host-summed tp 2 check), and `kvforge batch --tp 2` greedy ids against
+# tp 1 on 8 requests.
+# Logs go to $OUT (default build-cuda-out/).
+#   usage: bench/cuda/tp_run.sh [KVFORGE] [TEST_GPU | -]
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+KVFORGE=${1:-$ROOT/build/src/kvforge}
+TEST_GPU=${2:-$ROOT/build/tests/test_gpu}
+OUT=${OUT:-$ROOT/build-cuda-out}
+MODELS=${KVF_BENCH_MODELS:-/tmp/kvf-tinyllama}
+mkdir -p "$OUT" "$MODELS"
+export LD_LIBRARY_PATH=${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export NCCL_NVLS_ENABLE=0
+
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee "$OUT/env.txt"
+gpus=$(nvidia-smi --list-gpus | wc -l)
+test_rc=0
+if [ "$TEST_GPU" != - ]; then
+  KVF_SOURCE_DIR=$ROOT KVF_REQUIRE_GPU=1 "$TEST_GPU" --gtest_filter='GpuTensorParallel.*:NcclGroup.*' \
+    > "$OUT/test_gpu_tp.log" 2>&1
+  test_rc=$?
+  grep -E "^\[ +(FAILED|PASSED|OK) |Failure|NCCL|tp 2" "$OUT/test_gpu_tp.log" | head -40
+  echo "test_gpu (tensor parallel) rc=$test_rc"
+fi
+
+model=$MODELS/tinyllama-f16.gguf
+[ -f "$model" ] || "$KVFORGE" convert -m synthetic:llama-1.1b --outtype f16 -o "$model" 2>&1 | grep -v "has no tokenizer"
+: > "$OUT/tp_e2e.txt"
+for tp in 1 2 4; do
+  [ "$tp" -le "$gpus" ] || [ "$tp" -eq 2 ] || continue
+  "$KVFORGE" bench e2e -m "$model" --device cuda --repeats 3 --pp 0 --tg 128 --tp "$tp" --json | tee -a "$OUT/tp_e2e.txt"
+done
+python3 -c "import json, random
+r = random.Random(8)
+for i in range(8): print(json.dumps({'id': f'r{i}', 'ids': [r.randrange(1, 32000) for _ in range(64)], 'max_tokens': 32, 'temperature': 0}))" \
+  > "$MODELS/tp_batch8.jsonl"
+for tp in 1 2; do
+  "$KVFORGE" batch -m "$model" --device cuda --dtype f32 --requests "$MODELS/tp_batch8.jsonl" --tp "$tp" --json \
+    > "$OUT/tp_batch_$tp.jsonl"
+done
+if cmp -s <(grep -v summary "$OUT/tp_batch_1.jsonl" | python3 -c "import json,sys; [print(json.loads(l)['ids']) for l in sys.stdin]") \
+          <(grep -v summary "$OUT/tp_batch_2.jsonl" | python3 -c "import json,sys; [print(json.loads(l)['ids']) for l in sys.stdin]"); then
+  echo "batch --tp 2: every request's greedy ids equal tp 1's"
+else
+  echo "batch --tp 2: ids differ from tp 1's"; test_rc=1
+fi
+exit $test_rc
