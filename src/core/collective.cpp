@@ -134,8 +134,6 @@ struct ThreadGroup::Workers {
 
 namespace {
 
-Error left_group(int rank) { return internal_error("collective: rank ", rank, " left the group"); }
-
 // Every rank's post of this call has the same count and element type.
 Status agree(const ThreadGroup::Shared& s, int rank) {
   const ThreadGroup::Shared::Post& mine = s.posts[static_cast<size_t>(rank)];
@@ -163,6 +161,8 @@ void sum_share(ThreadGroup::Shared& s, int rank) {
 
 }  // namespace
 
+Error left_the_group(int rank) { return internal_error("collective: rank ", rank, " left the group"); }
+
 Status Collective::all_reduce_sum_device(float*, size_t, void*) {
   return internal_error("collective: rank ", rank(), " of ", size(), " sums host memory, not a device's");
 }
@@ -183,16 +183,16 @@ class ThreadRank final : public Collective {
   template <class T>
   Status reduce(std::span<T> data) {
     ThreadGroup::Shared& s = *shared_;
-    if (s.left_by() >= 0) return left_group(s.left_by());
+    if (s.left_by() >= 0) return left_the_group(s.left_by());
     s.posts[static_cast<size_t>(rank_)] = {data.data(), data.size(), std::is_same_v<T, double>};
-    if (!s.arrive_and_wait()) return left_group(s.left_by());
+    if (!s.arrive_and_wait()) return left_the_group(s.left_by());
     Status agreed = agree(s, rank_);
     if (agreed) sum_share<T>(s, rank_);
     // No rank posts its next call before every share is written. Every rank is inside this
     // call, so none can have left: this phase completes.
     const bool ended = s.arrive_and_wait();
     if (!agreed || ended) return agreed;
-    return left_group(s.left_by());
+    return left_the_group(s.left_by());
   }
 
   std::unique_ptr<ThreadGroup::Shared>& shared_;  // the group's, replaced by restart()

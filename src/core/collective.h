@@ -35,6 +35,9 @@ class Collective {
   virtual void abort() = 0;
 };
 
+// The error of a call in a group that rank `rank` left (Collective::abort).
+Error left_the_group(int rank);
+
 // A group of ranks whose handles the ranks' runners call: ThreadGroup (host threads) or a
 // group of GPUs (exec/cuda/step/nccl_group.h).
 class RankGroup {

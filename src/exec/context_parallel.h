@@ -48,7 +48,8 @@ class ContextParallelAttention final : public AttentionBackend {
 
   plan::KvShards shards_;
   ContextParallelStats stats_;
-  std::vector<std::vector<int64_t>> rank_keys_;  // [ranks][keys]: the current row's split
+  std::vector<std::vector<int64_t>> rank_keys_;  // [ranks][keys]: the split of split_keys_ keys
+  int64_t split_keys_ = -1;
   std::vector<float> o_, lse_;                   // [ranks, dv], [ranks]: one head's partials
 };
 

@@ -71,8 +71,6 @@ Error nccl_error(const Nccl& api, const char* what, ncclResult_t r) {
   return internal_error("NCCL: ", what, ": ", api.error_string(r));
 }
 
-Error left_group(int rank) { return internal_error("collective: rank ", rank, " left the group"); }
-
 }  // namespace
 
 struct NcclGroup::Comms {
@@ -112,7 +110,7 @@ class NcclRank final : public Collective {
   bool on_device() const override { return true; }
   Status all_reduce_sum_device(float* data, size_t count, void* stream) override {
     NcclGroup::Comms& c = *comms_;
-    if (const int left = c.left.load(); left >= 0) return left_group(left);
+    if (const int left = c.left.load(); left >= 0) return left_the_group(left);
     const ncclResult_t e = c.api->all_reduce(data, data, count, ncclFloat32, ncclSum, c.comms[static_cast<size_t>(rank_)],
                                              static_cast<cudaStream_t>(stream));
     if (e != ncclSuccess) return nccl_error(*c.api, "ncclAllReduce", e);
