@@ -11,7 +11,10 @@
 // (gemm_rows.cuh) at its production shape and a few others (tiles a warp, warps a block,
 // splits of k against plan::gemm_rows_schedule's).
 //
-//   bench_cuda_gemv [rows=1]  (1..64)
+// From 9 rows on a Hopper device, "dispatch" is the streaming kernel (gemm_stream_sm90a.cu)
+// and "dispatch, before" cuBLASLt.
+//
+//   bench_cuda_gemv [rows=1] [filter]  (rows 1..64; only the shapes whose name holds filter)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -214,8 +217,10 @@ int main(int argc, char** argv) {
   }
   std::printf("TinyLlama-1.1B layer linears, f16 weights, %d row(s) of x, %d layers per graph\n", rows, kLayers);
   std::printf("%-18s %9s %8s | %8s %8s %8s %8s  (TB/s alone)\n", "shape", "us/layer", "TB/s", "qkv", "o", "gate_up", "down");
+  const std::string filter = argc > 2 ? argv[2] : "";
   for (const auto& shape_entry : shapes) {
     const std::string& name = shape_entry.first;
+    if (name.find(filter) == std::string::npos) continue;
     const Launcher& go = shape_entry.second;
     // One eager pass first, outside any graph: a warm-up, and a launch error shows here.
     for (const Layer& L : md.layers) {

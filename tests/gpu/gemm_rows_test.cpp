@@ -1,7 +1,8 @@
-// The batched-decode linears' tensor-core kernel (exec/cuda/step/gemm_rows.cu) where
-// gemv_test's epilogue sweep does not reach: a group wide enough that no tile splits its k
-// (the schedule says so on this device), bf16 weights, the split tiles' sums the same bits on
-// every launch (the tile counters go back to zero), and the shapes it declines.
+// The batched-decode linears' tensor-core kernels (exec/cuda/step/gemm_rows.cu and, past its
+// rows on Hopper, gemm_stream_sm90a.cu) where gemv_test's epilogue sweep does not reach: a
+// group wide enough that no tile splits its k (the schedule says so on this device), bf16
+// weights, the split tiles' sums the same bits on every launch (the tile counters go back to
+// zero), each x-row tile width of the streaming kernel, and the shapes each declines.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -28,9 +29,11 @@ struct Run {
   std::vector<double> ref;
 };
 
+enum class Kernel { kRows, kStream };
+
 // One part of n rows over m rows of x [m, k]: the kernel's output `launches` times over (the
 // last kept; each must equal the first) and the double reference over x rounded to dt.
-Run run(DType dt, int64_t m, int64_t n, int64_t k, int launches) {
+Run run(DType dt, int64_t m, int64_t n, int64_t k, int launches, Kernel kernel = Kernel::kRows) {
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(str_cat("seed ", seed));
   std::mt19937_64 rng(seed);
@@ -43,7 +46,9 @@ Run run(DType dt, int64_t m, int64_t n, int64_t k, int launches) {
   Dev out(*device, nullptr, m * n * 4);
   LinearGroup g;
   g.part[0] = exec::cuda::step::LinearPart{wd.p, nullptr, n, static_cast<float*>(out.p)};
-  const exec::cuda::step::GemmRowsScratch need = exec::cuda::step::gemm_rows_scratch(m, k, dt, g);
+  const bool rows = kernel == Kernel::kRows;
+  const exec::cuda::step::GemmRowsScratch need =
+      rows ? exec::cuda::step::gemm_rows_scratch(m, k, dt, g) : exec::cuda::step::gemm_stream_scratch(m, k, dt, g);
   EXPECT_GT(need.bytes, 0);
   Dev scratch(*device, nullptr, need.bytes), counters(*device, nullptr, 4 * need.counters);
   exec::cuda::step::Launch l{device->stream(), device->fault(), 0, device->tensor_cores()};
@@ -54,7 +59,9 @@ Run run(DType dt, int64_t m, int64_t n, int64_t k, int launches) {
   Run r;
   std::vector<float> first;
   for (int i = 0; i < launches; ++i) {
-    EXPECT_TRUE(exec::cuda::step::linear_group_rows(static_cast<const float*>(xd.p), m, k, dt, g, l));
+    const auto* xp = static_cast<const float*>(xd.p);
+    EXPECT_TRUE(rows ? exec::cuda::step::linear_group_rows(xp, m, k, dt, g, l)
+                     : exec::cuda::step::linear_group_stream(xp, m, k, dt, g, l));
     EXPECT_TRUE(device->synchronize("gemm_rows").ok());
     r.out.assign(static_cast<size_t>(m * n), 0.0f);
     EXPECT_TRUE(device->copy_to_host(r.out.data(), out.p, m * n * 4).ok());
@@ -100,6 +107,61 @@ TEST(GemmRows, DeclinesWhatItDoesNotRun) {
   EXPECT_FALSE(gemm_rows_fits(8, 256, DType::kF32, g));
   EXPECT_FALSE(gemm_rows_fits(8, 256, DType::kQ8_0, g));
   EXPECT_FALSE(gemm_rows_fits(8, 264, DType::kF16, g));   // k not whole slices of 32
+}
+
+// The streaming kernel's split count, as gemm_stream_sm90a.cu schedules it (two blocks an
+// SM with 64-row x tiles, more with narrower ones: at least 2).
+int stream_splits(int64_t tiles, int64_t k) {
+  return plan::gemm_stream_schedule(tiles, k, exec::cuda::detail::sm_count(), 2).splits;
+}
+
+TEST(GemmStream, RunsOnHopperOnly) {
+  KVF_NEED_GPU();
+  LinearGroup g;
+  g.part[0].n = 256;
+  g.part[0].w = reinterpret_cast<const void*>(uintptr_t{256});  // only its alignment is read
+  EXPECT_EQ(exec::cuda::step::gemm_stream_fits(64, 2048, DType::kF16, g), exec::cuda::detail::is_sm90());
+}
+
+TEST(GemmStream, EveryXTileWidthMatchesTheReference) {
+  KVF_NEED_GPU();
+  ASSERT_TRUE(exec::cuda::detail::is_sm90()) << "the streaming kernel is Hopper's (wgmma, TMA)";
+  // 9, 17 and 64 rows: x tiles of 16, 32 and 64 rows; n = 200 leaves a part-filled tile; k =
+  // 1000 is 15 whole chunks and a part of one (TMA fills past k with zeros).
+  for (const int64_t m : {9, 17, 64}) {
+    SCOPED_TRACE(str_cat("m ", m));
+    EXPECT_LE(rel(run(DType::kF16, m, 200, 1000, 1, Kernel::kStream)), 1e-5);
+  }
+}
+
+TEST(GemmStream, WideGroupRunsUnsplit) {
+  KVF_NEED_GPU();
+  ASSERT_TRUE(exec::cuda::detail::is_sm90());
+  const int64_t m = 33, n = 40000, k = 256;
+  ASSERT_EQ(stream_splits((n + 127) / 128, k), 1);
+  EXPECT_LE(rel(run(DType::kBF16, m, n, k, 1, Kernel::kStream)), 1e-5);
+}
+
+TEST(GemmStream, SplitTilesGiveTheSameBitsEveryLaunch) {
+  KVF_NEED_GPU();
+  ASSERT_TRUE(exec::cuda::detail::is_sm90());
+  const int64_t m = 64, n = 300, k = 4096;
+  ASSERT_GT(stream_splits((n + 127) / 128, k), 1);
+  EXPECT_LE(rel(run(DType::kF16, m, n, k, 3, Kernel::kStream)), 1e-5);
+}
+
+TEST(GemmStream, DeclinesWhatItDoesNotRun) {
+  LinearGroup g;
+  g.part[0].n = 64;
+  g.part[0].w = reinterpret_cast<const void*>(uintptr_t{256});
+  using exec::cuda::step::gemm_stream_fits;
+  EXPECT_FALSE(gemm_stream_fits(plan::kGemmStreamMin - 1, 256, DType::kF16, g));  // gemm_rows' rows
+  EXPECT_FALSE(gemm_stream_fits(plan::kGemmStreamMax + 1, 256, DType::kF16, g));  // cuBLASLt
+  EXPECT_FALSE(gemm_stream_fits(16, 256, DType::kF32, g));
+  EXPECT_FALSE(gemm_stream_fits(16, 256, DType::kQ8_0, g));
+  EXPECT_FALSE(gemm_stream_fits(16, 260, DType::kF16, g));  // rows not on 16-byte boundaries
+  g.part[0].w = reinterpret_cast<const void*>(uintptr_t{258});
+  EXPECT_FALSE(gemm_stream_fits(16, 256, DType::kF16, g));  // weights not on a 16-byte boundary
 }
 
 }  // namespace

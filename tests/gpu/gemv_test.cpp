@@ -2,8 +2,10 @@
 // for every stored weight type and every epilogue a group has: one part with a bias, three
 // parts laid end to end (q, k, v) under a fused RMSNorm, a gated unit over two parts, and a
 // residual add. With the tensor cores allowed, 16-bit weights over plan::kGemmRowsMin to
-// kGemmRowsMax rows go to the batched-decode kernel (gemm_rows), and from kTensorCoreRows
-// rows 16-bit and quantized ones to cuBLASLt; the reference then rounds x (after the norm) to
+// kGemmRowsMax rows go to the batched-decode kernel (gemm_rows), on Hopper from
+// kGemmStreamMin to kGemmStreamMax rows to the streaming one (gemm_stream), and from
+// kTensorCoreRows rows otherwise 16-bit and quantized ones to cuBLASLt; the reference then
+// rounds x (after the norm) to
 // the weights' 16-bit type and widens quantized weights to f16, as those paths promise. The
 // rest runs on the gemv kernels. Column counts are not multiples of what a warp or a block
 // takes, and k runs past one pass of the loads, so the edges are exercised.
@@ -90,7 +92,8 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
   }
   exec::cuda::step::Launch l{device->stream(), device->fault(), 0, device->tensor_cores()};
   const int64_t most_n = *std::max_element(ns.begin(), ns.end());
-  const exec::cuda::step::GemmRowsScratch rows = exec::cuda::step::gemm_rows_scratch(m, k, dt, g);
+  exec::cuda::step::GemmRowsScratch rows = exec::cuda::step::gemm_rows_scratch(m, k, dt, g);
+  if (rows.bytes == 0) rows = exec::cuda::step::gemm_stream_scratch(m, k, dt, g);
   const int64_t scratch_bytes = std::max(exec::cuda::step::tensor_core_scratch_bytes(m, k, most_n, dt), rows.bytes);
   Dev scratch(*device, nullptr, std::max<int64_t>(scratch_bytes, 16));
   Dev counters(*device, nullptr, std::max<int64_t>(4 * rows.counters, 16));

@@ -17,13 +17,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>
 
 #include <cstdint>
 
 #include "exec/cuda/mma_ptx.cuh"
 #include "exec/cuda/prefill_block.cuh"
 #include "exec/cuda/prefill_launch.h"
+#include "exec/cuda/tensor_map.h"
 #include "exec/cuda/tma_ptx.cuh"
 #include "exec/cuda/wgmma_ptx.cuh"
 
@@ -305,34 +305,15 @@ __global__ void __launch_bounds__(WgPrefill<D>::kThreads, WgPrefill<D>::kMinBloc
 #endif
 }
 
-// cuTensorMapEncodeTiled from the driver, found once through the runtime (no -lcuda).
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
 // A map of a [tokens, heads, d] 16-bit tensor in boxes of 64 columns x 1 head x `rows`
 // tokens. No tokens: a zeroed map, which no block reads (every block has zero key tiles).
 bool encode(CUtensorMap* map, const void* base, int tokens, int heads, int d, int rows, bool f16) {
   *map = CUtensorMap{};
   if (tokens <= 0) return true;
-  const PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
-  if (fn == nullptr) return false;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(heads),
-                              static_cast<cuuint64_t>(tokens)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(d) * 2, static_cast<cuuint64_t>(heads) * d * 2};
-  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(rows)};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  return fn(map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base),
-            dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const uint64_t dims[3] = {static_cast<uint64_t>(d), static_cast<uint64_t>(heads), static_cast<uint64_t>(tokens)};
+  const uint64_t strides[2] = {static_cast<uint64_t>(d) * 2, static_cast<uint64_t>(heads) * d * 2};
+  const uint32_t box[3] = {64, 1, static_cast<uint32_t>(rows)};
+  return encode_tensor_map(map, base, 3, dims, strides, box, f16);
 }
 
 template <int D, bool kF16, bool kCausal>

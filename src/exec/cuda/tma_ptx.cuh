@@ -1,6 +1,6 @@
 // Hopper's tensor memory accelerator and shared-memory barriers (sm_90): mbarrier init,
-// arrive, expected-transaction bytes and phase waits, the 3-D TMA tile load and the 1-D bulk
-// copy that complete on an mbarrier. Thin wrappers over inline PTX.
+// arrive, expected-transaction bytes and phase waits, the 2-D and 3-D TMA tile loads and the
+// 1-D bulk copy that complete on an mbarrier. Thin wrappers over inline PTX.
 #pragma once
 
 #include <cuda.h>
@@ -42,6 +42,14 @@ __device__ __forceinline__ void load_3d(uint32_t dst, const CUtensorMap* map, in
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+
+// The same for a 2-D map at (c0, c1).
+__device__ __forceinline__ void load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
 

@@ -1,7 +1,7 @@
 // Hopper warpgroup MMA (wgmma, sm_90a only): shared-memory matrix descriptors for the
-// 128-byte-swizzled tiles TMA writes, and the m64nNk16 forms the prefill kernel uses (A and
-// B from shared memory; A from registers with B transposed). Thin wrappers over inline PTX;
-// the layouts are in docs/cuda.md ("Prefill on wgmma").
+// 128-byte-swizzled tiles TMA writes, and the m64nNk16 forms the prefill and batched-decode
+// kernels use (A and B from shared memory; A from registers with B transposed). Thin
+// wrappers over inline PTX; the layouts are in docs/cuda.md ("Prefill on wgmma").
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,11 +38,14 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 }
 
 #define KVF_WG_F4(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define KVF_WG_F8(d, i) KVF_WG_F4(d, i), KVF_WG_F4(d, i + 4)
 #define KVF_WG_F16(d, i) KVF_WG_F4(d, i), KVF_WG_F4(d, i + 4), KVF_WG_F4(d, i + 8), KVF_WG_F4(d, i + 12)
 #define KVF_WG_F32(d, i) KVF_WG_F16(d, i), KVF_WG_F16(d, i + 16)
 #define KVF_WG_F64(d, i) KVF_WG_F32(d, i), KVF_WG_F32(d, i + 32)
 #define KVF_WG_F128(d) KVF_WG_F64(d, 0), KVF_WG_F64(d, 64)
 // The accumulator register lists "{%0, ..., %(n - 1)}".
+#define KVF_WG_D8 "{%0, %1, %2, %3, %4, %5, %6, %7}"
+#define KVF_WG_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define KVF_WG_D32 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -74,13 +77,20 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
                : outs                                                                                         \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
 
-// d[64 x N] += A[64 x 16] * B[16 x N], N 64 or 128: A and B K-major in shared memory. Per
-// thread, d holds rows 16 w + lane / 4 (+ 8 for d[4 i + 2..3]) of the warpgroup's warp w,
-// columns 8 i + 2 (lane % 4) + {0, 1}: the mma.sync m16n8 C layout, N / 8 n8 tiles.
+// d[64 x N] += A[64 x 16] * B[16 x N], N 16, 32, 64 or 128: A and B K-major in shared
+// memory. Per thread, d holds rows 16 w + lane / 4 (+ 8 for d[4 i + 2..3]) of the
+// warpgroup's warp w, columns 8 i + 2 (lane % 4) + {0, 1}: the mma.sync m16n8 C layout, N / 8
+// n8 tiles.
 template <bool kF16, int N>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t da, uint64_t db) {
-  static_assert(N == 64 || N == 128, "S tiles of 64 or 128 keys");
-  if constexpr (N == 64) {
+  static_assert(N == 16 || N == 32 || N == 64 || N == 128, "n of 16, 32, 64 or 128");
+  if constexpr (N == 16) {
+    if constexpr (kF16) KVF_WG_SS(16, "f16", KVF_WG_D8, KVF_WG_F8(d, 0), 8, 9);
+    else KVF_WG_SS(16, "bf16", KVF_WG_D8, KVF_WG_F8(d, 0), 8, 9);
+  } else if constexpr (N == 32) {
+    if constexpr (kF16) KVF_WG_SS(32, "f16", KVF_WG_D16, KVF_WG_F16(d, 0), 16, 17);
+    else KVF_WG_SS(32, "bf16", KVF_WG_D16, KVF_WG_F16(d, 0), 16, 17);
+  } else if constexpr (N == 64) {
     if constexpr (kF16) KVF_WG_SS(64, "f16", KVF_WG_D32, KVF_WG_F32(d, 0), 32, 33);
     else KVF_WG_SS(64, "bf16", KVF_WG_D32, KVF_WG_F32(d, 0), 32, 33);
   } else {
@@ -111,10 +121,13 @@ __device__ __forceinline__ void mma_rs_t(float (&d)[N / 2], const uint32_t (&a)[
 #undef KVF_WG_D128
 #undef KVF_WG_D64
 #undef KVF_WG_D32
+#undef KVF_WG_D16
+#undef KVF_WG_D8
 #undef KVF_WG_F128
 #undef KVF_WG_F64
 #undef KVF_WG_F32
 #undef KVF_WG_F16
+#undef KVF_WG_F8
 #undef KVF_WG_F4
 
 }  // namespace kvf::exec::cuda::detail::wgmma

@@ -558,9 +558,10 @@ Status CudaExecutor::bind_tensor_cores() {
     one.part[0].n = w.shape[0];
     const LinearGroup& g = op.grouped > 0 ? op.group : one;
     for (int p = 0; p < g.parts; ++p) bytes = std::max(bytes, tensor_core_scratch_bytes(m, k, g.part[p].n, w.dtype));
-    const GemmRowsScratch rows = gemm_rows_scratch(m, k, w.dtype, g);
-    bytes = std::max(bytes, rows.bytes);
-    counters = std::max(counters, rows.counters);
+    for (const GemmRowsScratch& rows : {gemm_rows_scratch(m, k, w.dtype, g), gemm_stream_scratch(m, k, w.dtype, g)}) {
+      bytes = std::max(bytes, rows.bytes);
+      counters = std::max(counters, rows.counters);
+    }
   }
   if (bytes == 0) return {};
   Result<void*> p = device_.allocate_zeroed(bytes);

@@ -228,6 +228,13 @@ struct GemmRowsScratch {
 bool gemm_rows_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
 GemmRowsScratch gemm_rows_scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
 bool linear_group_rows(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+// The same past gemm_rows' reach, plan::kGemmStreamMin..kGemmStreamMax rows, on a Hopper
+// device (sm_90) by gemm_stream_sm90a.cu's kernel: weight tiles and x streamed into shared
+// memory by TMA and multiplied by wgmma; false, launching nothing, where it does not fit,
+// the device is not sm_90 or the scratch is short.
+bool gemm_stream_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
+GemmRowsScratch gemm_stream_scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
+bool linear_group_stream(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 
 inline constexpr int64_t kTensorCoreRows = 9;
 bool tensor_core_fits(int64_t m, int64_t k, DType w_dt);

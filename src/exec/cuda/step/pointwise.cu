@@ -101,7 +101,10 @@ __global__ void to_f32_kernel(DType from, const void* x, float* out, int64_t n) 
   KVF_GRID_LOOP(i, n) out[i] = load_stored(from, x, i);
 }
 
+// Launched as a programmatic dependent: it rounds a linear's x, so the linear behind it (a
+// programmatic dependent too) can request its first weights while this runs.
 __global__ void to_half_kernel(bool bf16, const float* x, void* out, int64_t n) {
+  await_kernel_in_front();
   KVF_GRID_LOOP(i, n) {
     if (bf16) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(x[i]);
     else static_cast<__half*>(out)[i] = __float2half_rn(x[i]);
@@ -209,7 +212,7 @@ void cast(DType from, DType to, const void* x, void* out, int64_t n, const Launc
   if (to == DType::kF32 && from != DType::kI32 && from != DType::kBool) {
     to_f32_kernel<<<g, kThreads, 0, s>>>(from, x, static_cast<float*>(out), n);
   } else if (to == DType::kF16 || to == DType::kBF16) {
-    to_half_kernel<<<g, kThreads, 0, s>>>(to == DType::kBF16, static_cast<const float*>(x), out, n);
+    launch_programmatic(to_half_kernel, dim3(g), dim3(kThreads), 0, s, true, to == DType::kBF16, static_cast<const float*>(x), out, n);
   } else {
     to_word_kernel<<<g, kThreads, 0, s>>>(from, to, x, out, n, l);
   }

@@ -76,8 +76,11 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, Out* out, int64_t
 // there and 2.8 here (ncu, in the step).
 constexpr int kRowVecs = 8;
 
+// Launched as a programmatic dependent (the rounding of a linear group's x: the linear
+// behind it requests its first weights while this runs).
 template <typename Out>
 __global__ void rmsnorm_rows_kernel(const float* x, const float* w, Out* out, int64_t d, double eps, bool unit_offset) {
+  await_kernel_in_front();
   const auto* xr = reinterpret_cast<const float4*>(x + blockIdx.x * d);
   const auto* w4 = reinterpret_cast<const float4*>(w);
   const int64_t n4 = d / 4;
@@ -112,7 +115,7 @@ void launch_rmsnorm(const float* x, const float* w, Out* out, int64_t rows, int6
   const auto grid = static_cast<unsigned>(rows);
   const bool vectors = d % 4 == 0 && d <= 4 * kRowThreads * kRowVecs && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (vectors) rmsnorm_rows_kernel<<<grid, kRowThreads, 0, s>>>(x, w, out, d, eps, unit_offset);
+  if (vectors) launch_programmatic(rmsnorm_rows_kernel<Out>, dim3(grid), dim3(kRowThreads), 0, s, true, x, w, out, d, eps, unit_offset);
   else rmsnorm_kernel<<<grid, kRowThreads, 0, s>>>(x, w, out, d, eps, unit_offset);
 }
 

@@ -1,0 +1,81 @@
+// Linear groups of a batched decode past gemm_rows' reach (plan::kGemmStreamMin to
+// kGemmStreamMax rows of x, 16-bit weights, Hopper only: built into gemm_stream_sm90a.cu).
+// Still bound by the weight bytes, so the kernel is a stream of weight tiles with the
+// multiplication riding along:
+//   - A block owns a tile of 128 weight rows (with a glu: 64 gate rows and the matching 64
+//     up rows) and walks k in chunks of 64 elements. Each chunk's weight tile and the x rows'
+//     chunk land in shared memory by TMA, 128-byte swizzled, in a ring of S stages: S - 1
+//     chunks are on their way while one is multiplied.
+//   - x's rows are the narrow side of wgmma m64nBNk16 (BN = 16, 32 or 64, the rows rounded
+//     up): the weights are A, x is B, both K-major from shared memory, so x is read from
+//     shared memory by the tensor cores' own path, once per chunk for both 64-row halves.
+//   - One thread of the warpgroup issues the loads; a stage is refilled once every warp has
+//     passed the chunk that read it. The weights of the first S - 1 chunks are requested
+//     before the block waits for the kernel in front (PDL), x's after.
+//   - Too few tiles to give every resident block slot one are split over k; each split
+//     writes its accumulators, and the tile's last block adds them in split order
+//     (deterministic) and runs the epilogue of gemm_rows: bias, then the glu, the residual
+//     add or a store.
+#pragma once
+
+#include <cuda.h>
+
+#include "exec/cuda/step/gemv16.cuh"
+#include "exec/cuda/step/launch.cuh"
+
+namespace kvf::exec::cuda::step::gemm_stream_detail {
+
+inline constexpr int kChunk = 64;       // k elements a stage: one 128-byte swizzle row
+inline constexpr int kHalfRows = 64;    // weight rows of one wgmma (m64)
+inline constexpr int kTileRows = 128;   // weight rows a block
+inline constexpr int kThreads = 128;    // one warpgroup
+inline constexpr int kMaxParts = 3;
+
+// The x rows' tile: the rows rounded up to a wgmma n.
+constexpr int x_tile(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
+
+template <int BN, int S>
+struct Shape {
+  static constexpr int kWBytes = kTileRows * kChunk * 2;  // two 64-row halves of 8 KB
+  static constexpr int kXBytes = BN * kChunk * 2;
+  static constexpr int kStageBytes = kWBytes + kXBytes;   // a multiple of 1024: every tile stays swizzle-aligned
+  static constexpr int kSmemBytes = S * kStageBytes + 8 * S + 1024;  // + barriers, + alignment slack
+  // Blocks an SM holds (228 KB of shared memory, 1 KB of it reserved per block).
+  static constexpr int kBlocksPerSm = (228 * 1024) / (kSmemBytes + 1024);
+  static_assert(kStageBytes % 1024 == 0);
+  static_assert(kBlocksPerSm >= 1);
+};
+
+// TMA maps of x [m, k] (boxes of 64 elements x BN rows) and of each part's weights [n, k]
+// (boxes of 64 elements x 64 rows).
+struct Maps {
+  CUtensorMap x;
+  CUtensorMap w[kMaxParts];
+};
+
+struct Args {
+  int64_t m = 0, k = 0;
+  int chunks = 0;                  // ceil(k / kChunk)
+  int splits = 1;
+  int part_tiles[kMaxParts] = {};  // column tiles of each part (a glu: all of them the gate's)
+  float* partials = nullptr;       // splits > 1: partial_floats() of them
+  unsigned* counters = nullptr;    // one per tile, zero between launches
+  LinearGroup g;
+};
+
+// Column tiles of the group: 128 weight rows each, or with a glu 64 columns' gate and up rows.
+inline int tiles_of(const LinearGroup& g, int (&part_tiles)[kMaxParts]) {
+  int total = 0;
+  for (int p = 0; p < kMaxParts; ++p) {
+    part_tiles[p] = 0;
+    if (p >= g.parts || (g.glu && p > 0)) continue;
+    const int64_t rows = g.glu ? kHalfRows : kTileRows;
+    part_tiles[p] = static_cast<int>((g.part[p].n + rows - 1) / rows);
+    total += part_tiles[p];
+  }
+  return total;
+}
+
+inline int64_t partial_floats(int64_t tiles, int splits, int bn) { return tiles * splits * 2 * (bn / 2) * kThreads; }
+
+}  // namespace kvf::exec::cuda::step::gemm_stream_detail
