@@ -11,10 +11,11 @@
 // (gemm_rows.cuh) at its production shape and a few others (tiles a warp, warps a block,
 // splits of k against plan::gemm_rows_schedule's).
 //
-// From 9 rows on a Hopper device, "dispatch" is the streaming kernel (gemm_stream_sm90a.cu)
-// and "dispatch, before" cuBLASLt.
+// On a Hopper device, "stream" is the streaming kernel (gemm_stream_sm90a.cu) at any rows;
+// from 9 rows "dispatch" is that kernel too and "dispatch, before" cuBLASLt.
 //
-//   bench_cuda_gemv [rows=1] [filter]  (rows 1..64; only the shapes whose name holds filter)
+//   bench_cuda_gemv [rows=1] [filter]  (rows 1..64; only the shapes whose name holds one of
+//                                       filter's '|'-separated parts)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "event_timer.h"
 #include "exec/cuda/device_props.h"
 #include "exec/cuda/step/gemm_rows.cuh"
+#include "exec/cuda/step/gemm_stream.cuh"
 #include "exec/cuda/step/gemv_bulk.cuh"
 #include "plan/gemm_rows_schedule.h"
 
@@ -99,10 +101,47 @@ Launcher shape() {
   };
 }
 
+// Each row's 1 / rms of x [MR, k] into inv, one block a row, as a programmatic dependent.
+template <int MR>
+__global__ void rms_inv_kernel(const float* x, int64_t k, double eps, float* inv) {
+  kvf::exec::cuda::await_kernel_in_front();
+  __shared__ float part[8];
+  float ss = 0.0f;
+  const auto* x4 = reinterpret_cast<const float4*>(x + blockIdx.x * k);
+  for (int64_t c = threadIdx.x; c < k / 4; c += blockDim.x) ss += x4[c].x * x4[c].x + x4[c].y * x4[c].y + x4[c].z * x4[c].z + x4[c].w * x4[c].w;
+  ss = kvf::exec::cuda::step::warp_sum(ss);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (int w = 0; w < 8; ++w) t += part[w];
+    inv[blockIdx.x] = static_cast<float>(1.0 / sqrt(static_cast<double>(t) / static_cast<double>(k) + eps));
+  }
+}
+
+// A shape with the norm's 1 / rms computed ahead by rms_inv_kernel instead of in every block.
+Launcher with_inv(int rows, float* inv, Launcher go) {
+  return [rows, inv, go](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    if (g.norm_w == nullptr) return go(x, k, g, s);
+    kvf::exec::cuda::launch_programmatic(rms_inv_kernel<1>, dim3(rows), dim3(256), 0, s, true, x, k, g.norm_eps, inv);
+    LinearGroup h = g;
+    h.norm_inv = inv;
+    go(x, k, h, s);
+  };
+}
+
 template <int MR, bool PDL>
 Launcher bulk() {
   return [](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
     kvf::exec::cuda::step::gemv_bulk_detail::launch_any_rows<MR, DType::kF16>(x, MR, k, g, s, PDL);
+  };
+}
+
+// The streaming kernel (gemm_stream_sm90a.cu) at any rows, whatever the step would pick.
+Launcher stream(int m, kvf::exec::cuda::step::TensorCores tc) {
+  return [m, tc](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    kvf::exec::cuda::step::Launch l{s, nullptr, 0, tc};
+    if (!kvf::exec::cuda::step::gemm_stream_detail::run_group(x, m, k, DType::kF16, g, l)) std::abort();
   };
 }
 
@@ -177,6 +216,17 @@ void add_rows_shapes(int m, const kvf::exec::cuda::step::TensorCores& tc, std::v
   out.push_back({"rows NT2 W4 D4 s/2", rows_shape<MT, 2, 4, 4>(m, tc, 0.5)});
 }
 
+// Whether a shape's name holds one of filter's '|'-separated parts (an empty filter: any).
+bool matches(const std::string& name, const std::string& filter) {
+  size_t from = 0;
+  while (true) {
+    const size_t bar = filter.find('|', from);
+    if (name.find(filter.substr(from, bar - from)) != std::string::npos) return true;
+    if (bar == std::string::npos) return false;
+    from = bar + 1;
+  }
+}
+
 // Median microseconds per replay of what `enqueue` puts on the stream, captured as one graph.
 double time_graph(const std::function<void(cudaStream_t)>& enqueue) {
   return 1e3 * kvf::bench_cuda::median_graph_ms(3, 15, 1, [&](int, cudaStream_t st) { enqueue(st); });
@@ -207,8 +257,14 @@ int main(int argc, char** argv) {
               {"C1 G4 W4 pdl", shape<8, 1, 4, 4, true>()}, {"C2 G2 W4 pdl", shape<8, 2, 2, 4, true>()},
               {"C4 G2 W4 pdl", shape<8, 4, 2, 4, true>()}, {"bulk pdl", bulk<8, true>()}};
   }
+  const kvf::exec::cuda::step::TensorCores tc = tensor_cores();
+  if (kvf::exec::cuda::detail::is_sm90()) shapes.push_back({"stream", stream(rows, tc)});
+  auto* inv = static_cast<float*>(device_bytes(sizeof(float) * 64, 0));
+  if (rows == 1) {
+    shapes.push_back({"C2 G8 W8 inv", with_inv(rows, inv, shape<1, 2, 8, 8, true>())});
+    shapes.push_back({"bulk inv", with_inv(rows, inv, bulk<1, true>())});
+  }
   if (rows >= 2) {
-    const kvf::exec::cuda::step::TensorCores tc = tensor_cores();
     shapes.push_back({"dispatch, before", dispatch(rows, tc, false)});
     shapes.push_back({"dispatch", dispatch(rows, tc, true)});
     if (rows <= 16) add_rows_shapes<1>(rows, tc, shapes);
@@ -220,7 +276,7 @@ int main(int argc, char** argv) {
   const std::string filter = argc > 2 ? argv[2] : "";
   for (const auto& shape_entry : shapes) {
     const std::string& name = shape_entry.first;
-    if (name.find(filter) == std::string::npos) continue;
+    if (!matches(name, filter)) continue;
     const Launcher& go = shape_entry.second;
     // One eager pass first, outside any graph: a warm-up, and a launch error shows here.
     for (const Layer& L : md.layers) {

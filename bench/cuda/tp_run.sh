@@ -4,7 +4,7 @@
 # the TinyLlama-1.1B-shaped F16 GGUF of models_run.sh for every N in 1, 2, 4 that the
 # visible GPUs hold (its 4 KV heads do not split 8 ways; rank r on GPU r over NCCL; on one
 # GPU, tp 1 and the host-summed tp 2 check), and `kvforge batch --tp 2` greedy ids against
-# tp 1 on 8 requests.
+# tp 1 on 8 requests; with two GPUs or more, tg128 of the Llama-3-8B shape at tp 1, 2, 4.
 # Logs go to $OUT (default build-cuda-out/).
 #   usage: bench/cuda/tp_run.sh [KVFORGE] [TEST_GPU | -]
 set -uo pipefail
@@ -48,5 +48,15 @@ if cmp -s <(grep -v summary "$OUT/tp_batch_1.jsonl" | python3 -c "import json,sy
   echo "batch --tp 2: every request's greedy ids equal tp 1's"
 else
   echo "batch --tp 2: ids differ from tp 1's"; test_rc=1
+fi
+# The 8B shape (Llama-3-8B: hidden 4096, 32 layers, 32/8 heads, ffn 14336, vocab 128256) where
+# two GPUs or more are visible: 16 GB of F16 written once, then tg128 at tp 1, 2 and 4.
+if [ "$gpus" -ge 2 ]; then
+  big=$MODELS/llama-8b-f16.gguf
+  [ -f "$big" ] || "$KVFORGE" convert -m synthetic:llama-8b --outtype f16 -o "$big" 2>&1 | grep -v "has no tokenizer"
+  for tp in 1 2 4; do
+    [ "$tp" -le "$gpus" ] || continue
+    "$KVFORGE" bench e2e -m "$big" --device cuda --repeats 3 --pp 0 --tg 128 --tp "$tp" --json | tee -a "$OUT/tp_e2e_8b.txt"
+  done
 fi
 exit $test_rc

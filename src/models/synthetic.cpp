@@ -88,7 +88,7 @@ struct Preset {
   int64_t experts = 0, experts_used = 0;  // routed layers (hidden is then each expert's width)
 };
 
-// Shapes of published models (llama2.c's stories, TinyLlama, GPT-2 small), and the
+// Shapes of published models (llama2.c's stories, TinyLlama, Llama-3-8B, GPT-2 small), and the
 // benchmark model: llama-125m, a GQA llama of ~125M parameters whose 32000-token vocabulary
 // fits llama.cpp's ggml-vocab-llama-spm.gguf (`kvforge convert --vocab`); its context is
 // long enough for decode at depth 16384. gpt2-124m is GPT-2 small with a 4096-position
@@ -102,6 +102,7 @@ constexpr Preset kPresets[] = {
     {"llama-110m", "llama", llama_shapes, 32000, 768, 12, 12, 12, 2048, 1024},
     {"llama-125m", "llama", llama_shapes, 32000, 768, 12, 12, 4, 2048, 32768, Init::kNormal},
     {"llama-1.1b", "llama", llama_shapes, 32000, 2048, 22, 32, 4, 5632, 2048},
+    {"llama-8b", "llama", llama_shapes, 128256, 4096, 32, 32, 8, 14336, 8192},
     {"gpt2-124m", "gpt2", gpt2_shapes, 50257, 768, 12, 12, 12, 3072, 4096},
     {"qwen3moe-tiny", "qwen3moe", qwen3moe_shapes, 32000, 128, 2, 4, 2, 64, 2048, Init::kFanIn, 4, 2},
     {"qwen3moe-0.5b", "qwen3moe", qwen3moe_shapes, 32000, 1024, 16, 16, 4, 1024, 4096, Init::kNormal, 8, 2},

@@ -44,6 +44,7 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 #define KVF_WG_F64(d, i) KVF_WG_F32(d, i), KVF_WG_F32(d, i + 32)
 #define KVF_WG_F128(d) KVF_WG_F64(d, 0), KVF_WG_F64(d, 64)
 // The accumulator register lists "{%0, ..., %(n - 1)}".
+#define KVF_WG_D4 "{%0, %1, %2, %3}"
 #define KVF_WG_D8 "{%0, %1, %2, %3, %4, %5, %6, %7}"
 #define KVF_WG_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define KVF_WG_D32 \
@@ -77,14 +78,17 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
                : outs                                                                                         \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
 
-// d[64 x N] += A[64 x 16] * B[16 x N], N 16, 32, 64 or 128: A and B K-major in shared
+// d[64 x N] += A[64 x 16] * B[16 x N], N 8, 16, 32, 64 or 128: A and B K-major in shared
 // memory. Per thread, d holds rows 16 w + lane / 4 (+ 8 for d[4 i + 2..3]) of the
 // warpgroup's warp w, columns 8 i + 2 (lane % 4) + {0, 1}: the mma.sync m16n8 C layout, N / 8
 // n8 tiles.
 template <bool kF16, int N>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t da, uint64_t db) {
-  static_assert(N == 16 || N == 32 || N == 64 || N == 128, "n of 16, 32, 64 or 128");
-  if constexpr (N == 16) {
+  static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128, "n of 8, 16, 32, 64 or 128");
+  if constexpr (N == 8) {
+    if constexpr (kF16) KVF_WG_SS(8, "f16", KVF_WG_D4, KVF_WG_F4(d, 0), 4, 5);
+    else KVF_WG_SS(8, "bf16", KVF_WG_D4, KVF_WG_F4(d, 0), 4, 5);
+  } else if constexpr (N == 16) {
     if constexpr (kF16) KVF_WG_SS(16, "f16", KVF_WG_D8, KVF_WG_F8(d, 0), 8, 9);
     else KVF_WG_SS(16, "bf16", KVF_WG_D8, KVF_WG_F8(d, 0), 8, 9);
   } else if constexpr (N == 32) {
@@ -123,6 +127,7 @@ __device__ __forceinline__ void mma_rs_t(float (&d)[N / 2], const uint32_t (&a)[
 #undef KVF_WG_D32
 #undef KVF_WG_D16
 #undef KVF_WG_D8
+#undef KVF_WG_D4
 #undef KVF_WG_F128
 #undef KVF_WG_F64
 #undef KVF_WG_F32

@@ -32,7 +32,7 @@ inline constexpr int kThreads = 128;    // one warpgroup
 inline constexpr int kMaxParts = 3;
 
 // The x rows' tile: the rows rounded up to a wgmma n.
-constexpr int x_tile(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
+constexpr int x_tile(int64_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 
 template <int BN, int S>
 struct Shape {
@@ -77,5 +77,13 @@ inline int tiles_of(const LinearGroup& g, int (&part_tiles)[kMaxParts]) {
 }
 
 inline int64_t partial_floats(int64_t tiles, int splits, int bn) { return tiles * splits * 2 * (bn / 2) * kThreads; }
+
+// The kernel for any 1 to 64 rows, whatever the step's choice of kernel for them
+// (linear_group_stream keeps to plan::kGemmStreamMin..kGemmStreamMax; the benchmark runs it
+// at any rows): whether the shape is one it takes, the scratch it needs, and the run (x
+// rounded, then the launch; false, launching nothing, where it does not fit).
+bool shape_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
+GemmRowsScratch scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
+bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 
 }  // namespace kvf::exec::cuda::step::gemm_stream_detail

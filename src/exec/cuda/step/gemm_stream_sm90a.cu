@@ -171,6 +171,7 @@ plan::GemmRowsSchedule schedule(int64_t k, const LinearGroup& g) {
 
 plan::GemmRowsSchedule schedule_for(int64_t m, int64_t k, const LinearGroup& g) {
   switch (x_tile(m)) {
+    case 8: return schedule<8>(k, g);
     case 16: return schedule<16>(k, g);
     case 32: return schedule<32>(k, g);
     default: return schedule<64>(k, g);
@@ -203,13 +204,9 @@ bool launch_bn(const Maps& maps, const Args& a, int tiles, bool f16, cudaStream_
 }
 
 }  // namespace
-}  // namespace gemm_stream_detail
 
-using gemm_stream_detail::aligned;
-using gemm_stream_detail::kMaxParts;
-
-bool gemm_stream_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
-  if ((w_dt != DType::kF16 && w_dt != DType::kBF16) || m < plan::kGemmStreamMin || m > plan::kGemmStreamMax) return false;
+bool shape_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
+  if ((w_dt != DType::kF16 && w_dt != DType::kBF16) || m < 1 || m > 64) return false;
   // TMA: rows start on 16-byte boundaries; its coordinates are 32-bit.
   if (k % 8 != 0 || k >= (int64_t{1} << 30) || g.parts < 1 || g.parts > kMaxParts || (g.glu && g.parts != 2)) return false;
   if (g.residual_out != nullptr && g.parts != 1) return false;
@@ -220,20 +217,19 @@ bool gemm_stream_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
   return detail::is_sm90();
 }
 
-GemmRowsScratch gemm_stream_scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
-  if (!gemm_stream_fits(m, k, w_dt, g)) return {};
-  const plan::GemmRowsSchedule s = gemm_stream_detail::schedule_for(m, k, g);
+GemmRowsScratch scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
+  if (!shape_fits(m, k, w_dt, g)) return {};
+  const plan::GemmRowsSchedule s = schedule_for(m, k, g);
   GemmRowsScratch out;
   out.bytes = aligned(m * k * 2);
-  if (s.splits > 1) out.bytes += 4 * gemm_stream_detail::partial_floats(s.tiles, s.splits, gemm_stream_detail::x_tile(m));
+  if (s.splits > 1) out.bytes += 4 * partial_floats(s.tiles, s.splits, x_tile(m));
   out.counters = s.tiles;
   return out;
 }
 
-bool linear_group_stream(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
-  using namespace gemm_stream_detail;
+bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
   if (l.tc.handle == nullptr) return false;
-  const GemmRowsScratch need = gemm_stream_scratch(m, k, w_dt, g);
+  const GemmRowsScratch need = scratch(m, k, w_dt, g);
   if (need.bytes == 0 || l.tc.scratch_bytes < need.bytes || l.tc.counter_count < need.counters) return false;
   const bool f16 = w_dt == DType::kF16;
   const int bn = x_tile(m);
@@ -255,10 +251,25 @@ bool linear_group_stream(const float* x, int64_t m, int64_t k, DType w_dt, const
   a.counters = l.tc.counters;
   a.g = g;
   switch (bn) {
+    case 8: return launch_bn<8>(maps, a, tiles, f16, stream_of(l));
     case 16: return launch_bn<16>(maps, a, tiles, f16, stream_of(l));
     case 32: return launch_bn<32>(maps, a, tiles, f16, stream_of(l));
     default: return launch_bn<64>(maps, a, tiles, f16, stream_of(l));
   }
+}
+
+}  // namespace gemm_stream_detail
+
+bool gemm_stream_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
+  return m >= plan::kGemmStreamMin && m <= plan::kGemmStreamMax && gemm_stream_detail::shape_fits(m, k, w_dt, g);
+}
+
+GemmRowsScratch gemm_stream_scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
+  return gemm_stream_fits(m, k, w_dt, g) ? gemm_stream_detail::scratch(m, k, w_dt, g) : GemmRowsScratch{};
+}
+
+bool linear_group_stream(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  return gemm_stream_fits(m, k, w_dt, g) && gemm_stream_detail::run_group(x, m, k, w_dt, g, l);
 }
 
 }  // namespace kvf::exec::cuda::step

@@ -92,6 +92,15 @@ __device__ void block_inv_rms(const float* x, int64_t k, double eps, float* inv,
   __syncthreads();
 }
 
+// The rows' 1 / rms into inv[]: read where the group has them computed ahead, else
+// computed by the block.
+template <int MR, int W>
+__device__ void norm_inv(const float* x, int64_t k, const LinearGroup& g, float* inv, int rows = MR) {
+  if (g.norm_inv == nullptr) return block_inv_rms<MR, W>(x, k, g.norm_eps, inv, rows);
+  if (threadIdx.x < MR) inv[threadIdx.x] = static_cast<int>(threadIdx.x) < rows ? g.norm_inv[threadIdx.x] : 0.0f;
+  __syncthreads();
+}
+
 // x's 8 elements of group i for each of its first `rows` rows (times the norm's weight when
 // one is fused); zeros for the rows past them.
 template <int MR>
@@ -198,7 +207,7 @@ __global__ void __launch_bounds__(W * 32) gemv16_kernel(const float* x, int64_t 
       // What the kernel in front writes (x, the residual, the outputs' old readers) is
       // touched only after it has finished; without PDL this returns at once.
       await_kernel_in_front();
-      if (g.norm_w != nullptr) block_inv_rms<MR, W>(x, k, g.norm_eps, inv);
+      if (g.norm_w != nullptr) norm_inv<MR, W>(x, k, g, inv);
     }
 #pragma unroll
     for (int u = 0; u < G; ++u) {

@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // The weights never depend on the kernel in front; x, the residual and the outputs' old
   // readers do, and are touched only after it has finished.
   await_kernel_in_front();
-  if (g.norm_w != nullptr) block_inv_rms<MR, kWarps>(x, k, g.norm_eps, inv, x_rows);
+  if (g.norm_w != nullptr) gemv16_detail::norm_inv<MR, kWarps>(x, k, g, inv, x_rows);
   __syncthreads();  // the barrier's init is visible to every waiter
   tma::mbar_wait(b, 0);
 

@@ -201,6 +201,9 @@ struct LinearGroup {
   double norm_eps = 0.0;
   bool norm_unit_offset = false;
   float* norm_out = nullptr;
+  // With norm_w, for up to 8 rows: each row's 1 / rms computed ahead (null: every block of
+  // the decode kernels computes it over x).
+  const float* norm_inv = nullptr;
   int parts = 1;
   LinearPart part[3];
   bool glu = false;
