@@ -36,7 +36,7 @@ namespace kvf::exec::cuda::detail {
 // 4 x 3 (each at its best split count) it was 1.00-1.02x dense and 1.02-1.04x paged, and
 // 6 x 3 and 8 x 3 were no better (docs/benchmarks.md, "Design choices and the measurement behind each"). d64 keeps
 // 4 x 4 (not re-measured).
-// KVF_DMMA_* override d128 for bench/cuda/run.sh's decode variants.
+// KVF_DMMA_* override d128 and KVF_DMMA64_* d64 for bench/cuda/run.sh's decode variants.
 #ifndef KVF_DMMA_W
 #define KVF_DMMA_W 8
 #endif
@@ -46,8 +46,14 @@ namespace kvf::exec::cuda::detail {
 #ifndef KVF_DMMA_EXACT  // 0: q and P rounded to 16 bits (one MMA per product, as FlashAttention)
 #define KVF_DMMA_EXACT 1
 #endif
+#ifndef KVF_DMMA64_W
+#define KVF_DMMA64_W 4
+#endif
+#ifndef KVF_DMMA64_S
+#define KVF_DMMA64_S 4
+#endif
 template <int D> struct MmaDecodeShape;
-template <> struct MmaDecodeShape<64> { static constexpr int kWarps = 4, kStages = 4; };
+template <> struct MmaDecodeShape<64> { static constexpr int kWarps = KVF_DMMA64_W, kStages = KVF_DMMA64_S; };
 template <> struct MmaDecodeShape<128> { static constexpr int kWarps = KVF_DMMA_W, kStages = KVF_DMMA_S; };
 
 template <int D, bool PAGED>
