@@ -239,8 +239,7 @@ bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGro
     if (p < g.parts && !encode(&maps.w[p], g.part[p].w, g.part[p].n, k, kHalfRows, f16)) return false;
     if (p >= g.parts) maps.w[p] = maps.w[0];
   }
-  if (g.norm_w != nullptr) rmsnorm_to_half(x, g.norm_w, l.tc.scratch, w_dt, m, k, g.norm_eps, g.norm_unit_offset, l);
-  else cast(DType::kF32, w_dt, x, l.tc.scratch, m * k, l);
+  round_group_x(x, m, k, w_dt, g, l.tc.scratch, l);
   Args a;
   a.m = m;
   a.k = k;

@@ -229,6 +229,9 @@ struct GemmRowsScratch {
   int64_t counters = 0;  // of TensorCores::counters
 };
 bool gemm_rows_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
+// x [m, k] rounded to `half` into out, the group's norm applied as it is rounded: what the
+// batched-decode kernels multiply.
+void round_group_x(const float* x, int64_t m, int64_t k, DType half, const LinearGroup& g, void* out, const Launch& l);
 GemmRowsScratch gemm_rows_scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
 bool linear_group_rows(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 // The same past gemm_rows' reach, plan::kGemmStreamMin..kGemmStreamMax rows, on a Hopper
