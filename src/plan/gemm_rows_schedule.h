@@ -44,19 +44,22 @@ inline GemmRowsSchedule gemm_rows_schedule(int64_t weight_rows, int64_t k, int s
 // cuBLASLt.
 inline constexpr int64_t kGemmStreamMin = 9, kGemmStreamMax = 64;
 inline constexpr int64_t kGemmStreamChunk = 64;
-// A split walks at least this many chunks of k.
+// A split walks at least this many chunks of k; a tile's splits are one cluster of at most
+// kGemmStreamMaxSplits blocks (their sums meet in distributed shared memory).
 inline constexpr int64_t kGemmStreamMinSplitChunks = 4;
+inline constexpr int64_t kGemmStreamMaxSplits = 8;
 
 // `tiles`: the group's column tiles; `blocks_per_sm`: how many of the kernel's blocks an SM
 // holds at once. Splits k until every resident slot has a block, no split shorter than
-// kGemmStreamMinSplitChunks chunks.
+// kGemmStreamMinSplitChunks chunks and no more than kGemmStreamMaxSplits splits.
 inline GemmRowsSchedule gemm_stream_schedule(int64_t tiles, int64_t k, int sms, int blocks_per_sm) {
   GemmRowsSchedule s;
   s.tiles = tiles;
   const int64_t chunks = (k + kGemmStreamChunk - 1) / kGemmStreamChunk;
   const int64_t slots = static_cast<int64_t>(std::max(sms, 1)) * std::max(blocks_per_sm, 1);
   const int64_t want = (slots + std::max<int64_t>(tiles, 1) - 1) / std::max<int64_t>(tiles, 1);
-  s.splits = static_cast<int>(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, chunks / kGemmStreamMinSplitChunks)));
+  const int64_t most = std::min(kGemmStreamMaxSplits, std::max<int64_t>(1, chunks / kGemmStreamMinSplitChunks));
+  s.splits = static_cast<int>(std::clamp<int64_t>(want, 1, most));
   return s;
 }
 

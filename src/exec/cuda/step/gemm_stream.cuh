@@ -12,10 +12,11 @@
 //   - One thread of the warpgroup issues the loads; a stage is refilled once every warp has
 //     passed the chunk that read it. The weights of the first S - 1 chunks are requested
 //     before the block waits for the kernel in front (PDL), x's after.
-//   - Too few tiles to give every resident block slot one are split over k; each split
-//     writes its accumulators, and the tile's last block adds them in split order
-//     (deterministic) and runs the epilogue of gemm_rows: bias, then the glu, the residual
-//     add or a store.
+//   - Too few tiles to give every resident block slot one are split over k, a tile's splits
+//     one thread-block cluster: each leaves its accumulators in its shared memory, then sums
+//     a share of the tile's columns over the cluster in split order (deterministic) and runs
+//     gemm_rows' epilogue on them: bias, then the glu, the residual add or a store. No
+//     partial sums go through global memory and no block waits for the tile's last.
 #pragma once
 
 #include <cuda.h>
@@ -25,19 +26,26 @@
 
 namespace kvf::exec::cuda::step::gemm_stream_detail {
 
-inline constexpr int kChunk = 64;       // k elements a stage: one 128-byte swizzle row
+#ifndef KVF_GSTREAM_BOXES  // k boxes of 64 elements a stage: longer runs of each weight row a stage
+#define KVF_GSTREAM_BOXES 1
+#endif
+inline constexpr int kBox = 64;                          // k elements of a TMA box: one 128-byte swizzle row
+inline constexpr int kBoxes = KVF_GSTREAM_BOXES;
+inline constexpr int kChunk = kBox * kBoxes;             // k elements a stage
+inline constexpr int kHalfBytes = 64 * kBox * 2;         // one 64-row half's box: 8 KB
 inline constexpr int kHalfRows = 64;    // weight rows of one wgmma (m64)
 inline constexpr int kTileRows = 128;   // weight rows a block
 inline constexpr int kThreads = 128;    // one warpgroup
 inline constexpr int kMaxParts = 3;
+inline constexpr int kMaxSplits = 8;    // a portable cluster
 
 // The x rows' tile: the rows rounded up to a wgmma n.
 constexpr int x_tile(int64_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 
 template <int BN, int S>
 struct Shape {
-  static constexpr int kWBytes = kTileRows * kChunk * 2;  // two 64-row halves of 8 KB
-  static constexpr int kXBytes = BN * kChunk * 2;
+  static constexpr int kWBytes = kTileRows * kChunk * 2;  // [box][half] boxes of 8 KB
+  static constexpr int kXBytes = BN * kChunk * 2;         // [box] boxes of BN rows
   static constexpr int kStageBytes = kWBytes + kXBytes;   // a multiple of 1024: every tile stays swizzle-aligned
   static constexpr int kSmemBytes = S * kStageBytes + 8 * S + 1024;  // + barriers, + alignment slack
   // Blocks an SM holds (228 KB of shared memory, 1 KB of it reserved per block).
@@ -56,10 +64,8 @@ struct Maps {
 struct Args {
   int64_t m = 0, k = 0;
   int chunks = 0;                  // ceil(k / kChunk)
-  int splits = 1;
+  int splits = 1;                  // a tile's blocks: one cluster, at most kMaxSplits
   int part_tiles[kMaxParts] = {};  // column tiles of each part (a glu: all of them the gate's)
-  float* partials = nullptr;       // splits > 1: partial_floats() of them
-  unsigned* counters = nullptr;    // one per tile, zero between launches
   LinearGroup g;
 };
 
@@ -75,8 +81,6 @@ inline int tiles_of(const LinearGroup& g, int (&part_tiles)[kMaxParts]) {
   }
   return total;
 }
-
-inline int64_t partial_floats(int64_t tiles, int splits, int bn) { return tiles * splits * 2 * (bn / 2) * kThreads; }
 
 // The kernel for any 1 to 64 rows, whatever the step's choice of kernel for them
 // (linear_group_stream keeps to plan::kGemmStreamMin..kGemmStreamMax; the benchmark runs it

@@ -1,12 +1,12 @@
 // The batched-decode linears past gemm_rows' reach on Hopper (gemm_stream.cuh says how the
 // kernel streams the weights); built for sm_90a alone. x is rounded to the weights' 16-bit
 // type into the tensor-core scratch first (the group's norm applied as it is rounded, as
-// gemm_rows does), the split tiles' partial sums follow it there.
+// gemm_rows does).
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "exec/cuda/device_props.h"
-#include "exec/cuda/mma_ptx.cuh"
 #include "exec/cuda/step/gemm_stream.cuh"
 #include "exec/cuda/tensor_map.h"
 #include "exec/cuda/tma_ptx.cuh"
@@ -19,15 +19,28 @@ namespace {
 
 namespace tma = kvf::exec::cuda::detail::tma;
 namespace wgmma = kvf::exec::cuda::detail::wgmma;
-namespace ptx = kvf::exec::cuda::detail::ptx;
+namespace cg = cooperative_groups;
 
-// One column of the output: x row xr of weight row `row` (of the tile's part; with a glu the
-// gate's and up's row), its two products, the epilogue's adds loaded just before the store.
-template <bool GLU>
-__device__ inline void store(const Args& a, int part, int64_t row, int64_t xr, float y, float up) {
-  const LinearPart& p = a.g.part[part];
-  if (row >= p.n || xr >= a.m) return;
-  gemv16_detail::store_column<GLU>(a.g, p, row, static_cast<int>(xr), y, up);
+// An output element of the tile: x row xr of weight row `row` of the tile's part (with a glu, the
+// gate's and up's row), or none past the part's rows or x's.
+struct Element {
+  int64_t row = 0, xr = 0;
+  bool live = false;
+};
+
+// Element e of a thread's accumulator vector j (gemm_stream.cuh's layout): weight row
+// 16 warp + lane / 4 (+ 8 for e >= 2) of its 64-row half, x row 8 j + 2 (lane % 4) + e % 2.
+// The unit's elements: with a glu the gate's rows (each with its up row), else both halves'.
+template <bool GLU, int N>
+__device__ inline void unit_elements(const Args& a, int part, int row0, int j, int t, Element (&at)[N]) {
+  const int warp = t / 32, lane = t % 32;
+  const int64_t n = a.g.part[part].n;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int64_t r = row0 + 16 * warp + lane / 4 + (e >= 2 ? 8 : 0), xr = 8 * j + 2 * (lane % 4) + e % 2;
+    at[e] = Element{r, xr, r < n && xr < a.m};
+    if constexpr (!GLU) at[4 + e] = Element{r + kHalfRows, xr, r + kHalfRows < n && xr < a.m};
+  }
 }
 
 template <int BN, int S, bool F16, bool GLU>
@@ -35,6 +48,7 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Sh = Shape<BN, S>;
   constexpr int kAcc = BN / 2;  // accumulators a thread holds per 64-row half
+  static_assert(2 * kAcc * kThreads * 4 <= S * Sh::kStageBytes, "the accumulators fit the drained ring");
   extern __shared__ unsigned char smem[];
   const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + 1023u) & ~1023u;
   const uint32_t bars = base + S * Sh::kStageBytes;
@@ -58,10 +72,14 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
   auto load_w = [&](int c) {
     const int st = c % S;
     tma::mbar_arrive_expect_tx(bar(st), Sh::kStageBytes);
-    for (int h = 0; h < 2; ++h)
-      tma::load_2d(w_slot(st) + h * (kHalfRows * 128), half_map[h], kChunk * (c_begin + c), half_row[h], bar(st));
+    for (int b = 0; b < kBoxes; ++b)
+      for (int h = 0; h < 2; ++h)
+        tma::load_2d(w_slot(st) + (2 * b + h) * kHalfBytes, half_map[h], kChunk * (c_begin + c) + kBox * b, half_row[h], bar(st));
   };
-  auto load_x = [&](int c) { tma::load_2d(x_slot(c % S), &maps.x, kChunk * (c_begin + c), 0, bar(c % S)); };
+  auto load_x = [&](int c) {
+    for (int b = 0; b < kBoxes; ++b)
+      tma::load_2d(x_slot(c % S) + b * BN * kBox * 2, &maps.x, kChunk * (c_begin + c) + kBox * b, 0, bar(c % S));
+  };
   // The weights never depend on the kernel in front; x does.
   if (threadIdx.x == 0) {
     for (int c = 0; c < S - 1 && c < chunks; ++c) load_w(c);
@@ -85,13 +103,14 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
     const int st = c % S;
     tma::mbar_wait(bar(st), (c / S) & 1);
     wgmma::fence();
-    // K-major operands: one k16 step is 32 bytes into the 128-byte rows.
+    // K-major operands: one k16 step is 32 bytes into a box's 128-byte rows.
 #pragma unroll
     for (int kk = 0; kk < kChunk / 16; ++kk) {
-      const uint64_t dx = wgmma::desc(x_slot(st) + kk * 32, 16, 1024);
+      const int b = kk / (kBox / 16), at = kk % (kBox / 16) * 32;
+      const uint64_t dx = wgmma::desc(x_slot(st) + b * BN * kBox * 2 + at, 16, 1024);
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        wgmma::mma_ss<F16, BN>(d[h], wgmma::desc(w_slot(st) + h * (kHalfRows * 128) + kk * 32, 16, 1024), dx);
+        wgmma::mma_ss<F16, BN>(d[h], wgmma::desc(w_slot(st) + (2 * b + h) * kHalfBytes + at, 16, 1024), dx);
     }
     wgmma::commit();
     wgmma::wait<0>();
@@ -100,62 +119,69 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
     __syncthreads();
   }
 
-  if (a.splits > 1) {
-    // Partials as float4 [tile][split][vector][thread]: coalesced, and each thread of the
-    // reducing block reads back the positions it wrote.
-    constexpr int kVecs = 2 * kAcc / 4;
-    auto* p = reinterpret_cast<float4*>(a.partials);
-    const int64_t own = (static_cast<int64_t>(blockIdx.x) * a.splits + split) * kVecs * kThreads + threadIdx.x;
+  // The splits of a tile are one cluster: each block leaves its accumulators in its own
+  // shared memory (the ring is drained), and each then sums a share of the tile's columns
+  // across the cluster's blocks in split order (the same bits every launch) and stores them.
+  // Accumulators as float4 [vector][thread]; vector h * kAcc / 4 + j holds d[h][4 j .. 4 j + 3].
+  constexpr int kJs = kAcc / 4;
+  float4* own = reinterpret_cast<float4*>(smem + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem))));
 #pragma unroll
-    for (int v = 0; v < kVecs; ++v) {
-      const float* src = &d[v / (kAcc / 4)][4 * (v % (kAcc / 4))];
-      __stcg(p + own + v * kThreads, make_float4(src[0], src[1], src[2], src[3]));
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int j = 0; j < kJs; ++j)
+      own[(h * kJs + j) * kThreads + threadIdx.x] = make_float4(d[h][4 * j], d[h][4 * j + 1], d[h][4 * j + 2], d[h][4 * j + 3]);
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const float4* peer[kMaxSplits];
+#pragma unroll
+  for (int r = 0; r < kMaxSplits; ++r) peer[r] = cluster.map_shared_rank(own, r < a.splits ? r : 0);
+  // A unit: one thread's j of both halves, kJs * kThreads of them a tile.
+  constexpr int kUnits = kJs * kThreads;
+  const int u_end = kUnits * (split + 1) / a.splits;
+  for (int u = kUnits * split / a.splits + static_cast<int>(threadIdx.x); u < u_end; u += kThreads) {
+    const int j = u / kThreads, t = u % kThreads;
+    // Every bias and residual is loaded before the first store (a store may alias a later
+    // load: the residual is updated in place), and before the sums, which they overlap.
+    constexpr int kN = GLU ? 4 : 8;  // a glu stores a gate row and its up row as one element
+    Element at[kN];
+    unit_elements<GLU>(a, part, row0, j, t, at);
+    gemv16_detail::ColumnAdds adds[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (at[i].live) adds[i] = gemv16_detail::column_adds<GLU>(a.g, a.g.part[part], at[i].row, static_cast<int>(at[i].xr));
     }
-    __shared__ bool last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      last = ptx::atom_inc_acq_rel(a.counters + blockIdx.x, static_cast<unsigned>(a.splits - 1)) ==
-             static_cast<unsigned>(a.splits - 1);
-    }
-    __syncthreads();
-    if (!last) return;
+    float4 v[kMaxSplits][2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) d[h][i] = 0.0f;
-    for (int s = 0; s < a.splits; ++s) {
-      const float4* q = p + (static_cast<int64_t>(blockIdx.x) * a.splits + s) * kVecs * kThreads + threadIdx.x;
-      float4 v[kVecs];
-#pragma unroll
-      for (int j = 0; j < kVecs; ++j) v[j] = __ldcg(q + j * kThreads);
-#pragma unroll
-      for (int j = 0; j < kVecs; ++j) {
-        float* dst = &d[j / (kAcc / 4)][4 * (j % (kAcc / 4))];
-        dst[0] += v[j].x, dst[1] += v[j].y, dst[2] += v[j].z, dst[3] += v[j].w;
+    for (int r = 0; r < kMaxSplits; ++r) {
+      if (r < a.splits) {
+        v[r][0] = peer[r][j * kThreads + t];
+        v[r][1] = peer[r][(kJs + j) * kThreads + t];
       }
     }
-  }
-
-  // d[h][4 j + e]: weight row 16 warp + lane / 4 (+ 8 for e >= 2) of half h, x row
-  // 8 j + 2 (lane % 4) + e % 2.
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    float4 sum[2] = {v[0][0], v[0][1]};
 #pragma unroll
-  for (int j = 0; j < kAcc / 4; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t r = 16 * warp + lane / 4 + (e >= 2 ? 8 : 0), xr = 8 * j + 2 * (lane % 4) + e % 2;
-      if constexpr (GLU) {
-        store<true>(a, 0, row0 + r, xr, d[0][4 * j + e], d[1][4 * j + e]);
-      } else {
-        store<false>(a, part, row0 + r, xr, d[0][4 * j + e], 0.0f);
-        store<false>(a, part, row0 + kHalfRows + r, xr, d[1][4 * j + e], 0.0f);
+    for (int r = 1; r < kMaxSplits; ++r) {
+      if (r < a.splits) {
+        for (int h = 0; h < 2; ++h) sum[h].x += v[r][h].x, sum[h].y += v[r][h].y, sum[h].z += v[r][h].z, sum[h].w += v[r][h].w;
       }
     }
+    // Gate (or first half) in sum[0], up (or second half) in sum[1].
+    const float lo[4] = {sum[0].x, sum[0].y, sum[0].z, sum[0].w}, hi[4] = {sum[1].x, sum[1].y, sum[1].z, sum[1].w};
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (!at[i].live) continue;
+      const float y = GLU || i < 4 ? lo[i % 4] : hi[i % 4], up = GLU ? hi[i] : 0.0f;
+      gemv16_detail::store_column<GLU>(a.g, a.g.part[part], at[i].row, static_cast<int>(at[i].xr), y, up, adds[i]);
+    }
   }
+  // No block leaves while another may still read its shared memory.
+  cluster.sync();
 #else
   __trap();  // built for sm_90a only; the host checks the device before launching
 #endif
 }
+
+static_assert(kMaxSplits == plan::kGemmStreamMaxSplits);
 
 int64_t aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -182,7 +208,7 @@ plan::GemmRowsSchedule schedule_for(int64_t m, int64_t k, const LinearGroup& g) 
 bool encode(CUtensorMap* map, const void* base, int64_t rows, int64_t k, int box_rows, bool f16) {
   const uint64_t dims[2] = {static_cast<uint64_t>(k), static_cast<uint64_t>(rows)};
   const uint64_t strides[1] = {static_cast<uint64_t>(k) * 2};
-  const uint32_t box[2] = {static_cast<uint32_t>(kChunk), static_cast<uint32_t>(box_rows)};
+  const uint32_t box[2] = {static_cast<uint32_t>(kBox), static_cast<uint32_t>(box_rows)};
   return detail::encode_tensor_map(map, base, 2, dims, strides, box, f16);
 }
 
@@ -194,7 +220,8 @@ bool launch(const Maps& maps, const Args& a, int tiles, cudaStream_t s) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Sh::kSmemBytes) == cudaSuccess;
   if (!opted_in) return false;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.splits));
-  return launch_programmatic(kernel, grid, dim3(kThreads), Sh::kSmemBytes, s, true, maps, a) == cudaSuccess;
+  return launch_clustered(kernel, grid, dim3(1, static_cast<unsigned>(a.splits), 1), dim3(kThreads), Sh::kSmemBytes, s,
+                          true, maps, a) == cudaSuccess;
 }
 
 template <int BN>
@@ -219,18 +246,15 @@ bool shape_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
 
 GemmRowsScratch scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) {
   if (!shape_fits(m, k, w_dt, g)) return {};
-  const plan::GemmRowsSchedule s = schedule_for(m, k, g);
   GemmRowsScratch out;
   out.bytes = aligned(m * k * 2);
-  if (s.splits > 1) out.bytes += 4 * partial_floats(s.tiles, s.splits, x_tile(m));
-  out.counters = s.tiles;
   return out;
 }
 
 bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
   if (l.tc.handle == nullptr) return false;
   const GemmRowsScratch need = scratch(m, k, w_dt, g);
-  if (need.bytes == 0 || l.tc.scratch_bytes < need.bytes || l.tc.counter_count < need.counters) return false;
+  if (need.bytes == 0 || l.tc.scratch_bytes < need.bytes) return false;
   const bool f16 = w_dt == DType::kF16;
   const int bn = x_tile(m);
   Maps maps;
@@ -246,8 +270,6 @@ bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGro
   a.chunks = static_cast<int>((k + kChunk - 1) / kChunk);
   const int tiles = tiles_of(g, a.part_tiles);
   a.splits = schedule_for(m, k, g).splits;
-  a.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(l.tc.scratch) + aligned(m * k * 2));
-  a.counters = l.tc.counters;
   a.g = g;
   switch (bn) {
     case 8: return launch_bn<8>(maps, a, tiles, f16, stream_of(l));

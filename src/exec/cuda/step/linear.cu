@@ -195,7 +195,7 @@ void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int
 
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
   if (m == 0) return;
-  if (linear_group_rows(x, m, k, w_dt, g, l) || linear_group_stream(x, m, k, w_dt, g, l)) return;
+  if (linear_group_rows(x, m, k, w_dt, g, l)) return;
   const int64_t rb = stored_row_bytes(w_dt, k);
   cudaStream_t s = stream_of(l);
   if (gemv_fits(m, k, w_dt)) {
