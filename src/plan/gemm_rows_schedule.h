@@ -40,9 +40,21 @@ inline GemmRowsSchedule gemm_rows_schedule(int64_t weight_rows, int64_t k, int s
 
 // The batched decode past kGemmRowsMax rows on Hopper (exec/cuda/step/gemm_stream_sm90a.cu):
 // weight tiles and x brought into shared memory by TMA, kGemmStreamChunk elements of k a
-// stage, multiplied by wgmma with x's rows as the narrow side. From kGemmStreamMax rows on,
+// stage, multiplied by wgmma with x's rows as the narrow side. Past kGemmStreamMax rows,
 // cuBLASLt.
 inline constexpr int64_t kGemmStreamMin = 9, kGemmStreamMax = 64;
+// Up to this many rows the streaming kernel takes every group; past it only groups of
+// several parts (q, k and v; gate and up), which cuBLASLt runs as one product a part (the
+// small k and v products bound by their launch, not their bytes) and a gated unit after
+// them. Measured on a batched decode of TinyLlama (docs/benchmarks.md): at 64 rows the
+// single-part groups (o, down) are faster on cuBLASLt, the others on the streaming kernel.
+inline constexpr int64_t kGemmStreamEveryGroupMax = 32;
+
+// Whether a batched decode's linear group of `m` rows and `parts` parts runs on the streaming
+// kernel (where it fits) rather than cuBLASLt.
+inline bool gemm_stream_chosen(int64_t m, int parts) {
+  return m >= kGemmStreamMin && m <= kGemmStreamMax && (m <= kGemmStreamEveryGroupMax || parts > 1);
+}
 inline constexpr int64_t kGemmStreamChunk = 64;
 // A split walks at least this many chunks of k; a tile's splits are one cluster of at most
 // kGemmStreamMaxSplits blocks (their sums meet in distributed shared memory).

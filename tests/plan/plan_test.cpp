@@ -8,6 +8,7 @@
 #include "compile/pipeline.h"
 #include "ir/ops.h"
 #include "plan/attention_schedule.h"
+#include "plan/gemm_rows_schedule.h"
 #include "plan/mask_form.h"
 #include "models/model.h"
 #include "plan/plan.h"
@@ -353,6 +354,27 @@ TEST(DeviceCaps, ThisMachineIsMeasured) {
   EXPECT_TRUE(c.simd_bytes == 16 || c.simd_bytes == 32 || c.simd_bytes == 64);
   EXPECT_EQ(cpu_caps(3).cores, 3);
   EXPECT_NE(describe(c).find("threads"), std::string::npos);
+}
+
+TEST(GemmStreamSchedule, RowsPastTheEveryGroupBoundStreamOnlyGroupsOfSeveralParts) {
+  EXPECT_FALSE(gemm_stream_chosen(kGemmStreamMin - 1, 3));  // gemm_rows' rows
+  EXPECT_TRUE(gemm_stream_chosen(kGemmStreamMin, 1));
+  EXPECT_TRUE(gemm_stream_chosen(kGemmStreamEveryGroupMax, 1));
+  EXPECT_FALSE(gemm_stream_chosen(kGemmStreamEveryGroupMax + 1, 1));  // o, down: cuBLASLt
+  EXPECT_TRUE(gemm_stream_chosen(kGemmStreamEveryGroupMax + 1, 2));   // gate and up
+  EXPECT_TRUE(gemm_stream_chosen(kGemmStreamMax, 3));                 // q, k and v
+  EXPECT_FALSE(gemm_stream_chosen(kGemmStreamMax + 1, 3));
+}
+
+TEST(GemmStreamSchedule, SplitsFillTheSlotsWithinOneCluster) {
+  // 16 tiles on 132 SMs of 2 slots: 17 splits wanted, one cluster holds 8.
+  EXPECT_EQ(gemm_stream_schedule(16, 5632, 132, 2).splits, kGemmStreamMaxSplits);
+  // 88 tiles: 3 splits fill 264 slots.
+  EXPECT_EQ(gemm_stream_schedule(88, 2048, 132, 2).splits, 3);
+  // A short k: no split under kGemmStreamMinSplitChunks chunks (4 chunks of 64: one split).
+  EXPECT_EQ(gemm_stream_schedule(16, 256, 132, 2).splits, 1);
+  // Tiles enough for every slot: unsplit.
+  EXPECT_EQ(gemm_stream_schedule(400, 4096, 132, 2).splits, 1);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Matrix products with f32 accumulation, weights read in their stored type and widened in
 // registers (quantized weights are never dequantized in memory):
 //   - plan::kGemmRowsMin..kGemmRowsMax rows (a small batched decode) with 16-bit weights, where
-//     the tensor cores are allowed: gemm_rows.cu, bound by the weight bytes;
+//     the tensor cores are allowed: gemm_rows.cu, bound by the weight bytes; on Hopper, up to
+//     plan::kGemmStreamMax rows, the groups plan::gemm_stream_chosen picks: gemm_stream_sm90a.cu;
 //   - m <= 8 rows (decode) otherwise: 16-bit weights in gemv16.cu, quantized ones with whole
 //     16-byte rows in gemv_quantized.cu; f32 and other quantized ones here, one warp per output
 //     column streaming the weight row once for all rows: the step is bound by the weight
@@ -12,6 +13,7 @@
 #include "exec/cuda/step/gemv16.cuh"
 #include "exec/cuda/step/launch.cuh"
 #include "exec/cuda/step/stored_groups.cuh"
+#include "plan/gemm_rows_schedule.h"
 
 namespace kvf::exec::cuda::step {
 namespace {
@@ -196,6 +198,7 @@ void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
   if (m == 0) return;
   if (linear_group_rows(x, m, k, w_dt, g, l)) return;
+  if (plan::gemm_stream_chosen(m, g.parts) && linear_group_stream(x, m, k, w_dt, g, l)) return;
   const int64_t rb = stored_row_bytes(w_dt, k);
   cudaStream_t s = stream_of(l);
   if (gemv_fits(m, k, w_dt)) {
