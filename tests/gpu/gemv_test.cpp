@@ -2,12 +2,12 @@
 // for every stored weight type and every epilogue a group has: one part with a bias, three
 // parts laid end to end (q, k, v) under a fused RMSNorm, a gated unit over two parts, and a
 // residual add. With the tensor cores allowed, 16-bit weights over plan::kGemmRowsMin to
-// kGemmRowsMax rows go to the batched-decode kernel (gemm_rows), on Hopper from
-// kGemmStreamMin to kGemmStreamMax rows to the streaming one (gemm_stream), and from
-// kTensorCoreRows rows otherwise 16-bit and quantized ones to cuBLASLt; the reference then
-// rounds x (after the norm) to
-// the weights' 16-bit type and widens quantized weights to f16, as those paths promise. The
-// rest runs on the gemv kernels. Column counts are not multiples of what a warp or a block
+// kGemmRowsMax rows go to the batched-decode kernel (gemm_rows), on Hopper the groups that
+// plan::gemm_stream_chosen picks (all of them at 9 rows, the multi-part ones at 33 and 64) to
+// the streaming one (gemm_stream), and from kTensorCoreRows rows the other 16-bit and the
+// quantized ones to cuBLASLt; the reference then rounds x (after the norm) to the weights'
+// 16-bit type and widens quantized weights to f16, as those paths promise. The rest runs on
+// the gemv kernels. Column counts are not multiples of what a warp or a block
 // takes, and k runs past one pass of the loads, so the edges are exercised.
 #include <gtest/gtest.h>
 
@@ -39,32 +39,33 @@ const char* name(Epilogue e) {
 
 double silu(double v) { return v / (1.0 + std::exp(-v)); }
 
-class Gemv : public ::testing::TestWithParam<std::tuple<DType, int64_t, Epilogue, int64_t>> {};
+// The parts' widths of each epilogue: q, k and v; gate and up; one part.
+std::vector<int64_t> widths(Epilogue e, int64_t scale) {
+  if (e == Epilogue::kQkvNorm) return {37 * scale, 18 * scale, 18 * scale};
+  if (e == Epilogue::kGluNorm) return {45 * scale, 45 * scale};
+  return {61 * scale};
+}
 
-TEST_P(Gemv, MatchesTheDoubleReference) {
-  KVF_NEED_GPU();
-  // k: 1056 is 132 16-byte groups of 16-bit weights (more than one pass of 32 lanes x 4) and
-  // q8_0/q4_0 rows of 1122/594 bytes (the one-warp-a-column kernel); 1280 makes the quantized
-  // rows whole 16-byte vectors (the bulk-copy kernel).
-  const auto [dt, m, epilogue, k] = GetParam();
+// linear_group against the reference; `scale` widens every part that many times.
+void check_group(DType dt, int64_t m, Epilogue epilogue, int64_t k, int64_t scale = 1) {
   const bool glu = epilogue == Epilogue::kGluNorm, norm = glu || epilogue == Epilogue::kQkvNorm;
-  const std::vector<int64_t> ns = epilogue == Epilogue::kQkvNorm ? std::vector<int64_t>{37, 18, 18}
-                                  : glu                          ? std::vector<int64_t>{45, 45}
-                                                                 : std::vector<int64_t>{61};
+  const std::vector<int64_t> ns = widths(epilogue, scale);
+  const int64_t n0 = ns[0];
   const uint64_t seed = testing::test_seed();
   SCOPED_TRACE(str_cat("seed ", seed));
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::unique_ptr<Device> device = testing::must(Device::open());
-  std::vector<float> x(static_cast<size_t>(m * k)), norm_w(static_cast<size_t>(k)), bias(61), residual(static_cast<size_t>(m * 61));
+  std::vector<float> x(static_cast<size_t>(m * k)), norm_w(static_cast<size_t>(k)), bias(static_cast<size_t>(n0)),
+      residual(static_cast<size_t>(m * n0));
   for (float& v : x) v = normal(rng);
   for (float& v : norm_w) v = 1.0f + 0.1f * normal(rng);
   for (float& v : bias) v = normal(rng);
   for (float& v : residual) v = normal(rng);
   const double eps = 1e-5;
 
-  Dev xd(*device, x.data(), m * k * 4), nd(*device, norm_w.data(), k * 4), bd(*device, bias.data(), 61 * 4);
-  Dev rd(*device, residual.data(), m * 61 * 4), sum(*device, nullptr, m * 61 * 4), gated(*device, nullptr, m * 45 * 4);
+  Dev xd(*device, x.data(), m * k * 4), nd(*device, norm_w.data(), k * 4), bd(*device, bias.data(), n0 * 4);
+  Dev rd(*device, residual.data(), m * n0 * 4), sum(*device, nullptr, m * n0 * 4), gated(*device, nullptr, m * n0 * 4);
   std::vector<testing::Weights> w;
   std::vector<std::unique_ptr<Dev>> wd, outs;
   LinearGroup g;
@@ -134,14 +135,14 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
   };
   std::vector<double> got, ref;
   if (glu) {
-    got = fetch(gated.p, m * 45);
+    got = fetch(gated.p, m * n0);
     for (int64_t r = 0; r < m; ++r) {
-      for (int64_t j = 0; j < 45; ++j) ref.push_back(silu(dot(0, r, j)) * dot(1, r, j));
+      for (int64_t j = 0; j < n0; ++j) ref.push_back(silu(dot(0, r, j)) * dot(1, r, j));
     }
   } else if (epilogue == Epilogue::kResidual) {
-    got = fetch(sum.p, m * 61);
+    got = fetch(sum.p, m * n0);
     for (int64_t r = 0; r < m; ++r) {
-      for (int64_t j = 0; j < 61; ++j) ref.push_back(dot(0, r, j) + residual[static_cast<size_t>(r * 61 + j)]);
+      for (int64_t j = 0; j < n0; ++j) ref.push_back(dot(0, r, j) + residual[static_cast<size_t>(r * n0 + j)]);
     }
   } else {
     for (size_t p = 0; p < ns.size(); ++p) {
@@ -158,6 +159,32 @@ TEST_P(Gemv, MatchesTheDoubleReference) {
   // bf16 (3 fewer mantissa bits); a wrong epilogue moves it by ~1.
   const double bound = !(tensor_cores && norm) ? 1e-5 : dt == DType::kBF16 ? 8e-4 : 1e-4;
   EXPECT_LE(testing::rel_error(got, ref), bound) << dtype_name(dt) << " m " << m << " " << name(epilogue);
+}
+
+class Gemv : public ::testing::TestWithParam<std::tuple<DType, int64_t, Epilogue, int64_t>> {};
+
+TEST_P(Gemv, MatchesTheDoubleReference) {
+  KVF_NEED_GPU();
+  // k: 1056 is 132 16-byte groups of 16-bit weights (more than one pass of 32 lanes x 4) and
+  // q8_0/q4_0 rows of 1122/594 bytes (the one-warp-a-column kernel); 1280 makes the quantized
+  // rows whole 16-byte vectors (the bulk-copy kernel).
+  const auto [dt, m, epilogue, k] = GetParam();
+  check_group(dt, m, epilogue, k);
+}
+
+// Groups 150 times the widths above (some 9,000 columns: more blocks than one wave of any
+// decode kernel), with every epilogue, at one and two rows (the two-row form of the fused-norm
+// register kernel, which the sweep above does not reach).
+TEST(GemvWide, ManyColumnsAWarpMatchTheDoubleReference) {
+  KVF_NEED_GPU();
+  for (const DType dt : {DType::kF16, DType::kBF16}) {
+    for (const int64_t m : {1, 2}) {
+      for (const Epilogue e : {Epilogue::kBias, Epilogue::kQkvNorm, Epilogue::kGluNorm, Epilogue::kResidual}) {
+        SCOPED_TRACE(str_cat(dtype_name(dt), " m ", m, " ", name(e)));
+        check_group(dt, m, e, 1056, 150);
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
