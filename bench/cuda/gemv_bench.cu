@@ -11,8 +11,10 @@
 // (gemm_rows.cuh) at its production shape and a few others (tiles a warp, warps a block,
 // splits of k against plan::gemm_rows_schedule's).
 //
-// On a Hopper device, "stream" is the streaming kernel (gemm_stream_sm90a.cu) at any rows;
-// from 9 rows "dispatch" is that kernel too and "dispatch, before" cuBLASLt.
+// On a Hopper device, "stream" is the streaming kernel (gemm_stream_sm90a.cu) at any rows
+// ("stream sN": N splits of k a tile instead of the schedule's). "dispatch" is the step's
+// choice; up to 8 rows "dispatch, before" is it without gemm_rows, from 9 rows "cublaslt" is
+// cuBLASLt for every group.
 //
 //   bench_cuda_gemv [rows=1] [filter]  (rows 1..64; only the shapes whose name holds one of
 //                                       filter's '|'-separated parts)
@@ -137,11 +139,20 @@ Launcher bulk() {
   };
 }
 
-// The streaming kernel (gemm_stream_sm90a.cu) at any rows, whatever the step would pick.
-Launcher stream(int m, kvf::exec::cuda::step::TensorCores tc) {
+// The streaming kernel (gemm_stream_sm90a.cu) at any rows, whatever the step would pick;
+// splits: of k a tile, 0 for the schedule's.
+Launcher stream(int m, kvf::exec::cuda::step::TensorCores tc, int splits = 0) {
+  return [m, tc, splits](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    kvf::exec::cuda::step::Launch l{s, nullptr, 0, tc};
+    if (!kvf::exec::cuda::step::gemm_stream_detail::run_group(x, m, k, DType::kF16, g, l, splits)) std::abort();
+  };
+}
+
+// cuBLASLt (tensor_cores.cu) for a group of 9 rows or more, whatever the step would pick.
+Launcher cublaslt(int m, kvf::exec::cuda::step::TensorCores tc) {
   return [m, tc](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
     kvf::exec::cuda::step::Launch l{s, nullptr, 0, tc};
-    if (!kvf::exec::cuda::step::gemm_stream_detail::run_group(x, m, k, DType::kF16, g, l)) std::abort();
+    if (!kvf::exec::cuda::step::linear_group_tensor_cores(x, m, k, DType::kF16, g, l)) std::abort();
   };
 }
 
@@ -258,14 +269,18 @@ int main(int argc, char** argv) {
               {"C4 G2 W4 pdl", shape<8, 4, 2, 4, true>()}, {"bulk pdl", bulk<8, true>()}};
   }
   const kvf::exec::cuda::step::TensorCores tc = tensor_cores();
-  if (kvf::exec::cuda::detail::is_sm90()) shapes.push_back({"stream", stream(rows, tc)});
+  if (kvf::exec::cuda::detail::is_sm90()) {
+    shapes.push_back({"stream", stream(rows, tc)});
+    for (const int splits : {1, 2, 4, 8}) shapes.push_back({"stream s" + std::to_string(splits), stream(rows, tc, splits)});
+  }
   auto* inv = static_cast<float*>(device_bytes(sizeof(float) * 64, 0));
   if (rows == 1) {
     shapes.push_back({"C2 G8 W8 inv", with_inv(rows, inv, shape<1, 2, 8, 8, true>())});
     shapes.push_back({"bulk inv", with_inv(rows, inv, bulk<1, true>())});
   }
   if (rows >= 2) {
-    shapes.push_back({"dispatch, before", dispatch(rows, tc, false)});
+    if (rows <= kvf::plan::kGemmRowsMax) shapes.push_back({"dispatch, before", dispatch(rows, tc, false)});
+    else shapes.push_back({"cublaslt", cublaslt(rows, tc)});
     shapes.push_back({"dispatch", dispatch(rows, tc, true)});
     if (rows <= 16) add_rows_shapes<1>(rows, tc, shapes);
     else if (rows <= 32) add_rows_shapes<2>(rows, tc, shapes);

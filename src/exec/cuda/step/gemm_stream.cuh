@@ -85,9 +85,10 @@ inline int tiles_of(const LinearGroup& g, int (&part_tiles)[kMaxParts]) {
 // The kernel for any 1 to 64 rows, whatever the step's choice of kernel for them
 // (linear_group_stream keeps to plan::kGemmStreamMin..kGemmStreamMax; the benchmark runs it
 // at any rows): whether the shape is one it takes, the scratch it needs, and the run (x
-// rounded, then the launch; false, launching nothing, where it does not fit).
+// rounded, then the launch; false, launching nothing, where it does not fit). `splits`: the
+// splits of k a tile (1 to kMaxSplits, no more than k's chunks); 0, the schedule's.
 bool shape_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
 GemmRowsScratch scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
-bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l, int splits = 0);
 
 }  // namespace kvf::exec::cuda::step::gemm_stream_detail

@@ -3,6 +3,7 @@
 // type into the tensor-core scratch first (the group's norm applied as it is rounded, as
 // gemm_rows does).
 #include <cooperative_groups.h>
+#include <algorithm>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -251,8 +252,9 @@ GemmRowsScratch scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g) 
   return out;
 }
 
-bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
-  if (l.tc.handle == nullptr) return false;
+bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l, int splits) {
+  const int chunks = static_cast<int>((k + kChunk - 1) / kChunk);
+  if (l.tc.handle == nullptr || splits < 0 || splits > std::min(kMaxSplits, chunks)) return false;
   const GemmRowsScratch need = scratch(m, k, w_dt, g);
   if (need.bytes == 0 || l.tc.scratch_bytes < need.bytes) return false;
   const bool f16 = w_dt == DType::kF16;
@@ -267,9 +269,9 @@ bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGro
   Args a;
   a.m = m;
   a.k = k;
-  a.chunks = static_cast<int>((k + kChunk - 1) / kChunk);
+  a.chunks = chunks;
   const int tiles = tiles_of(g, a.part_tiles);
-  a.splits = schedule_for(m, k, g).splits;
+  a.splits = splits > 0 ? splits : schedule_for(m, k, g).splits;
   a.g = g;
   switch (bn) {
     case 8: return launch_bn<8>(maps, a, tiles, f16, stream_of(l));
