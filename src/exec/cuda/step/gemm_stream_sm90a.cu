@@ -44,6 +44,68 @@ __device__ inline void unit_elements(const Args& a, int part, int row0, int j, i
   }
 }
 
+// The splits of a tile are one cluster: each block leaves its accumulators d in its own
+// shared memory (`ring`, drained), and each then sums a share of the tile's columns across
+// the cluster's blocks in split order (the same bits every launch) and stores them.
+template <int kAcc, bool GLU>
+__device__ __forceinline__ void sum_and_store(const Args& a, const float (&d)[2][kAcc], unsigned char* ring, int part, int row0,
+                                              int split) {
+  // Accumulators as float4 [vector][thread]; vector h * kAcc / 4 + j holds d[h][4 j .. 4 j + 3].
+  constexpr int kJs = kAcc / 4;
+  float4* own = reinterpret_cast<float4*>(ring);
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int j = 0; j < kJs; ++j)
+      own[(h * kJs + j) * kThreads + threadIdx.x] = make_float4(d[h][4 * j], d[h][4 * j + 1], d[h][4 * j + 2], d[h][4 * j + 3]);
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const float4* peer[kMaxSplits];
+#pragma unroll
+  for (int r = 0; r < kMaxSplits; ++r) peer[r] = cluster.map_shared_rank(own, r < a.splits ? r : 0);
+  // A unit: one thread's j of both halves, kJs * kThreads of them a tile.
+  constexpr int kUnits = kJs * kThreads;
+  const int u_end = kUnits * (split + 1) / a.splits;
+  for (int u = kUnits * split / a.splits + static_cast<int>(threadIdx.x); u < u_end; u += kThreads) {
+    const int j = u / kThreads, t = u % kThreads;
+    // Every bias and residual is loaded before the first store (a store may alias a later
+    // load: the residual is updated in place), and before the sums, which they overlap.
+    constexpr int kN = GLU ? 4 : 8;  // a glu stores a gate row and its up row as one element
+    Element at[kN];
+    unit_elements<GLU>(a, part, row0, j, t, at);
+    gemv16_detail::ColumnAdds adds[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (at[i].live) adds[i] = gemv16_detail::column_adds<GLU>(a.g, a.g.part[part], at[i].row, static_cast<int>(at[i].xr));
+    }
+    float4 v[kMaxSplits][2];
+#pragma unroll
+    for (int r = 0; r < kMaxSplits; ++r) {
+      if (r < a.splits) {
+        v[r][0] = peer[r][j * kThreads + t];
+        v[r][1] = peer[r][(kJs + j) * kThreads + t];
+      }
+    }
+    float4 sum[2] = {v[0][0], v[0][1]};
+#pragma unroll
+    for (int r = 1; r < kMaxSplits; ++r) {
+      if (r < a.splits) {
+        for (int h = 0; h < 2; ++h) sum[h].x += v[r][h].x, sum[h].y += v[r][h].y, sum[h].z += v[r][h].z, sum[h].w += v[r][h].w;
+      }
+    }
+    // Gate (or first half) in sum[0], up (or second half) in sum[1].
+    const float lo[4] = {sum[0].x, sum[0].y, sum[0].z, sum[0].w}, hi[4] = {sum[1].x, sum[1].y, sum[1].z, sum[1].w};
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (!at[i].live) continue;
+      const float y = GLU || i < 4 ? lo[i % 4] : hi[i % 4], up = GLU ? hi[i] : 0.0f;
+      gemv16_detail::store_column<GLU>(a.g, a.g.part[part], at[i].row, static_cast<int>(at[i].xr), y, up, adds[i]);
+    }
+  }
+  // No block leaves while another may still read its shared memory.
+  cluster.sync();
+}
+
 template <int BN, int S, bool F16, bool GLU>
 __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_constant__ Maps maps, const Args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -120,63 +182,7 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
     __syncthreads();
   }
 
-  // The splits of a tile are one cluster: each block leaves its accumulators in its own
-  // shared memory (the ring is drained), and each then sums a share of the tile's columns
-  // across the cluster's blocks in split order (the same bits every launch) and stores them.
-  // Accumulators as float4 [vector][thread]; vector h * kAcc / 4 + j holds d[h][4 j .. 4 j + 3].
-  constexpr int kJs = kAcc / 4;
-  float4* own = reinterpret_cast<float4*>(smem + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem))));
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int j = 0; j < kJs; ++j)
-      own[(h * kJs + j) * kThreads + threadIdx.x] = make_float4(d[h][4 * j], d[h][4 * j + 1], d[h][4 * j + 2], d[h][4 * j + 3]);
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  const float4* peer[kMaxSplits];
-#pragma unroll
-  for (int r = 0; r < kMaxSplits; ++r) peer[r] = cluster.map_shared_rank(own, r < a.splits ? r : 0);
-  // A unit: one thread's j of both halves, kJs * kThreads of them a tile.
-  constexpr int kUnits = kJs * kThreads;
-  const int u_end = kUnits * (split + 1) / a.splits;
-  for (int u = kUnits * split / a.splits + static_cast<int>(threadIdx.x); u < u_end; u += kThreads) {
-    const int j = u / kThreads, t = u % kThreads;
-    // Every bias and residual is loaded before the first store (a store may alias a later
-    // load: the residual is updated in place), and before the sums, which they overlap.
-    constexpr int kN = GLU ? 4 : 8;  // a glu stores a gate row and its up row as one element
-    Element at[kN];
-    unit_elements<GLU>(a, part, row0, j, t, at);
-    gemv16_detail::ColumnAdds adds[kN];
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      if (at[i].live) adds[i] = gemv16_detail::column_adds<GLU>(a.g, a.g.part[part], at[i].row, static_cast<int>(at[i].xr));
-    }
-    float4 v[kMaxSplits][2];
-#pragma unroll
-    for (int r = 0; r < kMaxSplits; ++r) {
-      if (r < a.splits) {
-        v[r][0] = peer[r][j * kThreads + t];
-        v[r][1] = peer[r][(kJs + j) * kThreads + t];
-      }
-    }
-    float4 sum[2] = {v[0][0], v[0][1]};
-#pragma unroll
-    for (int r = 1; r < kMaxSplits; ++r) {
-      if (r < a.splits) {
-        for (int h = 0; h < 2; ++h) sum[h].x += v[r][h].x, sum[h].y += v[r][h].y, sum[h].z += v[r][h].z, sum[h].w += v[r][h].w;
-      }
-    }
-    // Gate (or first half) in sum[0], up (or second half) in sum[1].
-    const float lo[4] = {sum[0].x, sum[0].y, sum[0].z, sum[0].w}, hi[4] = {sum[1].x, sum[1].y, sum[1].z, sum[1].w};
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      if (!at[i].live) continue;
-      const float y = GLU || i < 4 ? lo[i % 4] : hi[i % 4], up = GLU ? hi[i] : 0.0f;
-      gemv16_detail::store_column<GLU>(a.g, a.g.part[part], at[i].row, static_cast<int>(at[i].xr), y, up, adds[i]);
-    }
-  }
-  // No block leaves while another may still read its shared memory.
-  cluster.sync();
+  sum_and_store<kAcc, GLU>(a, d, smem + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem))), part, row0, split);
 #else
   __trap();  // built for sm_90a only; the host checks the device before launching
 #endif
