@@ -23,29 +23,25 @@
 
 #include "exec/cuda/step/gemv16.cuh"
 #include "exec/cuda/step/launch.cuh"
+#include "plan/gemm_rows_schedule.h"
 
 namespace kvf::exec::cuda::step::gemm_stream_detail {
 
-#ifndef KVF_GSTREAM_BOXES  // k boxes of 64 elements a stage: longer runs of each weight row a stage
-#define KVF_GSTREAM_BOXES 1
-#endif
-inline constexpr int kBox = 64;                          // k elements of a TMA box: one 128-byte swizzle row
-inline constexpr int kBoxes = KVF_GSTREAM_BOXES;
-inline constexpr int kChunk = kBox * kBoxes;             // k elements a stage
-inline constexpr int kHalfBytes = 64 * kBox * 2;         // one 64-row half's box: 8 KB
+inline constexpr int kChunk = 64;                        // k elements a stage: one 128-byte swizzle row
+inline constexpr int kHalfBytes = 64 * kChunk * 2;       // one 64-row half's box: 8 KB
 inline constexpr int kHalfRows = 64;    // weight rows of one wgmma (m64)
 inline constexpr int kTileRows = 128;   // weight rows a block
 inline constexpr int kThreads = 128;    // one warpgroup
 inline constexpr int kMaxParts = 3;
-inline constexpr int kMaxSplits = 8;    // a portable cluster
+inline constexpr int kMaxSplits = static_cast<int>(plan::kGemmStreamMaxSplits);  // a portable cluster
 
 // The x rows' tile: the rows rounded up to a wgmma n.
 constexpr int x_tile(int64_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 
 template <int BN, int S>
 struct Shape {
-  static constexpr int kWBytes = kTileRows * kChunk * 2;  // [box][half] boxes of 8 KB
-  static constexpr int kXBytes = BN * kChunk * 2;         // [box] boxes of BN rows
+  static constexpr int kWBytes = kTileRows * kChunk * 2;  // two 64-row halves of 8 KB
+  static constexpr int kXBytes = BN * kChunk * 2;
   static constexpr int kStageBytes = kWBytes + kXBytes;   // a multiple of 1024: every tile stays swizzle-aligned
   static constexpr int kSmemBytes = S * kStageBytes + 8 * S + 1024;  // + barriers, + alignment slack
   // Blocks an SM holds (228 KB of shared memory, 1 KB of it reserved per block).

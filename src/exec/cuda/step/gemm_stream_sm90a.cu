@@ -135,14 +135,10 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
   auto load_w = [&](int c) {
     const int st = c % S;
     tma::mbar_arrive_expect_tx(bar(st), Sh::kStageBytes);
-    for (int b = 0; b < kBoxes; ++b)
-      for (int h = 0; h < 2; ++h)
-        tma::load_2d(w_slot(st) + (2 * b + h) * kHalfBytes, half_map[h], kChunk * (c_begin + c) + kBox * b, half_row[h], bar(st));
+    for (int h = 0; h < 2; ++h)
+      tma::load_2d(w_slot(st) + h * kHalfBytes, half_map[h], kChunk * (c_begin + c), half_row[h], bar(st));
   };
-  auto load_x = [&](int c) {
-    for (int b = 0; b < kBoxes; ++b)
-      tma::load_2d(x_slot(c % S) + b * BN * kBox * 2, &maps.x, kChunk * (c_begin + c) + kBox * b, 0, bar(c % S));
-  };
+  auto load_x = [&](int c) { tma::load_2d(x_slot(c % S), &maps.x, kChunk * (c_begin + c), 0, bar(c % S)); };
   // The weights never depend on the kernel in front; x does.
   if (threadIdx.x == 0) {
     for (int c = 0; c < S - 1 && c < chunks; ++c) load_w(c);
@@ -166,14 +162,13 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
     const int st = c % S;
     tma::mbar_wait(bar(st), (c / S) & 1);
     wgmma::fence();
-    // K-major operands: one k16 step is 32 bytes into a box's 128-byte rows.
+    // K-major operands: one k16 step is 32 bytes into the 128-byte rows.
 #pragma unroll
     for (int kk = 0; kk < kChunk / 16; ++kk) {
-      const int b = kk / (kBox / 16), at = kk % (kBox / 16) * 32;
-      const uint64_t dx = wgmma::desc(x_slot(st) + b * BN * kBox * 2 + at, 16, 1024);
+      const uint64_t dx = wgmma::desc(x_slot(st) + kk * 32, 16, 1024);
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        wgmma::mma_ss<F16, BN>(d[h], wgmma::desc(w_slot(st) + (2 * b + h) * kHalfBytes + at, 16, 1024), dx);
+        wgmma::mma_ss<F16, BN>(d[h], wgmma::desc(w_slot(st) + h * kHalfBytes + kk * 32, 16, 1024), dx);
     }
     wgmma::commit();
     wgmma::wait<0>();
@@ -187,8 +182,6 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
   __trap();  // built for sm_90a only; the host checks the device before launching
 #endif
 }
-
-static_assert(kMaxSplits == plan::kGemmStreamMaxSplits);
 
 int64_t aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -215,7 +208,7 @@ plan::GemmRowsSchedule schedule_for(int64_t m, int64_t k, const LinearGroup& g) 
 bool encode(CUtensorMap* map, const void* base, int64_t rows, int64_t k, int box_rows, bool f16) {
   const uint64_t dims[2] = {static_cast<uint64_t>(k), static_cast<uint64_t>(rows)};
   const uint64_t strides[1] = {static_cast<uint64_t>(k) * 2};
-  const uint32_t box[2] = {static_cast<uint32_t>(kBox), static_cast<uint32_t>(box_rows)};
+  const uint32_t box[2] = {static_cast<uint32_t>(kChunk), static_cast<uint32_t>(box_rows)};
   return detail::encode_tensor_map(map, base, 2, dims, strides, box, f16);
 }
 
