@@ -27,7 +27,7 @@
 
 namespace kvf::exec::cuda::step::gemm_stream_detail {
 
-inline constexpr int kChunk = 64;                        // k elements a stage: one 128-byte swizzle row
+inline constexpr int kChunk = static_cast<int>(plan::kGemmStreamChunk);  // k elements a stage: one 128-byte swizzle row
 inline constexpr int kHalfBytes = 64 * kChunk * 2;       // one 64-row half's box: 8 KB
 inline constexpr int kHalfRows = 64;    // weight rows of one wgmma (m64)
 inline constexpr int kTileRows = 128;   // weight rows a block
