@@ -14,7 +14,13 @@
 // On a Hopper device, "stream" is the streaming kernel (gemm_stream_sm90a.cu) at any rows
 // ("stream sN": N splits of k a tile instead of the schedule's). "dispatch" is the step's
 // choice; up to 8 rows "dispatch, before" is it without gemm_rows, from 9 rows "cublaslt" is
-// cuBLASLt for every group.
+// cuBLASLt for every group. At 1 row, "bulk RnWm" is the bulk-copy kernel at n weight rows and
+// m warps a block (the step picks 8 rows' worth up to 48 KB, 4 warps).
+//
+// At 1 row, "row RnWm" is the one-row form of the bulk-copy kernel (gemv_bulk_row_kernel).
+//
+// KVF_BENCH_DTYPE=q8_0 stores the weights as q8_0 and runs only the bulk-copy shapes and the
+// dispatcher (the register and tensor-core kernels read 16-bit weights).
 //
 //   bench_cuda_gemv [rows=1] [filter]  (rows 1..64; only the shapes whose name holds one of
 //                                       filter's '|'-separated parts)
@@ -42,6 +48,14 @@ using kvf::exec::cuda::step::LinearPart;
 
 constexpr int kLayers = 22, kHidden = 2048, kKv = 256, kFfn = 5632;
 
+// The weights' stored type: f16, or q8_0 with KVF_BENCH_DTYPE=q8_0 (then only the shapes that
+// read it: the bulk-copy kernel's, and the step's dispatcher).
+DType weight_type() {
+  const char* t = std::getenv("KVF_BENCH_DTYPE");
+  return t != nullptr && std::string(t) == "q8_0" ? DType::kQ8_0 : DType::kF16;
+}
+const DType kWeights = weight_type();
+
 void* device_bytes(size_t bytes, int fill) {
   void* p = nullptr;
   KVF_BENCH_CHECK(cudaMalloc(&p, bytes));
@@ -64,7 +78,8 @@ struct Model {
     h = act(kHidden), q = act(kHidden), k = act(kKv), v = act(kKv), attn = act(kHidden), h2 = act(kHidden);
     gate = act(kFfn), up = act(kFfn), gated = act(kFfn);
     norm_w = act(kHidden);
-    auto weights = [](int n, int k) { return device_bytes(sizeof(uint16_t) * n * k, 0x1c); };  // f16 ~0.004
+    // 0x1c: f16 ~0.004; q8_0 scales ~0.004 times quants of 28
+    auto weights = [](int n, int k) { return device_bytes(static_cast<size_t>(n * kvf::exec::cuda::step::stored_row_bytes(kWeights, k)), 0x1c); };
     for (int l = 0; l < kLayers; ++l) {
       Layer L;
       L.qkv.parts = 3;
@@ -135,7 +150,44 @@ Launcher with_inv(int rows, float* inv, Launcher go) {
 template <int MR, bool PDL>
 Launcher bulk() {
   return [](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
-    kvf::exec::cuda::step::gemv_bulk_detail::launch_any_rows<MR, DType::kF16>(x, MR, k, g, s, PDL);
+    using namespace kvf::exec::cuda::step::gemv_bulk_detail;
+    if (kWeights == DType::kQ8_0) launch_any_rows<MR, DType::kQ8_0>(x, MR, k, g, s, PDL);
+    else launch_any_rows<MR, DType::kF16>(x, MR, k, g, s, PDL);
+  };
+}
+
+// The bulk-copy kernel at R weight rows and W warps a block, past the 48 KB a launch takes
+// unasked where R rows need it.
+template <int MR, DType dt, int R, int W>
+void bulk_at(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+  using namespace kvf::exec::cuda::step::gemv_bulk_detail;
+  const int smem = static_cast<int>(R * kvf::exec::cuda::step::stored_row_bytes(dt, k));
+  if (g.glu) {
+    KVF_BENCH_CHECK(cudaFuncSetAttribute(gemv_bulk_kernel<MR, dt, R, true, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    launch<MR, dt, R, true, W>(x, MR, k, g, s, true);
+  } else {
+    KVF_BENCH_CHECK(cudaFuncSetAttribute(gemv_bulk_kernel<MR, dt, R, false, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    launch<MR, dt, R, false, W>(x, MR, k, g, s, true);
+  }
+}
+
+// The one-row kernel (gemv_bulk_row_kernel) at R weight rows and W warps a block, U groups a
+// thread: enough for the layer's widest row (5632 elements).
+template <int R, int W>
+Launcher row_shape() {
+  return [](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    using namespace kvf::exec::cuda::step::gemv_bulk_detail;
+    constexpr int U = W == 4 ? 8 : 4;
+    if (kWeights == DType::kQ8_0) launch_row<DType::kQ8_0, R, W, U>(x, k, g, s);
+    else launch_row<DType::kF16, R, W, U>(x, k, g, s);
+  };
+}
+
+template <int MR, int R, int W>
+Launcher bulk_shape() {
+  return [](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    if (kWeights == DType::kQ8_0) bulk_at<MR, DType::kQ8_0, R, W>(x, k, g, s);
+    else bulk_at<MR, DType::kF16, R, W>(x, k, g, s);
   };
 }
 
@@ -176,7 +228,7 @@ Launcher dispatch(int m, kvf::exec::cuda::step::TensorCores tc, bool rows_kernel
   if (!rows_kernel) tc.counter_count = 0;
   return [m, tc](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
     kvf::exec::cuda::step::Launch l{s, nullptr, 0, tc};
-    kvf::exec::cuda::step::linear_group(x, m, k, DType::kF16, g, l);
+    kvf::exec::cuda::step::linear_group(x, m, k, kWeights, g, l);
   };
 }
 
@@ -252,8 +304,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   Model md(rows);
-  const double mb_qkv = 2.0 * (kHidden + 2 * kKv) * kHidden / 1e6, mb_o = 2.0 * kHidden * kHidden / 1e6;
-  const double mb_gu = 2.0 * 2 * kFfn * kHidden / 1e6, mb_down = 2.0 * kHidden * kFfn / 1e6;
+  const double el = kWeights == DType::kQ8_0 ? 34.0 / 32.0 : 2.0;  // bytes an element
+  const double mb_qkv = el * (kHidden + 2 * kKv) * kHidden / 1e6, mb_o = el * kHidden * kHidden / 1e6;
+  const double mb_gu = el * 2 * kFfn * kHidden / 1e6, mb_down = el * kHidden * kFfn / 1e6;
   const double mb_layer = mb_qkv + mb_o + mb_gu + mb_down;
   std::vector<std::pair<std::string, Launcher>> shapes;
   if (rows == 1) {
@@ -268,17 +321,38 @@ int main(int argc, char** argv) {
               {"C1 G4 W4 pdl", shape<8, 1, 4, 4, true>()}, {"C2 G2 W4 pdl", shape<8, 2, 2, 4, true>()},
               {"C4 G2 W4 pdl", shape<8, 4, 2, 4, true>()}, {"bulk pdl", bulk<8, true>()}};
   }
+  if (rows == 1) {
+    shapes.push_back({"bulk R8 W8", bulk_shape<1, 8, 8>()});
+    shapes.push_back({"bulk R16 W8", bulk_shape<1, 16, 8>()});
+    shapes.push_back({"bulk R4 W4", bulk_shape<1, 4, 4>()});
+  }
+  if (kWeights == DType::kQ8_0) {
+    shapes.clear();
+    if (rows == 1) shapes.push_back({"bulk pdl", bulk<1, true>()});
+    if (rows == 8) shapes.push_back({"bulk pdl", bulk<8, true>()});
+  }
+  if (rows == 1) {
+    shapes.push_back({"row R8 W8", row_shape<8, 8>()});
+    shapes.push_back({"row R8 W4", row_shape<8, 4>()});
+    shapes.push_back({"row R4 W4", row_shape<4, 4>()});
+    shapes.push_back({"row R16 W8", row_shape<16, 8>()});
+    shapes.push_back({"row R4 W8", row_shape<4, 8>()});
+  }
   const kvf::exec::cuda::step::TensorCores tc = tensor_cores();
-  if (kvf::exec::cuda::detail::is_sm90()) {
+  if (kWeights == DType::kQ8_0) {
+    shapes.push_back({"dispatch", dispatch(rows, tc, true)});
+  } else if (kvf::exec::cuda::detail::is_sm90()) {
     shapes.push_back({"stream", stream(rows, tc)});
     for (const int splits : {1, 2, 4, 8}) shapes.push_back({"stream s" + std::to_string(splits), stream(rows, tc, splits)});
   }
   auto* inv = static_cast<float*>(device_bytes(sizeof(float) * 64, 0));
-  if (rows == 1) {
+  if (rows == 1 && kWeights == DType::kF16) {
     shapes.push_back({"C2 G8 W8 inv", with_inv(rows, inv, shape<1, 2, 8, 8, true>())});
     shapes.push_back({"bulk inv", with_inv(rows, inv, bulk<1, true>())});
+    shapes.push_back({"dispatch", dispatch(rows, tc, true)});
   }
-  if (rows >= 2) {
+  if (rows == 1 && kWeights == DType::kQ8_0) shapes.push_back({"bulk inv", with_inv(rows, inv, bulk<1, true>())});
+  if (rows >= 2 && kWeights == DType::kF16) {
     if (rows <= kvf::plan::kGemmRowsMax) shapes.push_back({"dispatch, before", dispatch(rows, tc, false)});
     else shapes.push_back({"cublaslt", cublaslt(rows, tc)});
     shapes.push_back({"dispatch", dispatch(rows, tc, true)});
@@ -286,7 +360,8 @@ int main(int argc, char** argv) {
     else if (rows <= 32) add_rows_shapes<2>(rows, tc, shapes);
     else add_rows_shapes<4>(rows, tc, shapes);
   }
-  std::printf("TinyLlama-1.1B layer linears, f16 weights, %d row(s) of x, %d layers per graph\n", rows, kLayers);
+  std::printf("TinyLlama-1.1B layer linears, %s weights, %d row(s) of x, %d layers per graph\n",
+              kWeights == DType::kQ8_0 ? "q8_0" : "f16", rows, kLayers);
   std::printf("%-18s %9s %8s | %8s %8s %8s %8s  (TB/s alone)\n", "shape", "us/layer", "TB/s", "qkv", "o", "gate_up", "down");
   const std::string filter = argc > 2 ? argv[2] : "";
   for (const auto& shape_entry : shapes) {

@@ -1,10 +1,10 @@
 // The decode linears over f16/bf16 weights: which of the two kernels runs each group, at the
-// shapes measured best on the H200 (bench_cuda_gemv, TinyLlama-1.1B layers; docs/cuda.md):
-//   - one or two rows with a fused RMSNorm: the register kernel (gemv16.cuh), 2 columns a
-//     warp, 8 groups in flight, 8 warps: its blocks are fewer, so fewer of them recompute
-//     1/rms over x (QKV 1.54 TB/s against 1.27, gate/up 2.56 against 2.00);
-//   - everything else: the bulk-copy kernel (gemv_bulk.cuh): O 2.27 TB/s against 1.80, down
-//     2.48 against 2.17, and with 8 rows of x 81 us a layer against 105.
+// shapes measured best (bench_cuda_gemv, TinyLlama-1.1B layers; docs/cuda.md):
+//   - one row: the bulk-copy kernel's one-row form (gemv_bulk.cuh), x in registers, for every
+//     group (37.3 us a layer on an H100 against 50.3 for the two kernels below);
+//   - two rows with a fused RMSNorm: the register kernel (gemv16.cuh), 2 columns a warp, 8
+//     groups in flight, 8 warps: its blocks are fewer, so fewer of them recompute 1/rms over x;
+//   - everything else: the bulk-copy kernel, and with 8 rows of x 81 us a layer against 105.
 // Both launch as programmatic dependents.
 #include "exec/cuda/step/gemv16.cuh"
 #include "exec/cuda/step/gemv_bulk.cuh"
@@ -21,6 +21,7 @@ void launch_register(const float* x, int64_t k, const LinearGroup& g, cudaStream
 
 template <DType dt>
 bool launch_any(const float* x, int64_t m, int64_t k, const LinearGroup& g, cudaStream_t s) {
+  if (m == 1 && gemv_bulk_detail::launch_one_row<dt>(x, k, g, s)) return true;
   if (g.norm_w != nullptr && m <= 2) {
     if (m == 1) launch_register<1, dt>(x, k, g, s);
     else launch_register<2, dt>(x, k, g, s);
