@@ -30,6 +30,7 @@ namespace tma = detail::tma;
 
 constexpr int kWarps = 4;
 constexpr int64_t kMaxBlockBytes = 48 * 1024;  // the dynamic shared memory a launch may take unasked
+constexpr int64_t kMaxOptInBytes = 227 * 1024;  // and the most it may ask for (sm_90)
 
 __device__ inline uint32_t shared_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -251,7 +252,7 @@ void launch_row(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s)
 // false, launching nothing, past 16384 or where the rows are not bulk-copyable.
 template <DType dt>
 bool launch_one_row(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
-  if (!bulk_rows(dt, k) || 4 * stored_row_bytes(dt, k) > 227 * 1024) return false;
+  if (!bulk_rows(dt, k) || 4 * stored_row_bytes(dt, k) > kMaxOptInBytes) return false;
   const int64_t groups = k / 8;
   if (groups <= 128) launch_row<dt, 4, 4, 1>(x, k, g, s);
   else if (groups <= 256) launch_row<dt, 4, 4, 2>(x, k, g, s);
