@@ -309,27 +309,22 @@ int main(int argc, char** argv) {
   const double mb_gu = el * 2 * kFfn * kHidden / 1e6, mb_down = el * kHidden * kFfn / 1e6;
   const double mb_layer = mb_qkv + mb_o + mb_gu + mb_down;
   std::vector<std::pair<std::string, Launcher>> shapes;
-  if (rows == 1) {
+  if (kWeights == DType::kF16 && rows == 1) {
     shapes = {{"C4 G4 W4 -", shape<1, 4, 4, 4, false>()}, {"C4 G4 W4 pdl", shape<1, 4, 4, 4, true>()},
               {"C2 G4 W4 pdl", shape<1, 2, 4, 4, true>()}, {"C2 G8 W4 pdl", shape<1, 2, 8, 4, true>()},
               {"C1 G8 W4 pdl", shape<1, 1, 8, 4, true>()}, {"C4 G2 W4 pdl", shape<1, 4, 2, 4, true>()},
               {"C8 G2 W4 pdl", shape<1, 8, 2, 4, true>()}, {"C4 G4 W8 pdl", shape<1, 4, 4, 8, true>()},
               {"C2 G8 W8 pdl", shape<1, 2, 8, 8, true>()}, {"bulk -", bulk<1, false>()},
-              {"bulk pdl", bulk<1, true>()}};
-  } else if (rows == 8) {
+              {"bulk pdl", bulk<1, true>()},      {"bulk R8 W8", bulk_shape<1, 8, 8>()},
+              {"bulk R16 W8", bulk_shape<1, 16, 8>()}, {"bulk R4 W4", bulk_shape<1, 4, 4>()}};
+  } else if (kWeights == DType::kF16 && rows == 8) {
     shapes = {{"C2 G4 W4 -", shape<8, 2, 4, 4, false>()}, {"C2 G4 W4 pdl", shape<8, 2, 4, 4, true>()},
               {"C1 G4 W4 pdl", shape<8, 1, 4, 4, true>()}, {"C2 G2 W4 pdl", shape<8, 2, 2, 4, true>()},
               {"C4 G2 W4 pdl", shape<8, 4, 2, 4, true>()}, {"bulk pdl", bulk<8, true>()}};
-  }
-  if (rows == 1) {
-    shapes.push_back({"bulk R8 W8", bulk_shape<1, 8, 8>()});
-    shapes.push_back({"bulk R16 W8", bulk_shape<1, 16, 8>()});
-    shapes.push_back({"bulk R4 W4", bulk_shape<1, 4, 4>()});
-  }
-  if (kWeights == DType::kQ8_0) {
-    shapes.clear();
-    if (rows == 1) shapes.push_back({"bulk pdl", bulk<1, true>()});
-    if (rows == 8) shapes.push_back({"bulk pdl", bulk<8, true>()});
+  } else if (rows == 1) {  // q8_0: the bulk-copy kernel as the step ran it before the one-row kernel
+    shapes = {{"bulk pdl", bulk<1, true>()}};
+  } else if (rows == 8) {
+    shapes = {{"bulk pdl", bulk<8, true>()}};
   }
   if (rows == 1) {
     shapes.push_back({"row R8 W8", row_shape<8, 8>()});

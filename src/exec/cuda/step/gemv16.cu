@@ -1,11 +1,11 @@
-// The decode linears over f16/bf16 weights: which of the two kernels runs each group, at the
+// The decode linears over f16/bf16 weights: which kernel runs each group, at the
 // shapes measured best (bench_cuda_gemv, TinyLlama-1.1B layers; docs/cuda.md):
 //   - one row: the bulk-copy kernel's one-row form (gemv_bulk.cuh), x in registers, for every
 //     group (37.3 us a layer on an H100 against 50.3 for the two kernels below);
 //   - two rows with a fused RMSNorm: the register kernel (gemv16.cuh), 2 columns a warp, 8
 //     groups in flight, 8 warps: its blocks are fewer, so fewer of them recompute 1/rms over x;
 //   - everything else: the bulk-copy kernel, and with 8 rows of x 81 us a layer against 105.
-// Both launch as programmatic dependents.
+// All launch as programmatic dependents.
 #include "exec/cuda/step/gemv16.cuh"
 #include "exec/cuda/step/gemv_bulk.cuh"
 
@@ -21,8 +21,8 @@ void launch_register(const float* x, int64_t k, const LinearGroup& g, cudaStream
 
 template <DType dt>
 bool launch_any(const float* x, int64_t m, int64_t k, const LinearGroup& g, cudaStream_t s) {
-  if (m == 1 && gemv_bulk_detail::launch_one_row<dt>(x, k, g, s)) return true;
-  if (g.norm_w != nullptr && m <= 2) {
+  const bool one_row = m == 1 && gemv_bulk_detail::one_row_fits(dt, k);
+  if (g.norm_w != nullptr && m <= 2 && !one_row) {
     if (m == 1) launch_register<1, dt>(x, k, g, s);
     else launch_register<2, dt>(x, k, g, s);
     return true;

@@ -87,7 +87,7 @@ __device__ void block_inv_rms(const float* x, int64_t k, double eps, float* inv,
   if (threadIdx.x < MR) {
     float t = 0;
     for (int w = 0; w < W; ++w) t += part[w][threadIdx.x];
-    inv[threadIdx.x] = static_cast<float>(1.0 / sqrt(static_cast<double>(t) / static_cast<double>(k) + eps));
+    inv[threadIdx.x] = inv_rms(t, k, eps);
   }
   __syncthreads();
 }
@@ -101,17 +101,23 @@ __device__ void norm_inv(const float* x, int64_t k, const LinearGroup& g, float*
   __syncthreads();
 }
 
+// The fused norm's weight over x's group i (1 + it with a unit offset); ones without a norm.
+__device__ inline void norm_scale8(const LinearGroup& g, int64_t i, float (&s)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s[e] = 1.0f;
+  if (g.norm_w == nullptr) return;
+  const float4 a = reinterpret_cast<const float4*>(g.norm_w)[2 * i], b = reinterpret_cast<const float4*>(g.norm_w)[2 * i + 1];
+  const float n[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s[e] = g.norm_unit_offset ? 1.0f + n[e] : n[e];
+}
+
 // x's 8 elements of group i for each of its first `rows` rows (times the norm's weight when
 // one is fused); zeros for the rows past them.
 template <int MR>
 __device__ void load_x(const float* x, int64_t k, int64_t i, const LinearGroup& g, float (&xv)[MR][8], int rows = MR) {
-  float s[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-  if (g.norm_w != nullptr) {
-    const float4 a = reinterpret_cast<const float4*>(g.norm_w)[2 * i], b = reinterpret_cast<const float4*>(g.norm_w)[2 * i + 1];
-    const float n[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s[e] = g.norm_unit_offset ? 1.0f + n[e] : n[e];
-  }
+  float s[8];
+  norm_scale8(g, i, s);
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
     const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);

@@ -136,14 +136,7 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int64_t i = threadIdx.x + W * 32 * u;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s[u][e] = 1.0f;
-    if (norm && i < groups) {
-      const float4 a = reinterpret_cast<const float4*>(g.norm_w)[2 * i], c = reinterpret_cast<const float4*>(g.norm_w)[2 * i + 1];
-      const float v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s[u][e] = g.norm_unit_offset ? 1.0f + v[e] : v[e];
-    }
+    gemv16_detail::norm_scale8(g, i < groups ? i : 0, s[u]);
   }
   const Column mine = column_of(g, col0 + (threadIdx.x < n ? threadIdx.x : 0));  // the column this thread stores
   await_kernel_in_front();
@@ -174,7 +167,7 @@ __global__ void __launch_bounds__(W * 32)
     __syncthreads();
     float t = 0.0f;
     for (int w = 0; w < W; ++w) t += part[w][0];
-    inv = static_cast<float>(1.0 / sqrt(static_cast<double>(t) / static_cast<double>(k) + g.norm_eps));
+    inv = inv_rms(t, k, g.norm_eps);
   }
   __syncthreads();  // every thread has read part[]; the barrier's init is visible to every waiter
   tma::mbar_wait(b, 0);
@@ -247,19 +240,24 @@ void launch_row(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s)
   else go(gemv_bulk_row_kernel<dt, R, false, W, U>);
 }
 
+// Whether one row of x over rows of k elements stored as dt runs on gemv_bulk_row_kernel:
+// bulk-copyable rows, 4 of them in a block's shared memory, at most 16384 elements.
+inline bool one_row_fits(DType dt, int64_t k) {
+  return bulk_rows(dt, k) && 4 * stored_row_bytes(dt, k) <= kMaxOptInBytes && k / 8 <= 2048;
+}
+
 // One row of x on gemv_bulk_row_kernel at the shape measured best on a TinyLlama layer (4
 // weight rows and 4 warps a block: docs/benchmarks.md), 8 warps past 8192 elements a row;
-// false, launching nothing, past 16384 or where the rows are not bulk-copyable.
+// false, launching nothing, where it does not fit (one_row_fits).
 template <DType dt>
 bool launch_one_row(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
-  if (!bulk_rows(dt, k) || 4 * stored_row_bytes(dt, k) > kMaxOptInBytes) return false;
+  if (!one_row_fits(dt, k)) return false;
   const int64_t groups = k / 8;
   if (groups <= 128) launch_row<dt, 4, 4, 1>(x, k, g, s);
   else if (groups <= 256) launch_row<dt, 4, 4, 2>(x, k, g, s);
   else if (groups <= 512) launch_row<dt, 4, 4, 4>(x, k, g, s);
   else if (groups <= 1024) launch_row<dt, 4, 4, 8>(x, k, g, s);
-  else if (groups <= 2048) launch_row<dt, 4, 8, 8>(x, k, g, s);
-  else return false;
+  else launch_row<dt, 4, 8, 8>(x, k, g, s);
   return true;
 }
 

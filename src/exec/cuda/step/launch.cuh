@@ -72,6 +72,11 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
+// RMSNorm's 1 / rms of n elements whose squares sum to ss, in double as the oracle has it.
+__device__ inline float inv_rms(float ss, int64_t n, double eps) {
+  return static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / static_cast<double>(n) + eps));
+}
+
 // The gated unit's activation of the gate value x.
 __device__ inline float glu_value(GluAct act, float x) {
   switch (act) {

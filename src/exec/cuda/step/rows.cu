@@ -65,7 +65,7 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, Out* out, int64_t
   float ss = 0;
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) ss += xr[c] * xr[c];
   ss = block_reduce(ss, false);
-  const float inv = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / static_cast<double>(d) + eps));
+  const float inv = inv_rms(ss, d, eps);
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) store(o + c, xr[c] * inv * (unit_offset ? 1.0f + w[c] : w[c]));
 }
 
@@ -95,7 +95,7 @@ __global__ void rmsnorm_rows_kernel(const float* x, const float* w, Out* out, in
 #pragma unroll
   for (int i = 0; i < kRowVecs; ++i) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
   ss = block_reduce(ss, false);
-  const float inv = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / static_cast<double>(d) + eps));
+  const float inv = inv_rms(ss, d, eps);
   const float one = unit_offset ? 1.0f : 0.0f;
   Out* o = out + blockIdx.x * d;
 #pragma unroll
