@@ -11,8 +11,10 @@
 
 #include "core/dtype.h"
 #include "cuda/gpu_testing.h"
+#include "exec/cuda/step/cublaslt_api.h"
 #include "exec/cuda/step/device.h"
 #include "exec/cuda/step/kernels.h"
+#include "exec/cuda/step/runtime_library.h"
 #include "gpu/linear_testing.h"
 #include "testing.h"
 
@@ -92,6 +94,34 @@ TEST(TensorCoreLinearScope, FewRowsAndF32WeightsStayOnTheSimtKernels) {
   EXPECT_TRUE(tensor_core_fits(exec::cuda::step::kTensorCoreRows, 256, DType::kF16));
   EXPECT_FALSE(tensor_core_fits(4096, 256, DType::kF32));
   EXPECT_FALSE(tensor_core_fits(4096, 260, DType::kF16));  // k not a multiple of 8
+}
+
+// cuBLASLt is opened at run time (no GPU needed for that): the toolkit's library of the
+// headers' major version, with every entry point the tensor-core linears call.
+TEST(CublasLtLibrary, OpensWithEveryEntryPoint) {
+  const exec::cuda::step::CublasLt* lt = exec::cuda::step::cublaslt();
+  ASSERT_NE(lt, nullptr);
+  EXPECT_NE(lt->create, nullptr);
+  EXPECT_NE(lt->matmul, nullptr);
+  EXPECT_EQ(lt, exec::cuda::step::cublaslt()) << "opened once";
+}
+
+// A library that is not there is an error in words, never a crash; so is a missing name.
+TEST(RuntimeLibrary, NamesWhatIsMissing) {
+  exec::cuda::step::RuntimeLibrary none("libkvforge-no-such-library.so.1");
+  void (*fn)() = nullptr;
+  none.resolve(fn, "anything");
+  EXPECT_EQ(fn, nullptr);
+  EXPECT_NE(none.error().find("libkvforge-no-such-library.so.1"), std::string::npos) << none.error();
+  exec::cuda::step::RuntimeLibrary libc("libc.so.6");
+  int (*abs_fn)(int) = nullptr;
+  libc.resolve(abs_fn, "abs");
+  ASSERT_NE(abs_fn, nullptr) << libc.error();
+  EXPECT_EQ(abs_fn(-3), 3);
+  EXPECT_TRUE(libc.error().empty());
+  libc.resolve(fn, "kvforge_no_such_symbol");
+  EXPECT_EQ(fn, nullptr);
+  EXPECT_NE(libc.error().find("has no kvforge_no_such_symbol"), std::string::npos) << libc.error();
 }
 
 }  // namespace

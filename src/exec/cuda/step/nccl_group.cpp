@@ -3,12 +3,12 @@
 #include "exec/cuda/step/nccl_group.h"
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <string>
-#include <type_traits>
+
+#include "exec/cuda/step/runtime_library.h"
 
 #if __has_include(<nccl.h>)
 #include <nccl.h>
@@ -39,23 +39,15 @@ struct Loaded {
 
 const Loaded& loaded() {
   static const Loaded l = [] {
+    static RuntimeLibrary lib("libnccl.so.2");
     Loaded out;
-    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      const char* why = dlerror();
-      out.error = why != nullptr ? why : "libnccl.so.2 cannot be loaded";
-      return out;
-    }
-    auto resolve = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      if (fn == nullptr && out.error.empty()) out.error = str_cat("libnccl.so.2 has no ", name);
-    };
-    resolve(out.api.get_version, "ncclGetVersion");
-    resolve(out.api.comm_init_all, "ncclCommInitAll");
-    resolve(out.api.comm_destroy, "ncclCommDestroy");
-    resolve(out.api.comm_abort, "ncclCommAbort");
-    resolve(out.api.all_reduce, "ncclAllReduce");
-    resolve(out.api.error_string, "ncclGetErrorString");
+    lib.resolve(out.api.get_version, "ncclGetVersion");
+    lib.resolve(out.api.comm_init_all, "ncclCommInitAll");
+    lib.resolve(out.api.comm_destroy, "ncclCommDestroy");
+    lib.resolve(out.api.comm_abort, "ncclCommAbort");
+    lib.resolve(out.api.all_reduce, "ncclAllReduce");
+    lib.resolve(out.api.error_string, "ncclGetErrorString");
+    out.error = lib.error();
     return out;
   }();
   return l;

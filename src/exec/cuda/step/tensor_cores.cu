@@ -3,8 +3,7 @@
 // are widened there to f16, and cuBLASLt multiplies with f32 accumulation straight into the
 // f32 output, the bias added by its epilogue. Descriptors and the algorithm are chosen on
 // the host when the launch is enqueued (once, since the step is captured as a graph).
-#include <cublasLt.h>
-
+#include "exec/cuda/step/cublaslt_api.h"
 #include "exec/cuda/step/launch.cuh"
 
 namespace kvf::exec::cuda::step {
@@ -31,28 +30,31 @@ uint32_t alignment_of(const void* p) {
   return al;
 }
 
+// The library's entry points: loaded, since a launch only gets here with a handle it made.
+const CublasLt& lt() { return *cublaslt(); }
+
 // The descriptors of one product, freed together.
 struct Product {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   ~Product() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (pref) lt().pref_destroy(pref);
+    if (c) lt().layout_destroy(c);
+    if (b) lt().layout_destroy(b);
+    if (a) lt().layout_destroy(a);
+    if (op) lt().desc_destroy(op);
   }
 };
 
 template <typename T>
 bool set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
-  return cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof v) == CUBLAS_STATUS_SUCCESS;
+  return lt().desc_set(d, attr, &v, sizeof v) == CUBLAS_STATUS_SUCCESS;
 }
 
 template <typename T>
 bool set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const T& v) {
-  return cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof v) == CUBLAS_STATUS_SUCCESS;
+  return lt().pref_set(p, attr, &v, sizeof v) == CUBLAS_STATUS_SUCCESS;
 }
 
 // Row-major out [m, n] = x16 [m, k] . w16 [n, k]^T (+ c [m, n]) is, column-major, out^T =
@@ -62,7 +64,7 @@ bool set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t
 bool plan_product(const Launch& l, cudaDataType_t ab, const void* w16, const void* x16, const float* bias, const float* c,
                   const float* out, int64_t m, int64_t n, int64_t k, Product& p, cublasLtMatmulAlgo_t& algo) {
   const auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
-  if (!ok(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) return false;
+  if (!ok(lt().desc_create(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) return false;
   if (!set_desc(p.op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T) || !set_desc(p.op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N)) {
     return false;
   }
@@ -74,8 +76,8 @@ bool plan_product(const Launch& l, cudaDataType_t ab, const void* w16, const voi
     }
   }
   const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  if (!ok(cublasLtMatrixLayoutCreate(&p.a, ab, u(k), u(n), k)) || !ok(cublasLtMatrixLayoutCreate(&p.b, ab, u(k), u(m), k)) ||
-      !ok(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, u(n), u(m), n)) || !ok(cublasLtMatmulPreferenceCreate(&p.pref))) {
+  if (!ok(lt().layout_create(&p.a, ab, u(k), u(n), k)) || !ok(lt().layout_create(&p.b, ab, u(k), u(m), k)) ||
+      !ok(lt().layout_create(&p.c, CUDA_R_32F, u(n), u(m), n)) || !ok(lt().pref_create(&p.pref))) {
     return false;
   }
   if (!set_pref(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(l.tc.workspace_bytes)) ||
@@ -87,8 +89,8 @@ bool plan_product(const Launch& l, cudaDataType_t ab, const void* w16, const voi
   }
   cublasLtMatmulHeuristicResult_t best{};
   int found = 0;
-  if (!ok(cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(l.tc.handle), p.op, p.a, p.b, p.c, p.c, p.pref, 1,
-                                         &best, &found)) ||
+  if (!ok(lt().heuristic(static_cast<cublasLtHandle_t>(l.tc.handle), p.op, p.a, p.b, p.c, p.c, p.pref, 1, &best,
+                         &found)) ||
       found == 0) {
     return false;
   }
@@ -100,9 +102,9 @@ bool plan_product(const Launch& l, cudaDataType_t ab, const void* w16, const voi
 bool multiply(const Launch& l, const Product& p, const cublasLtMatmulAlgo_t& algo, const void* w16, const void* x16,
               const float* c, float* out) {
   const float alpha = 1.0f, beta = c != nullptr ? 1.0f : 0.0f;
-  return cublasLtMatmul(static_cast<cublasLtHandle_t>(l.tc.handle), p.op, &alpha, w16, p.a, x16, p.b, &beta,
-                        c != nullptr ? c : out, p.c, out, p.c, &algo, l.tc.workspace,
-                        static_cast<size_t>(l.tc.workspace_bytes), stream_of(l)) == CUBLAS_STATUS_SUCCESS;
+  return lt().matmul(static_cast<cublasLtHandle_t>(l.tc.handle), p.op, &alpha, w16, p.a, x16, p.b, &beta,
+                     c != nullptr ? c : out, p.c, out, p.c, &algo, l.tc.workspace,
+                     static_cast<size_t>(l.tc.workspace_bytes), stream_of(l)) == CUBLAS_STATUS_SUCCESS;
 }
 
 // The weights cuBLASLt reads: 16-bit ones as they are, quantized ones widened into the
@@ -185,12 +187,13 @@ bool linear_group_tensor_cores(const float* x, int64_t m, int64_t k, DType w_dt,
 }
 
 void* tensor_cores_open() {
+  if (cublaslt() == nullptr) return nullptr;
   cublasLtHandle_t h = nullptr;
-  return cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS ? h : nullptr;
+  return lt().create(&h) == CUBLAS_STATUS_SUCCESS ? h : nullptr;
 }
 
 void tensor_cores_close(void* handle) noexcept {
-  if (handle != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle));
+  if (handle != nullptr) lt().destroy(static_cast<cublasLtHandle_t>(handle));
 }
 
 }  // namespace kvf::exec::cuda::step
