@@ -7,7 +7,7 @@
 
 #include "exec/cuda/decode_launch.h"
 #include "exec/cuda/device_props.h"
-#include "exec/cuda/split_rule.h"
+#include "plan/decode_splits.h"
 
 namespace kvf::exec::cuda {
 namespace {
@@ -25,25 +25,6 @@ int blocks_per_sm(int dk, int rows, bool paged, bool tc) {
 }
 
 }  // namespace
-
-int choose_splits(const SplitRuleInput& in) {
-  const long slots = static_cast<long>(std::max(1, in.sms)) * std::max(1, in.per_sm);
-  const int most = std::clamp(in.span / 128, 1, 1024);
-  const long pairs = std::max(1L, in.pairs);
-  double best = 0.0;
-  int splits = 1;
-  for (int s = 1; s <= most; ++s) {
-    const long blocks = pairs * s;
-    const long waves = (blocks + slots - 1) / slots;
-    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
-    if (fill > best + 1e-9) {
-      best = fill;
-      splits = s;
-    }
-    if (fill >= in.want || waves > 8) break;
-  }
-  return splits;
-}
 
 Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   if (detail::decode_traits(a.dk, a.dv, false).keys_per_iter == 0)
@@ -82,21 +63,13 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   while (plan.rows < qr && plan.rows < tr.max_rows) plan.rows *= 2;
   plan.row_blocks = (qr + plan.rows - 1) / plan.rows;
 
-  // Splits: every block does equal work, so the time goes with the most work any unit
-  // gets. The SIMT kernel is issue-bound and wants every resident slot (SMs times blocks per
-  // SM) busy: the fewest splits whose blocks fill their last wave of slots to 90%. The
-  // tensor-core kernel is memory-bound and runs one 8-warp block per SM: what counts is the
-  // balance of blocks over SMs (B = 1 on the H200: 16 splits, B = 8: 2), the fewest splits
-  // that fill a round to 95%, dense or paged. Chunks of at least 128 keys either way
-  // (docs/cuda.md, the split sweeps).
+  // Splits: plan/decode_splits.h's rule over this device's SMs and the kernel's residency.
   const int sms = std::max(1, detail::sm_count());
   const bool paged = a.read_map != nullptr;
-  const int per_sm = tc ? 1 : std::max(1, blocks_per_sm(a.dk, plan.rows, paged, tc));
-  const double want = tc ? 0.95 : 0.9;
   const int span = std::max(1, a.max_len);
   const long pairs = static_cast<long>(a.batch) * a.kv_heads * plan.row_blocks;
   int splits = a.num_splits;
-  if (splits <= 0) splits = choose_splits({pairs, sms, per_sm, want, span});
+  if (splits <= 0) splits = kvf::plan::decode_splits_for(tc, pairs, sms, tc ? 1 : blocks_per_sm(a.dk, plan.rows, paged, tc), span);
   splits = std::clamp(splits, 1, 1024);
   plan.chunk = round_up((span + splits - 1) / splits, tr.keys_per_iter);
   plan.splits = std::max(1, (span + plan.chunk - 1) / plan.chunk);
