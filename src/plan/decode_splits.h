@@ -42,8 +42,9 @@ inline int decode_splits(const DecodeSplitInput& in) {
 // resident slot busy (SMs times the blocks an SM holds): the fewest splits whose blocks fill
 // their last wave to 90%. The tensor-core kernel is memory-bound and runs one 8-warp block
 // per SM: what counts is the balance of blocks over SMs (B = 1 on the H200: 16 splits,
-// B = 8: 2), the fewest splits that fill a round to 95%, dense or paged (docs/cuda.md, the
-// split sweeps).
+// B = 8: 2), the fewest splits that fill a round to 95%, dense or paged, whatever an SM
+// could hold of it (docs/cuda.md, the split sweeps). resident_per_sm: the kernel's blocks an
+// SM holds.
 inline int decode_splits_for(bool tensor_cores, long pairs, int sms, int resident_per_sm, int span) {
   return decode_splits({.pairs = pairs,
                         .sms = sms,

@@ -69,7 +69,9 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
   const int span = std::max(1, a.max_len);
   const long pairs = static_cast<long>(a.batch) * a.kv_heads * plan.row_blocks;
   int splits = a.num_splits;
-  if (splits <= 0) splits = kvf::plan::decode_splits_for(tc, pairs, sms, tc ? 1 : blocks_per_sm(a.dk, plan.rows, paged, tc), span);
+  if (splits <= 0) {
+    splits = kvf::plan::decode_splits_for(tc, pairs, sms, blocks_per_sm(a.dk, plan.rows, paged, tc), span);
+  }
   splits = std::clamp(splits, 1, 1024);
   plan.chunk = round_up((span + splits - 1) / splits, tr.keys_per_iter);
   plan.splits = std::max(1, (span + plan.chunk - 1) / plan.chunk);

@@ -9,8 +9,7 @@ namespace kvf::exec::cuda::step {
 
 const CublasLt* cublaslt() {
   static const CublasLt* const loaded = [] () -> const CublasLt* {
-    static const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
-    static RuntimeLibrary lib(soname.c_str());
+    static RuntimeLibrary lib(("libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR)).c_str());
     static CublasLt api;
     lib.resolve(api.create, "cublasLtCreate");
     lib.resolve(api.destroy, "cublasLtDestroy");
