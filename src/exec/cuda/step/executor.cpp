@@ -402,6 +402,7 @@ Status CudaExecutor::bind_ops() {
   fuse_rounding_casts();
   check_slots_once();  // before the packs: a pool write joins one only once its slots are checked
   pack_small_ops();
+  fold_packs_into_groups();
   Status s = bind_decode_attention();
   if (s) s = bind_tile_attention();
   if (!s) return s;
@@ -786,6 +787,24 @@ void CudaExecutor::pack_small_ops() {
     packed.pack = pack;
     out.push_back(std::move(packed));
     i = j;
+  }
+  body_ = std::move(out);
+}
+
+void CudaExecutor::fold_packs_into_groups() {
+  std::vector<Op> out;
+  for (size_t i = 0; i < body_.size(); ++i) {
+    out.push_back(std::move(body_[i]));
+    Op& group = out.back();
+    if (group.grouped == 0 || i + 1 == body_.size()) continue;
+    Pack then = body_[i + 1].pack;
+    if (then.tasks == 0 && pack_task(body_[i + 1], then.task[0])) then.tasks = 1;
+    if (then.tasks == 0) continue;
+    LinearGroup with = group.group;
+    with.then = then;
+    if (!pack_in_epilogue(with)) continue;
+    group.group = with;
+    ++i;  // the pack's op is gone: the group's launch runs it
   }
   body_ = std::move(out);
 }
@@ -1258,15 +1277,28 @@ Status CudaExecutor::run_body() {
   return device_.launch_graph(body_graph_);
 }
 
+std::string CudaExecutor::label(const Op& op) const {
+  const plan::KernelRequest& r = plan_.requests[static_cast<size_t>(op.eqn)];
+  if (op.grouped > 0) {
+    const int then = op.group.then.tasks;
+    return str_cat(r.kernel, " group of ", op.grouped, then > 0 ? str_cat(" then rope/cache-write pack of ", then) : "");
+  }
+  if (op.decode_kernel) return "attention.decode_kernel";
+  if (op.pack.tasks > 0) return str_cat("rope/cache-write pack of ", op.pack.tasks);
+  return r.kernel;
+}
+
+std::vector<std::string> CudaExecutor::launch_labels() const {
+  std::vector<std::string> out;
+  for (const Op& op : body_) out.push_back(label(op));
+  return out;
+}
+
 Status CudaExecutor::run_timed() {
   for (const Op& op : body_) {
-    const plan::KernelRequest& r = plan_.requests[static_cast<size_t>(op.eqn)];
     Status s = device_.time_begin();
     if (s) s = launch(op);
-    const std::string kernel = op.grouped > 0 ? str_cat(r.kernel, " group of ", op.grouped)
-                               : op.decode_kernel ? std::string("attention.decode_kernel")
-                               : op.pack.tasks > 0 ? str_cat("rope/cache-write pack of ", op.pack.tasks)
-                                                  : r.kernel;
+    const std::string kernel = label(op);
     if (s) s = device_.time_end(kernel);
     if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
   }

@@ -39,6 +39,9 @@ class CudaExecutor final : public Executor {
   Result<std::span<const int32_t>> run_sample(const SlotValues& slots, const std::string& name, int64_t row,
                                               const StepDraws& draws) override;
 
+  // What each launch of the step's body runs, in order: the names KVF_CUDA_PROFILE times.
+  std::vector<std::string> launch_labels() const;
+
  private:
   struct Ref {
     void* data = nullptr;
@@ -93,6 +96,9 @@ class CudaExecutor final : public Executor {
   void fuse_rounding_casts();
   void fuse_norms();
   void pack_small_ops();
+  // A linear group followed by a pack that reads only the group's outputs carries the pack
+  // (LinearGroup::then): one launch where the one-row kernel runs it in its epilogue.
+  void fold_packs_into_groups();
   void check_slots_once();
   void merge_rope_writes();
   bool pack_task(const Op& op, PackTask& t) const;
@@ -106,6 +112,7 @@ class CudaExecutor final : public Executor {
   Status read_faults();
   Status run_body();
   Status run_timed();  // KVF_CUDA_PROFILE: each eqn alone between events
+  std::string label(const Op& op) const;
 
   plan::Plan plan_;
   StateStore& state_;

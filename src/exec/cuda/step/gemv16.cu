@@ -39,4 +39,10 @@ bool gemv16(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup&
   return launch_any<DType::kBF16>(x, m, k, g, stream_of(l));
 }
 
+bool gemv16_one_row(const float* x, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if (w_dt == DType::kF16) return gemv_bulk_detail::launch_one_row<DType::kF16>(x, k, g, stream_of(l));
+  if (w_dt == DType::kBF16) return gemv_bulk_detail::launch_one_row<DType::kBF16>(x, k, g, stream_of(l));
+  return false;
+}
+
 }  // namespace kvf::exec::cuda::step

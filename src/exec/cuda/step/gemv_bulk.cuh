@@ -14,6 +14,7 @@
 #pragma once
 
 #include "exec/cuda/step/gemv16.cuh"
+#include "exec/cuda/step/pack_ops.cuh"
 #include "exec/cuda/step/stored_groups.cuh"
 #include "exec/cuda/tma_ptx.cuh"
 
@@ -112,6 +113,18 @@ __global__ void __launch_bounds__(W * 32)
   }
 }
 
+// The one-row kernel's epilogue for g.then (pack_in_epilogue admitted it: no glu or residual,
+// parts of even width, so a block's columns hold whole rope pairs): each column's value
+// (bias added) meets its pair's in shared memory, then goes through the tasks that read it.
+template <int C>
+__device__ void then_columns(const LinearGroup& g, const Column& mine, int n, float value) {
+  __shared__ float done[C];
+  if (threadIdx.x < n) done[threadIdx.x] = value;
+  __syncthreads();
+  if (threadIdx.x >= n) return;
+  pack_detail::then_element(g.then, g.part[mine.part].out, mine.local, value, done[threadIdx.x ^ 1], g.fault);
+}
+
 // One row of x, its groups in registers: every load whose address does not wait for the
 // kernel in front (the weights, the norm's weight, the biases) is issued before waiting for
 // it, and after it every load of x and the residual at once; 1/rms comes from the x in
@@ -191,13 +204,16 @@ __global__ void __launch_bounds__(W * 32)
     if (lane == 0) part[warp][r] = v;
   }
   __syncthreads();
+  float y = 0.0f, up = 0.0f;
   if (threadIdx.x < n) {
-    float y = 0.0f, up = 0.0f;
     for (int w = 0; w < W; ++w) {
       y += part[w][threadIdx.x];
       if constexpr (GLU) up += part[w][C + threadIdx.x];
     }
     store_column<GLU>(g, g.part[mine.part], mine.local, 0, y * inv, up * inv, adds);
+  }
+  if constexpr (!GLU) {
+    if (g.then.tasks > 0) then_columns<C>(g, mine, n, y * inv + adds.bias);
   }
 }
 

@@ -12,4 +12,10 @@ bool gemv_quantized(const float* x, int64_t m, int64_t k, DType w_dt, const Line
   return gemv_bulk_detail::launch_rows<DType::kQ4_0>(x, m, k, g, stream_of(l));
 }
 
+bool gemv_quantized_one_row(const float* x, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if (w_dt == DType::kQ8_0) return gemv_bulk_detail::launch_one_row<DType::kQ8_0>(x, k, g, stream_of(l));
+  if (w_dt == DType::kQ4_0) return gemv_bulk_detail::launch_one_row<DType::kQ4_0>(x, k, g, stream_of(l));
+  return false;
+}
+
 }  // namespace kvf::exec::cuda::step

@@ -211,7 +211,17 @@ struct LinearGroup {
   float* glu_out = nullptr;
   const float* residual = nullptr;
   float* residual_out = nullptr;
+  // The small ops that follow the group and read only its parts' outputs (a decode step's q
+  // rope, k rope into the cache, v into the cache). With one row of x on the one-row kernel,
+  // each task whose reads are element by element (a rope's pairs adjacent columns) runs in
+  // its epilogue, saving the pack's launch and its wait; otherwise run_pack runs them after
+  // the group. `fault` is the step's record (the cache write's bounds check).
+  Pack then;
+  FaultRecord* fault = nullptr;
 };
+// Whether the one-row kernel's epilogue can run g.then: tasks that each read one part's
+// output whole, ropes with interleaved pairs, no glu or residual add, parts of even width.
+bool pack_in_epilogue(const LinearGroup& g);
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 // The decode form of linear_group over f16/bf16 weights (gemv16.cu): false, launching
 // nothing, for other weights, more than 8 rows, k % 8 != 0 or rows too wide for a block.
@@ -219,6 +229,11 @@ bool gemv16(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup&
 // The same over q8_0/q4_0 weights (gemv_quantized.cu): false, launching nothing, for other
 // weights, more than 8 rows, or rows that are not whole 16-byte vectors (k % 256 != 0).
 bool gemv_quantized(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+// One row of x on the one-row kernel (gemv_bulk.cuh) alone, g.then in its epilogue, over
+// f16/bf16 (gemv16.cu) or q8_0/q4_0 weights (gemv_quantized.cu): false, launching nothing,
+// for other weights or rows the kernel does not take.
+bool gemv16_one_row(const float* x, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+bool gemv_quantized_one_row(const float* x, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 
 // The same group over plan::kGemmRowsMin..kGemmRowsMax rows of x and 16-bit weights, on the
 // tensor cores by gemm_rows.cu's own kernel (a batched decode: bound by the weight bytes, as

@@ -195,8 +195,62 @@ void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int
   linear_group(x, m, k, w_dt, one, l);
 }
 
+namespace {
+
+// The part of g whose output is `src`, or -1.
+int part_of(const LinearGroup& g, const void* src) {
+  for (int p = 0; p < g.parts; ++p) {
+    if (g.part[p].out == src) return p;
+  }
+  return -1;
+}
+
+// Whether task t reads one part's output whole, element by element (a rope: pairs adjacent),
+// and writes f32 or rounds into a half cache.
+bool task_in_epilogue(const LinearGroup& g, const PackTask& t) {
+  const bool roped = t.kind == PackKind::kRope || t.kind == PackKind::kRopeIntoSlice || t.kind == PackKind::kRopeIntoScatter;
+  const bool slice = t.kind == PackKind::kSlice || t.kind == PackKind::kRopeIntoSlice;
+  const bool pool = t.kind == PackKind::kScatter || t.kind == PackKind::kRopeIntoScatter;
+  const void* src = roped ? static_cast<const void*>(t.rope.x) : slice ? t.slice.upd : t.scatter.upd;
+  const int p = part_of(g, src);
+  if (p < 0) return false;
+  const int64_t n = g.part[p].n;
+  if (roped && (!t.rope.interleaved || t.rope.d % 2 != 0 || t.rope.rotary % 2 != 0 || t.rope.rows * t.rope.d != n)) {
+    return false;
+  }
+  if (slice && (t.slice.outer * t.slice.n * t.slice.inner != n || !(t.slice.rounded || t.slice.to == DType::kF32))) return false;
+  if (pool && (t.scatter.m * t.scatter.row != n || !(t.scatter.rounded || t.scatter.to == DType::kF32))) return false;
+  return true;
+}
+
+}  // namespace
+
+bool pack_in_epilogue(const LinearGroup& g) {
+  if (g.then.tasks == 0 || g.glu || g.residual_out != nullptr) return false;
+  for (int p = 0; p < g.parts; ++p) {
+    if (g.part[p].n % 2 != 0) return false;
+  }
+  for (int t = 0; t < g.then.tasks; ++t) {
+    if (!task_in_epilogue(g, g.then.task[t])) return false;
+  }
+  return true;
+}
+
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
   if (m == 0) return;
+  if (g.then.tasks > 0) {  // in the one-row kernel's epilogue, or a pack launch after the group
+    LinearGroup fused = g;
+    fused.fault = l.fault;
+    if (m == 1 && pack_in_epilogue(fused) &&
+        (gemv16_one_row(x, k, w_dt, fused, l) || gemv_quantized_one_row(x, k, w_dt, fused, l))) {
+      return;
+    }
+    LinearGroup plain = g;
+    plain.then = Pack{};
+    linear_group(x, m, k, w_dt, plain, l);
+    run_pack(g.then, l);
+    return;
+  }
   if (linear_group_rows(x, m, k, w_dt, g, l)) return;
   if (plan::gemm_stream_chosen(m, g.parts) && linear_group_stream(x, m, k, w_dt, g, l)) return;
   const int64_t rb = stored_row_bytes(w_dt, k);

@@ -3,38 +3,19 @@
 // own block count, as its single kernel (rope_kernel, update_slice_kernel) would.
 #include <algorithm>
 
-#include "exec/cuda/step/launch.cuh"
+#include "exec/cuda/step/pack_ops.cuh"
 
 namespace kvf::exec::cuda::step {
 namespace {
+
+using pack_detail::slice_allowed;
+using pack_detail::slice_index;
+using pack_detail::store;
 
 struct PackLaunch {
   Pack p;
   int64_t first[kPackTasks + 1];  // task t runs on blocks [first[t], first[t + 1])
 };
-
-__device__ void store(DType to, void* out, int64_t i, float v) {
-  switch (to) {
-    case DType::kF16: static_cast<__half*>(out)[i] = __float2half_rn(v); return;
-    case DType::kBF16: static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v); return;
-    default: static_cast<float*>(out)[i] = v; return;
-  }
-}
-
-// Where element u of the update lands in the cache.
-__device__ int64_t slice_index(const SliceTask& s, int32_t start, int64_t u) {
-  const int64_t o = u / (s.n * s.inner), rest = u % (s.n * s.inner);
-  return (o * s.extent + start) * s.inner + rest;
-}
-
-// The cache write's checks (update_slice_kernel's): false when it must write nothing.
-__device__ bool slice_allowed(const SliceTask& s, int32_t start, int64_t block, FaultRecord* f) {
-  if (start < 0 || start + s.n > s.extent) {
-    if (block == 0 && threadIdx.x == 0) raise_fault(f, DeviceFault::kUpdateOverflow, s.eqn, start);
-    return false;
-  }
-  return !faulted(f);
-}
 
 // The rope's output elements [begin, ...) by `step`, each handed to put(u, value) with u its
 // flat index in the rope's output.
@@ -49,8 +30,8 @@ __device__ void rope_elements(const RopeTask& r, int64_t begin, int64_t step, Pu
       put(row * r.d + c, xr[c]);
       continue;
     }
-    const int64_t at = (row / r.every % r.t_len) * half + j;
-    const float c = r.cos[at], s = r.sin[at];
+    const float2 cs = pack_detail::rope_angle(r, row, j);
+    const float c = cs.x, s = cs.y;
     const int64_t i0 = r.interleaved ? 2 * j : j, i1 = r.interleaved ? 2 * j + 1 : j + half;
     const float a = xr[i0], b = xr[i1];
     put(row * r.d + i0, a * c - b * s);
@@ -76,14 +57,14 @@ __global__ void pack_kernel(PackLaunch pl, FaultRecord* fault) {
     case PackKind::kRopeIntoSlice: {
       const SliceTask& s = task.slice;
       const int32_t start = *s.start;
-      if (!slice_allowed(s, start, block, fault)) return;
+      if (!slice_allowed(s, start, block == 0 && threadIdx.x == 0, fault)) return;
       rope_elements(task.rope, begin, step, [&](int64_t u, float v) { store(s.to, s.out, slice_index(s, start, u), v); });
       return;
     }
     case PackKind::kSlice: {
       const SliceTask& s = task.slice;
       const int32_t start = *s.start;
-      if (!slice_allowed(s, start, block, fault)) return;
+      if (!slice_allowed(s, start, block == 0 && threadIdx.x == 0, fault)) return;
       for (int64_t u = begin; u < s.outer * s.n * s.inner; u += step) {
         const int64_t at = slice_index(s, start, u);
         if (s.rounded) store(s.to, s.out, at, static_cast<const float*>(s.upd)[u]);

@@ -1,0 +1,126 @@
+// The one-row linear's epilogue (LinearGroup::then in exec/cuda/step/kernels.h): in a GGUF
+// llama's decode step (rope pairs interleaved, 16-bit or q8_0 weights) the q rope, the k rope
+// into the cache and the v write run in the QKV group's launch. The step must give what the
+// separate pack gave: the CPU's logits (the oracle's for q8_0, whose CPU kernel rounds x to
+// 8 bits), greedy ids and, paged, each request's ids alone.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "compile/passes.h"
+#include "compile/pipeline.h"
+#include "cuda/gpu_testing.h"
+#include "exec/cuda/step/executor.h"
+#include "llm/driver.h"
+#include "llm/generator.h"
+#include "llm/kv/block_table.h"
+#include "llm/scheduler.h"
+#include "models/export_gguf.h"
+#include "solo_run.h"
+#include "testing.h"
+
+namespace kvf {
+namespace {
+
+// A synthetic llama written as a GGUF of `weights` and read back: its rope is then the
+// interleaved form (the GGUF convention), which the epilogue can run.
+models::Model gguf_llama(const char* spec, DType weights) {
+  const models::Model src = testing::open_test_model(spec);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            str_cat("kvf_gpu_then_", dtype_name(weights), "_", testing::test_seed(), ".gguf"))
+                               .string();
+  EXPECT_TRUE(models::export_gguf(src, path, {.outtype = weights}).ok());
+  models::Model m = testing::must(models::open_model(path, {.with_tokenizer = false}));
+  std::remove(path.c_str());
+  return m;
+}
+
+llm::GeneratorOptions on(llm::ExecutorKind kind, DType kv) {
+  llm::GeneratorOptions o;
+  o.executor = kind;
+  o.kv_dtype = kv;
+  o.threads = 2;
+  return o;
+}
+
+// A decode step (one token) launches no pack of its own: every layer's QKV group carries its
+// q rope, k rope into the cache and v write. A prefill keeps them in a pack launch of their
+// own after the group (the epilogue takes one row of x).
+TEST(PackEpilogue, EveryLayersRopeAndCacheWritesJoinTheQkvGroupOfADecodeStep) {
+  KVF_NEED_GPU();
+  const models::Model m = gguf_llama("synthetic:llama-260k", DType::kF16);
+  auto device = testing::must(exec::cuda::step::Device::open());
+  for (int64_t tokens : {1, 5}) {
+    SCOPED_TRACE(str_cat(tokens, " tokens"));
+    const ir::Graph traced = testing::must(m.trace_step({.n_tokens = tokens, .capacity = 64, .kv_dtype = DType::kF16}));
+    ir::Graph g = testing::must(compile::run_passes(traced, compile::default_passes())).graph;
+    exec::StateStore state(*device);
+    auto gpu = testing::must(exec::cuda::step::CudaExecutor::create(testing::must(plan::make_plan(std::move(g), device->caps())),
+                                                                   state, *device));
+    int folded = 0, packs = 0;
+    for (const std::string& l : gpu->launch_labels()) {
+      folded += l.find(" then rope/cache-write pack of 3") != std::string::npos;
+      packs += l.rfind("rope/cache-write pack of 3", 0) == 0;
+    }
+    EXPECT_EQ(folded, tokens == 1 ? m.config.n_layers : 0);
+    EXPECT_EQ(packs, tokens == 1 ? 0 : m.config.n_layers);
+  }
+}
+
+// Contiguous caches (the fused cache write is a slice) of f32 and f16: decode steps against
+// the CPU with f16 weights, and with q8_0 weights (rows of whole 16-byte vectors: k a
+// multiple of 256) against the oracle.
+TEST(PackEpilogue, DecodeLogitsAndIdsAgreeWithTheHost) {
+  KVF_NEED_GPU();
+  struct Case {
+    const char* spec;
+    DType weights;
+    llm::ExecutorKind host;
+    int steps;
+  };
+  for (const Case& c : {Case{"synthetic:llama-260k", DType::kF16, llm::ExecutorKind::kCpu, 25},
+                        Case{"synthetic:llama-110m", DType::kQ8_0, llm::ExecutorKind::kOracle, 6}}) {
+    const models::Model m = gguf_llama(c.spec, c.weights);
+    for (DType kv : {DType::kF32, DType::kF16}) {
+      SCOPED_TRACE(str_cat(c.spec, ", ", dtype_name(c.weights), " weights, ", dtype_name(kv), " cache"));
+      std::mt19937_64 rng(testing::test_seed());
+      llm::Generator ref(m, 64, on(c.host, kv));
+      llm::Generator gpu(m, 64, on(llm::ExecutorKind::kCuda, kv));
+      std::vector<int32_t> in = testing::random_ids(rng, 7, m.config.vocab);
+      for (int step = 0; step < c.steps; ++step) {
+        const std::vector<float> a = testing::must(ref.step(in)), b = testing::must(gpu.step(in));
+        ASSERT_EQ(a.size(), b.size());
+        const double rel = testing::rel_error(std::vector<double>(b.begin(), b.end()), std::vector<double>(a.begin(), a.end()));
+        ASSERT_LE(rel, kv == DType::kF16 ? 5e-4 : 1e-4) << "step " << step;
+        const int32_t next = llm::argmax(testing::last_row(a, m.config.vocab));
+        ASSERT_EQ(llm::argmax(testing::last_row(b, m.config.vocab)), next) << "step " << step;
+        in = {next};
+      }
+    }
+  }
+}
+
+// Paged (the fused cache write is a scatter through the step's slots): a pool that preempts,
+// and every request's ids equal to its run alone on a contiguous GPU cache. A step of one
+// row (one request running) takes the epilogue; wider ones the pack after the group.
+TEST(PackEpilogue, PagedWithPreemptionEqualsEachRequestAlone) {
+  KVF_NEED_GPU();
+  std::mt19937_64 rng(testing::test_seed());
+  const models::Model m = gguf_llama("synthetic:llama-260k", DType::kF16);
+  const std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
+  llm::DriverOptions o = testing::test_driver(8, 64, "gpu_pack_epilogue_test");
+  o.executor = llm::ExecutorKind::kCuda;
+  llm::Driver driver(m, o);
+  llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
+  const std::map<std::string, llm::Completion> got = testing::run_scheduled(sched, reqs);
+  EXPECT_GT(sched.preemptions(), 0);
+  for (const llm::Request& r : reqs) {
+    EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64, llm::ExecutorKind::kCuda)) << r.id;
+  }
+  EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
+}
+
+}  // namespace
+}  // namespace kvf
