@@ -13,6 +13,7 @@
 #include "compile/pipeline.h"
 #include "cuda/gpu_testing.h"
 #include "exec/cuda/step/executor.h"
+#include "exec/cuda/step/kernels.h"
 #include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/kv/block_table.h"
@@ -43,6 +44,59 @@ llm::GeneratorOptions on(llm::ExecutorKind kind, DType kv) {
   o.kv_dtype = kv;
   o.threads = 2;
   return o;
+}
+
+// What the epilogue takes (pack_in_epilogue: host code, no GPU needed): a decode step's QKV
+// group followed by its q rope, its k rope into a half cache and its v write; and each
+// change that must leave the pack a launch of its own after the group.
+TEST(PackEpilogueScope, AdmitsADecodeStepsTasksAndRefusesTheRest) {
+  using exec::cuda::step::LinearGroup;
+  using exec::cuda::step::PackKind;
+  static float q[64], k[16], v[16], q_roped[64], elsewhere[16], table[4];
+  static uint16_t cache[2 * 64 * 8];
+  LinearGroup g;
+  g.parts = 3;
+  g.part[0] = {.w = table, .n = 64, .out = q};  // 8 heads of 8
+  g.part[1] = {.w = table, .n = 16, .out = k};  // 2 key heads
+  g.part[2] = {.w = table, .n = 16, .out = v};
+  const exec::cuda::step::RopeTask rope{.cos = table, .sin = table, .rows = 8, .d = 8, .rotary = 8, .interleaved = true};
+  const exec::cuda::step::SliceTask write{.to = DType::kF16, .rounded = true, .out = cache, .outer = 2, .extent = 64, .n = 1, .inner = 8};
+  g.then.tasks = 3;
+  g.then.task[0].kind = PackKind::kRope;
+  g.then.task[0].rope = rope;
+  g.then.task[0].rope.x = q;
+  g.then.task[0].rope.out = q_roped;
+  g.then.task[1].kind = PackKind::kRopeIntoSlice;
+  g.then.task[1].rope = rope;
+  g.then.task[1].rope.x = k;
+  g.then.task[1].rope.rows = 2;
+  g.then.task[1].slice = write;
+  g.then.task[2].kind = PackKind::kSlice;
+  g.then.task[2].slice = write;
+  g.then.task[2].slice.upd = v;
+  EXPECT_TRUE(exec::cuda::step::pack_in_epilogue(g));
+  const auto refused = [&](auto change) {
+    LinearGroup h = g;
+    change(h);
+    return !exec::cuda::step::pack_in_epilogue(h);
+  };
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.then.task[0].rope.interleaved = false; }));  // pairs half a head apart
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.then.task[0].rope.rotary = 7; }));  // a pair cut by the rotary width
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.then.task[0].rope.rows = 16; }));  // two tokens' rows: two rows of x
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.then.task[2].slice.inner = 16; }));
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.then.task[2].slice.upd = elsewhere; }));  // reads what the group did not write
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.then.task[2].slice.rounded = false; }));  // a half update, not the part's f32
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.part[1].n = 15; }));  // a part of odd width: pairs across blocks
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.glu = true; }));
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.residual_out = elsewhere; }));
+  EXPECT_TRUE(refused([](LinearGroup& h) { h.then.tasks = 0; }));
+  // A paged write (a scatter through the step's slots) of the whole part is taken too.
+  LinearGroup paged = g;
+  paged.then.task[2].kind = PackKind::kScatter;
+  paged.then.task[2].scatter = {.to = DType::kF16, .rounded = true, .upd = v, .out = cache, .m = 2, .row = 8};
+  EXPECT_TRUE(exec::cuda::step::pack_in_epilogue(paged));
+  paged.then.task[2].scatter.m = 1;
+  EXPECT_FALSE(exec::cuda::step::pack_in_epilogue(paged));
 }
 
 // A decode step (one token) launches no pack of its own: every layer's QKV group carries its
