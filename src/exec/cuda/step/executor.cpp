@@ -170,6 +170,9 @@ Result<std::unique_ptr<CudaExecutor>> CudaExecutor::create(plan::Plan plan, Stat
   if (!s) return s.take_error().context("exec/cuda ", ex->plan_.graph.name);
   s = ex->bind_ops();
   if (!s) return s.take_error().context("exec/cuda ", ex->plan_.graph.name);
+  Result<void*> fault_host = pinned_memory().allocate_zeroed(sizeof(FaultRecord));
+  if (!fault_host) return fault_host.take_error().context("the fault record's host copy");
+  ex->fault_host_ = Buffer(&pinned_memory(), *fault_host, sizeof(FaultRecord));
   s = device.synchronize("bind");  // the uploads and folded eqns
   if (!s) return s.take_error();
   Result<FaultRecord> f = device.read_fault();
@@ -1145,11 +1148,13 @@ Status CudaExecutor::check_validations() {
   return {};
 }
 
+// The step's fault record, from its host copy: run_step enqueues that copy behind the step's
+// outputs, so the one wait for them brings it too.
 Status CudaExecutor::read_faults() {
-  Result<FaultRecord> f = device_.read_fault();
-  if (!f) return f.take_error();
-  if (f->code == 0) return {};
-  return Error(fault_code(*f), fault_text(*f)).context(plan_.graph.name, " eqn ", f->eqn);
+  FaultRecord f;
+  std::memcpy(&f, fault_host_.data(), sizeof f);
+  if (f.code == 0) return {};
+  return Error(fault_code(f), fault_text(f)).context(plan_.graph.name, " eqn ", f.eqn);
 }
 
 Status CudaExecutor::run(const SlotValues& slots) { return run_step(slots, nullptr); }
@@ -1242,6 +1247,8 @@ Status CudaExecutor::run_step(const SlotValues& slots, const IdsOf* ids) {
     }
     if (!s) return s;
   }
+  s = device_.copy_to_host(fault_host_.data(), device_.fault(), sizeof(FaultRecord));
+  if (!s) return s;
   s = device_.synchronize(plan_.graph.name.c_str());
   if (!s) return s;
   return read_faults();

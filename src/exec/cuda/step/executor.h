@@ -136,6 +136,7 @@ class CudaExecutor final : public Executor {
   };
   std::map<std::string, HostCopy> outputs_;             // the f32 outputs, copied back each run
   Buffer ids_device_, ids_host_;  // run_argmax's or run_sample's ids on the device, and their pinned copy
+  Buffer fault_host_;  // the step's fault record, copied back with its outputs (one wait a step, not two)
   Buffer draws_device_, edits_device_;  // run_sample's draws and their logit edits
   std::vector<std::vector<uint8_t>> witnesses_;        // host copies of the validation witnesses
   void* body_graph_ = nullptr;   // the body captured once (a cudaGraphExec_t), replayed per run
