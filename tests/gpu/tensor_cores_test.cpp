@@ -90,8 +90,8 @@ INSTANTIATE_TEST_SUITE_P(Types, TensorCoreLinear,
 // Below kTensorCoreRows, or with f32 weights, the product stays on the f32 SIMT kernels.
 TEST(TensorCoreLinearScope, FewRowsAndF32WeightsStayOnTheSimtKernels) {
   using exec::cuda::step::tensor_core_fits;
-  EXPECT_FALSE(tensor_core_fits(exec::cuda::step::kTensorCoreRows - 1, 256, DType::kF16));
-  EXPECT_TRUE(tensor_core_fits(exec::cuda::step::kTensorCoreRows, 256, DType::kF16));
+  EXPECT_FALSE(tensor_core_fits(plan::kTensorCoreRows - 1, 256, DType::kF16));
+  EXPECT_TRUE(tensor_core_fits(plan::kTensorCoreRows, 256, DType::kF16));
   EXPECT_FALSE(tensor_core_fits(4096, 256, DType::kF32));
   EXPECT_FALSE(tensor_core_fits(4096, 260, DType::kF16));  // k not a multiple of 8
 }

@@ -1,10 +1,9 @@
-// The decode linears over f16/bf16 weights: which kernel runs each group, at the
-// shapes measured best (bench_cuda_gemv, TinyLlama-1.1B layers; docs/cuda.md):
-//   - one row: the bulk-copy kernel's one-row form (gemv_bulk.cuh), x in registers, for every
-//     group (37.3 us a layer on an H100 against 50.3 for the two kernels below);
-//   - two rows with a fused RMSNorm: the register kernel (gemv16.cuh), 2 columns a warp, 8
-//     groups in flight, 8 warps: its blocks are fewer, so fewer of them recompute 1/rms over x;
-//   - everything else: the bulk-copy kernel, and with 8 rows of x 81 us a layer against 105.
+// The decode linears' launches over f16/bf16 weights, at the shapes measured best
+// (bench_cuda_gemv, TinyLlama-1.1B layers; docs/cuda.md); plan::linear_kernel picks which:
+//   - one row: the bulk-copy kernel's one-row form (gemv_bulk.cuh), x in registers;
+//   - 1-2 rows on the register kernel (gemv16.cuh), 2 columns a warp (1 with a glu), 8 groups
+//     in flight, 8 warps;
+//   - up to 8 rows on the bulk-copy kernel.
 // All launch as programmatic dependents.
 #include "exec/cuda/step/gemv16.cuh"
 #include "exec/cuda/step/gemv_bulk.cuh"
@@ -12,7 +11,8 @@
 namespace kvf::exec::cuda::step {
 namespace {
 
-// One or two rows of x behind a fused norm: the register kernel, for exactly that many rows.
+bool sixteen_bit(DType dt) { return dt == DType::kF16 || dt == DType::kBF16; }
+
 template <int MR, DType dt>
 void launch_register(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
   if (g.glu) gemv16_detail::launch<MR, dt, 1, 8, 8, true>(x, k, g, s, true);
@@ -20,29 +20,30 @@ void launch_register(const float* x, int64_t k, const LinearGroup& g, cudaStream
 }
 
 template <DType dt>
-bool launch_any(const float* x, int64_t m, int64_t k, const LinearGroup& g, cudaStream_t s) {
-  const bool one_row = m == 1 && gemv_bulk_detail::one_row_fits(dt, k);
-  if (g.norm_w != nullptr && m <= 2 && !one_row) {
-    if (m == 1) launch_register<1, dt>(x, k, g, s);
-    else launch_register<2, dt>(x, k, g, s);
-    return true;
-  }
-  return gemv_bulk_detail::launch_rows<dt>(x, m, k, g, s);
+void launch_register_rows(const float* x, int64_t m, int64_t k, const LinearGroup& g, cudaStream_t s) {
+  if (m == 1) launch_register<1, dt>(x, k, g, s);
+  else launch_register<2, dt>(x, k, g, s);
 }
 
 }  // namespace
 
-bool gemv16(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
-  if ((w_dt != DType::kF16 && w_dt != DType::kBF16) || m < 1 || m > 8 || k % 8 != 0) return false;
-  if (g.glu && g.parts != 2) return false;
-  if (w_dt == DType::kF16) return launch_any<DType::kF16>(x, m, k, g, stream_of(l));
-  return launch_any<DType::kBF16>(x, m, k, g, stream_of(l));
+bool gemv16_register(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if (!gemv16_detail::register_fits(m, k, w_dt, g)) return false;
+  if (w_dt == DType::kF16) launch_register_rows<DType::kF16>(x, m, k, g, stream_of(l));
+  else launch_register_rows<DType::kBF16>(x, m, k, g, stream_of(l));
+  return true;
+}
+
+bool gemv16_bulk(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if (!sixteen_bit(w_dt) || !gemv_bulk_detail::bulk_fits(m, k, w_dt, g)) return false;
+  if (w_dt == DType::kF16) return gemv_bulk_detail::launch_rows<DType::kF16>(x, m, k, g, stream_of(l));
+  return gemv_bulk_detail::launch_rows<DType::kBF16>(x, m, k, g, stream_of(l));
 }
 
 bool gemv16_one_row(const float* x, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if (!sixteen_bit(w_dt) || !gemv_bulk_detail::one_row_group_fits(k, w_dt, g)) return false;
   if (w_dt == DType::kF16) return gemv_bulk_detail::launch_one_row<DType::kF16>(x, k, g, stream_of(l));
-  if (w_dt == DType::kBF16) return gemv_bulk_detail::launch_one_row<DType::kBF16>(x, k, g, stream_of(l));
-  return false;
+  return gemv_bulk_detail::launch_one_row<DType::kBF16>(x, k, g, stream_of(l));
 }
 
 }  // namespace kvf::exec::cuda::step

@@ -21,6 +21,13 @@
 
 namespace kvf::exec::cuda::step::gemv16_detail {
 
+// Whether g over m rows of x runs on the register kernel (gemv16_kernel as gemv16.cu
+// launches it: 1 or 2 rows, 16-bit weights in whole groups of 8, a glu over gate and up).
+inline bool register_fits(int64_t m, int64_t k, DType dt, const LinearGroup& g) {
+  const bool sixteen = dt == DType::kF16 || dt == DType::kBF16;
+  return sixteen && m >= 1 && m <= plan::kGemvRegisterMaxRows && k % 8 == 0 && g.parts >= 1 && (!g.glu || g.parts == 2);
+}
+
 template <DType dt>
 __device__ void widen(const uint4& u, float (&w)[8]) {
   if constexpr (dt == DType::kF16) {

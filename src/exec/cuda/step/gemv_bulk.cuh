@@ -14,6 +14,7 @@
 #pragma once
 
 #include "exec/cuda/step/gemv16.cuh"
+#include "exec/cuda/step/gemv_bulk_shapes.cuh"
 #include "exec/cuda/step/pack_ops.cuh"
 #include "exec/cuda/step/stored_groups.cuh"
 #include "exec/cuda/tma_ptx.cuh"
@@ -30,8 +31,6 @@ using gemv16_detail::store_column;
 namespace tma = detail::tma;
 
 constexpr int kWarps = 4;
-constexpr int64_t kMaxBlockBytes = 48 * 1024;  // the dynamic shared memory a launch may take unasked
-constexpr int64_t kMaxOptInBytes = 227 * 1024;  // and the most it may ask for (sm_90)
 
 __device__ inline uint32_t shared_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -217,20 +216,6 @@ __global__ void __launch_bounds__(W * 32)
   }
 }
 
-// Whether rows of k elements stored as dt can be bulk-copied: whole 16-byte vectors.
-inline bool bulk_rows(DType dt, int64_t k) {
-  const bool typed = dt == DType::kF16 || dt == DType::kBF16 || dt == DType::kQ8_0 || dt == DType::kQ4_0;
-  return typed && k % 8 == 0 && (dt == DType::kF16 || dt == DType::kBF16 || k % 32 == 0) && stored_row_bytes(dt, k) % 16 == 0;
-}
-
-// The most rows (1, 2, 4 or 8; even with a glu) whose bytes fit one block, or 0.
-inline int rows_per_block(int64_t row_bytes, bool glu) {
-  for (int r = 8; r >= (glu ? 2 : 1); r /= 2) {
-    if (r * row_bytes <= kMaxBlockBytes) return r;
-  }
-  return 0;
-}
-
 template <int MR, DType dt, int R, bool GLU, int W = kWarps>
 void launch(const float* x, int x_rows, int64_t k, const LinearGroup& g, cudaStream_t s, bool pdl) {
   const int64_t cols = gemv16_detail::group_columns(g);
@@ -254,12 +239,6 @@ void launch_row(const float* x, int64_t k, const LinearGroup& g, cudaStream_t s)
   };
   if (g.glu) go(gemv_bulk_row_kernel<dt, R, true, W, U>);
   else go(gemv_bulk_row_kernel<dt, R, false, W, U>);
-}
-
-// Whether one row of x over rows of k elements stored as dt runs on gemv_bulk_row_kernel:
-// bulk-copyable rows, 4 of them in a block's shared memory, at most 16384 elements.
-inline bool one_row_fits(DType dt, int64_t k) {
-  return bulk_rows(dt, k) && 4 * stored_row_bytes(dt, k) <= kMaxOptInBytes && k / 8 <= 2048;
 }
 
 // One row of x on gemv_bulk_row_kernel at the shape measured best on a TinyLlama layer (4
@@ -296,7 +275,7 @@ bool launch_any_rows(const float* x, int x_rows, int64_t k, const LinearGroup& g
 template <DType dt>
 bool launch_rows(const float* x, int64_t m, int64_t k, const LinearGroup& g, cudaStream_t s) {
   const int rows = static_cast<int>(m);
-  if (m <= 1) return launch_one_row<dt>(x, k, g, s) || launch_any_rows<1, dt>(x, rows, k, g, s, true);
+  if (m <= 1) return launch_any_rows<1, dt>(x, rows, k, g, s, true);
   if (m <= 2) return launch_any_rows<2, dt>(x, rows, k, g, s, true);
   if (m <= 4) return launch_any_rows<4, dt>(x, rows, k, g, s, true);
   return launch_any_rows<8, dt>(x, rows, k, g, s, true);

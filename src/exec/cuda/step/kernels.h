@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "plan/linear_kernel.h"
 
 namespace kvf::exec {
 struct RowDraw;  // exec/row_draw.h
@@ -175,11 +176,12 @@ void draw_tokens(float* logits, int64_t rows, int64_t d, const RowDraw* draws, c
 
 // ---- matrix products (linear.cu, tensor_cores.cu) ----
 // out [m, n] = x [m, k] . w[n, k]^T (+ bias [n]); w in its stored dtype (f32/f16/bf16/q8_0/q4_0).
-// f32 accumulation everywhere. Up to 8 rows: the decode kernels, bound by the weight bytes
-// (gemv16, gemv_quantized, one warp per weight row otherwise; with the tensor cores allowed,
-// gemm_rows from plan::kGemmRowsMin rows of 16-bit weights). From kTensorCoreRows rows (9: past the decode kernels' reach), 16-bit and quantized
-// weights go to the tensor cores (cuBLASLt): x is rounded to the weights' type (bf16 for
-// bf16, f16 otherwise; q8_0/q4_0 weights are widened to f16 first, each d * q rounded to
+// f32 accumulation everywhere; plan::linear_kernel picks the kernel by the rows of x: up to
+// plan::kGemvMaxRows, the decode kernels, bound by the weight bytes (and with the tensor
+// cores allowed, gemm_rows and gemm_stream for a batched decode's 16-bit weights); from
+// plan::kTensorCoreRows rows, 16-bit and quantized weights go to the tensor cores (cuBLASLt):
+// x is rounded to the weights' type (bf16 for bf16, f16 otherwise; q8_0/q4_0 weights are
+// widened to f16 first, each d * q rounded to
 // f16), as llama.cpp's CUDA backend does. f32 weights: f32 SIMT tiles at any size.
 void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int64_t n, const float* bias,
             float* out, const Launch& l);
@@ -223,17 +225,17 @@ struct LinearGroup {
 // output whole, ropes with interleaved pairs, no glu or residual add, parts of even width.
 bool pack_in_epilogue(const LinearGroup& g);
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
-// The decode form of linear_group over f16/bf16 weights (gemv16.cu): false, launching
-// nothing, for other weights, more than 8 rows, k % 8 != 0 or rows too wide for a block.
-bool gemv16(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
-// The same over q8_0/q4_0 weights (gemv_quantized.cu): false, launching nothing, for other
-// weights, more than 8 rows, or rows that are not whole 16-byte vectors (k % 256 != 0).
-bool gemv_quantized(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
-// One row of x on the one-row kernel (gemv_bulk.cuh) alone, g.then in its epilogue, over
-// f16/bf16 (gemv16.cu) or q8_0/q4_0 weights (gemv_quantized.cu): false, launching nothing,
-// for other weights or rows the kernel does not take.
+// The decode kernels of linear_group (up to plan::kGemvMaxRows rows of x), each false,
+// launching nothing, for weights of another type or a group it does not take:
+//   - one row on the one-row kernel (gemv_bulk.cuh), g.then in its epilogue, over f16/bf16
+//     (gemv16.cu) or q8_0/q4_0 weights (gemv_quantized.cu);
+//   - 1 or 2 rows on the register kernel (gemv16.cuh), f16/bf16 weights;
+//   - up to 8 rows on the bulk-copy kernel (gemv_bulk.cuh), rows of whole 16-byte vectors.
 bool gemv16_one_row(const float* x, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 bool gemv_quantized_one_row(const float* x, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+bool gemv16_register(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+bool gemv16_bulk(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+bool gemv_quantized_bulk(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 
 // The same group over plan::kGemmRowsMin..kGemmRowsMax rows of x and 16-bit weights, on the
 // tensor cores by gemm_rows.cu's own kernel (a batched decode: bound by the weight bytes, as
@@ -257,7 +259,6 @@ bool gemm_stream_fits(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
 GemmRowsScratch gemm_stream_scratch(int64_t m, int64_t k, DType w_dt, const LinearGroup& g);
 bool linear_group_stream(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 
-inline constexpr int64_t kTensorCoreRows = 9;
 bool tensor_core_fits(int64_t m, int64_t k, DType w_dt);
 // The scratch a tensor-core linear of x [m, k] by w [n, k] needs (0 when it runs elsewhere).
 int64_t tensor_core_scratch_bytes(int64_t m, int64_t k, int64_t n, DType w_dt);

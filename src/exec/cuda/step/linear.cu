@@ -1,16 +1,16 @@
 // Matrix products with f32 accumulation, weights read in their stored type and widened in
-// registers (quantized weights are never dequantized in memory):
-//   - plan::kGemmRowsMin..kGemmRowsMax rows (a small batched decode) with 16-bit weights, where
-//     the tensor cores are allowed: gemm_rows.cu, bound by the weight bytes; on Hopper, up to
-//     plan::kGemmStreamMax rows, the groups plan::gemm_stream_chosen picks: gemm_stream_sm90a.cu;
-//   - m <= 8 rows (decode) otherwise: 16-bit weights in gemv16.cu, quantized ones with whole
-//     16-byte rows in gemv_quantized.cu; f32 and other quantized ones here, one warp per output
-//     column streaming the weight row once for all rows: the step is bound by the weight
-//     bytes, as decode is.
-//   - more rows: 64x64 output tiles through shared memory, weights widened as they land;
-//     from kTensorCoreRows rows with 16-bit or quantized weights, the tensor cores instead
-//     (tensor_cores.cu).
+// registers (quantized weights are never dequantized in memory). A linear group runs on the
+// kernel plan::linear_kernel picks among those that take it (kernels_for):
+//   - up to 8 rows (decode): the one-row, register and bulk-copy kernels (gemv16.cu,
+//     gemv_quantized.cu), or one warp per output column here, streaming each weight row once
+//     for all rows of x: bound by the weight bytes, as decode is; with the tensor cores
+//     allowed, gemm_rows.cu for a small batched decode's 16-bit weights;
+//   - 9 to 64 rows on Hopper: gemm_stream_sm90a.cu for the groups plan::gemm_stream_chosen
+//     picks;
+//   - more rows: cuBLASLt where the tensor cores are allowed (tensor_cores.cu), else 64x64
+//     f32 output tiles through shared memory, weights widened as they land.
 #include "exec/cuda/step/gemv16.cuh"
+#include "exec/cuda/step/gemv_bulk_shapes.cuh"
 #include "exec/cuda/step/launch.cuh"
 #include "exec/cuda/step/stored_groups.cuh"
 #include "plan/gemm_rows_schedule.h"
@@ -19,7 +19,6 @@ namespace kvf::exec::cuda::step {
 namespace {
 
 constexpr int kGemvWarps = 8;
-constexpr int kMaxGemvRows = 8;
 
 // Each lane issues kUnroll weight loads before it uses any: enough bytes in flight per warp
 // to cover the memory latency.
@@ -171,9 +170,10 @@ void launch_gemv_group(const float* x, int64_t k, DType dt, int64_t rb, const Li
   }
 }
 
-bool gemv_fits(int64_t m, int64_t k, DType dt) {
+// Whether m rows of x run on gemv_group_kernel: 16-byte loads of whole groups of 8.
+bool warps_fits(int64_t m, int64_t k, DType dt) {
   const bool quant = dt == DType::kQ8_0 || dt == DType::kQ4_0;
-  return m <= kMaxGemvRows && k % 8 == 0 && (quant ? k % 32 == 0 : stored_row_bytes(dt, k) % 16 == 0);
+  return m >= 1 && m <= plan::kGemvMaxRows && k % 8 == 0 && (quant ? k % 32 == 0 : stored_row_bytes(dt, k) % 16 == 0);
 }
 
 void gemm(const float* x, int64_t m, int64_t k, DType dt, const void* w, int64_t n, const float* bias, float* out,
@@ -191,7 +191,7 @@ void linear(const float* x, int64_t m, int64_t k, DType w_dt, const void* w, int
   if (m == 0 || n == 0) return;
   LinearGroup one;
   one.part[0] = LinearPart{w, bias, n, out};
-  if (!gemv_fits(m, k, w_dt) && !gemm_rows_fits(m, k, w_dt, one)) return gemm(x, m, k, w_dt, w, n, bias, out, l);
+  if (!warps_fits(m, k, w_dt) && !gemm_rows_fits(m, k, w_dt, one)) return gemm(x, m, k, w_dt, w, n, bias, out, l);
   linear_group(x, m, k, w_dt, one, l);
 }
 
@@ -236,39 +236,42 @@ bool pack_in_epilogue(const LinearGroup& g) {
   return true;
 }
 
-void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
-  if (m == 0) return;
-  if (g.then.tasks > 0) {  // in the one-row kernel's epilogue, or a pack launch after the group
-    LinearGroup fused = g;
-    fused.fault = l.fault;
-    if (m == 1 && pack_in_epilogue(fused) &&
-        (gemv16_one_row(x, k, w_dt, fused, l) || gemv_quantized_one_row(x, k, w_dt, fused, l))) {
-      return;
-    }
-    LinearGroup plain = g;
-    plain.then = Pack{};
-    linear_group(x, m, k, w_dt, plain, l);
-    run_pack(g.then, l);
-    return;
+namespace {
+
+// The kernels that take g over m rows of x here: each kernel's shapes, and the tensor cores'
+// where the step allows them (a handle: the compute type is not f32).
+plan::LinearKernels kernels_for(int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  using K = plan::LinearKernel;
+  plan::LinearKernels can{K::kTiles};
+  if (m == 1 && gemv_bulk_detail::one_row_group_fits(k, w_dt, g)) can.add(K::kGemvOneRow);
+  if (gemv16_detail::register_fits(m, k, w_dt, g)) can.add(K::kGemvRegister);
+  if (gemv_bulk_detail::bulk_fits(m, k, w_dt, g)) can.add(K::kGemvBulk);
+  if (warps_fits(m, k, w_dt)) can.add(K::kGemvWarps);
+  if (l.tc.handle != nullptr) {
+    if (gemm_rows_fits(m, k, w_dt, g)) can.add(K::kGemmRows);
+    if (gemm_stream_fits(m, k, w_dt, g)) can.add(K::kGemmStream);
+    if (tensor_core_fits(m, k, w_dt)) can.add(K::kCublasLt);
   }
-  if (linear_group_rows(x, m, k, w_dt, g, l)) return;
-  if (plan::gemm_stream_chosen(m, g.parts) && linear_group_stream(x, m, k, w_dt, g, l)) return;
+  return can;
+}
+
+void warps_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, cudaStream_t s) {
   const int64_t rb = stored_row_bytes(w_dt, k);
-  cudaStream_t s = stream_of(l);
-  if (gemv_fits(m, k, w_dt)) {
-    if (gemv16(x, m, k, w_dt, g, l) || gemv_quantized(x, m, k, w_dt, g, l)) return;
-    switch (m) {
-      case 1: launch_gemv_group<1>(x, k, w_dt, rb, g, s); return;
-      case 2: launch_gemv_group<2>(x, k, w_dt, rb, g, s); return;
-      case 3: launch_gemv_group<3>(x, k, w_dt, rb, g, s); return;
-      case 4: launch_gemv_group<4>(x, k, w_dt, rb, g, s); return;
-      case 5: launch_gemv_group<5>(x, k, w_dt, rb, g, s); return;
-      case 6: launch_gemv_group<6>(x, k, w_dt, rb, g, s); return;
-      case 7: launch_gemv_group<7>(x, k, w_dt, rb, g, s); return;
-      default: launch_gemv_group<8>(x, k, w_dt, rb, g, s); return;
-    }
+  switch (m) {
+    case 1: launch_gemv_group<1>(x, k, w_dt, rb, g, s); return;
+    case 2: launch_gemv_group<2>(x, k, w_dt, rb, g, s); return;
+    case 3: launch_gemv_group<3>(x, k, w_dt, rb, g, s); return;
+    case 4: launch_gemv_group<4>(x, k, w_dt, rb, g, s); return;
+    case 5: launch_gemv_group<5>(x, k, w_dt, rb, g, s); return;
+    case 6: launch_gemv_group<6>(x, k, w_dt, rb, g, s); return;
+    case 7: launch_gemv_group<7>(x, k, w_dt, rb, g, s); return;
+    default: launch_gemv_group<8>(x, k, w_dt, rb, g, s); return;
   }
-  if (linear_group_tensor_cores(x, m, k, w_dt, g, l)) return;
+}
+
+// The group as separate launches: the norm, a product a part (cuBLASLt or f32 tiles), then
+// the glu or the residual add.
+void tiles_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
   if (g.norm_w != nullptr) {
     rmsnorm(x, g.norm_w, g.norm_out, m, k, g.norm_eps, g.norm_unit_offset, l);
     x = g.norm_out;
@@ -282,6 +285,50 @@ void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const Linear
     flat.shape[0] = flat.numel = n;
     flat.stride[0][0] = flat.stride[1][0] = 1;
     binary(BinaryOp::kAdd, DType::kF32, g.part[0].out, g.residual, g.residual_out, flat, l);
+  }
+}
+
+// Launches g on `kernel`; false, launching nothing, where the kernel refuses it at run time
+// (its scratch short, no cuBLASLt algorithm for the shape).
+bool run_on(plan::LinearKernel kernel, const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g,
+            const Launch& l) {
+  using K = plan::LinearKernel;
+  switch (kernel) {
+    case K::kGemvOneRow: return gemv16_one_row(x, k, w_dt, g, l) || gemv_quantized_one_row(x, k, w_dt, g, l);
+    case K::kGemvRegister: return gemv16_register(x, m, k, w_dt, g, l);
+    case K::kGemvBulk: return gemv16_bulk(x, m, k, w_dt, g, l) || gemv_quantized_bulk(x, m, k, w_dt, g, l);
+    case K::kGemvWarps: warps_group(x, m, k, w_dt, g, stream_of(l)); return true;
+    case K::kGemmRows: return linear_group_rows(x, m, k, w_dt, g, l);
+    case K::kGemmStream: return linear_group_stream(x, m, k, w_dt, g, l);
+    case K::kCublasLt: return linear_group_tensor_cores(x, m, k, w_dt, g, l);
+    case K::kTiles: tiles_group(x, m, k, w_dt, g, l); return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  if (m == 0) return;
+  const plan::LinearGroupShape shape{.m = m, .parts = g.parts, .norm = g.norm_w != nullptr};
+  plan::LinearKernels can = kernels_for(m, k, w_dt, g, l);
+  if (g.then.tasks > 0) {  // in the one-row kernel's epilogue, or a pack launch after the group
+    LinearGroup fused = g;
+    fused.fault = l.fault;
+    if (plan::linear_kernel(shape, can) == plan::LinearKernel::kGemvOneRow && pack_in_epilogue(fused) &&
+        run_on(plan::LinearKernel::kGemvOneRow, x, m, k, w_dt, fused, l)) {
+      return;
+    }
+    LinearGroup plain = g;
+    plain.then = Pack{};
+    linear_group(x, m, k, w_dt, plain, l);
+    run_pack(g.then, l);
+    return;
+  }
+  for (;;) {  // the tiles run anything, so this ends
+    const plan::LinearKernel kernel = plan::linear_kernel(shape, can);
+    if (run_on(kernel, x, m, k, w_dt, g, l)) return;
+    can.remove(kernel);
   }
 }
 

@@ -126,7 +126,7 @@ cudaDataType_t cuda_type(DType half) { return half == DType::kBF16 ? CUDA_R_16BF
 
 bool tensor_core_fits(int64_t m, int64_t k, DType w_dt) {
   const bool typed = w_dt == DType::kF16 || w_dt == DType::kBF16 || quantized(w_dt);
-  return typed && m >= kTensorCoreRows && k % 8 == 0;
+  return typed && m >= plan::kTensorCoreRows && k % 8 == 0;
 }
 
 int64_t tensor_core_scratch_bytes(int64_t m, int64_t k, int64_t n, DType w_dt) {
