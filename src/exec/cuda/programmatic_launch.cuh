@@ -42,11 +42,19 @@ cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block
   return launch_clustered(kernel, grid, dim3(1, 1, 1), block, smem, s, pdl, args...);
 }
 
-// Waits until the kernel in front has finished and its writes are visible, then lets the
-// kernel after this one launch (its blocks wait in turn). Without PDL both return at once.
+// Waits until the kernel in front has finished and its writes are visible. Without PDL it
+// returns at once.
+__device__ inline void wait_for_kernel_in_front() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// Lets the kernel after this one launch once every block of this one has said so (or ended);
+// its blocks then wait in turn.
+__device__ inline void let_next_kernel_launch() { asm volatile("griddepcontrol.launch_dependents;"); }
+
+// Both: the next kernel's blocks may take their places as soon as this one's are all running
+// their own work.
 __device__ inline void await_kernel_in_front() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  wait_for_kernel_in_front();
+  let_next_kernel_launch();
 }
 
 }  // namespace kvf::exec::cuda

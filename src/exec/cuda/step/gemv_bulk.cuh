@@ -151,7 +151,10 @@ __global__ void __launch_bounds__(W * 32)
     gemv16_detail::norm_scale8(g, i < groups ? i : 0, s[u]);
   }
   const Column mine = column_of(g, col0 + (threadIdx.x < n ? threadIdx.x : 0));  // the column this thread stores
-  await_kernel_in_front();
+  // With g.then (a decode step's ropes and cache writes) the next kernel is the attention:
+  // its blocks launch once these have stored, not beside them while they stream weights.
+  wait_for_kernel_in_front();
+  if (g.then.tasks == 0) let_next_kernel_launch();
   float xv[U][8];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -212,7 +215,10 @@ __global__ void __launch_bounds__(W * 32)
     store_column<GLU>(g, g.part[mine.part], mine.local, 0, y * inv, up * inv, adds);
   }
   if constexpr (!GLU) {
-    if (g.then.tasks > 0) then_columns<C>(g, mine, n, y * inv + adds.bias);
+    if (g.then.tasks > 0) {
+      then_columns<C>(g, mine, n, y * inv + adds.bias);
+      let_next_kernel_launch();
+    }
   }
 }
 
