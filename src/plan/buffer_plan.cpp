@@ -112,6 +112,18 @@ Result<BufferPlan> plan_buffers(const ir::Graph& g, const std::vector<int64_t>& 
       use(lin.in[0], static_cast<int>(e));
     }
   }
+  // An RMSNorm and the linears right after it that read it may run as one launch (exec/cuda's
+  // fused norm), which reads the norm's input while it writes the linears' outputs (and the
+  // gated unit's or the sum after them): the input lives through those eqns, so none of
+  // their outputs takes its bytes (the final norm's input has no later reader of its own).
+  for (size_t e = 0; e + 1 < ne; ++e) {
+    const ir::Eqn& norm = g.eqns[e];
+    if (norm.op != ir::OpKind::kRmsNorm) continue;
+    size_t j = e + 1;
+    while (j < ne && g.eqns[j].op == ir::OpKind::kLinear && g.eqns[j].in[0] == norm.out) use(norm.in[0], static_cast<int>(j++));
+    const bool after = j > e + 1 && j < ne && (g.eqns[j].op == ir::OpKind::kGlu || g.eqns[j].op == ir::OpKind::kAdd);
+    if (after) use(norm.in[0], static_cast<int>(j));
+  }
   // Owners die after their last use; scratch dies with its eqn.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> dying(ne + 1);
   Arena arena;

@@ -347,6 +347,38 @@ TEST(BufferPlan, ReshapesAndStateUpdatesTakeNoArenaBytes) {
   }
 }
 
+// The GPU runs an RMSNorm inside the linears after it, reading the norm's input while it
+// writes their outputs (and the gated unit's or the sum after them): no output of that
+// launch may take the input's bytes, the final norm's included, whose input nothing reads
+// later.
+TEST(BufferPlan, AFusedNormsInputOutlivesTheLinearsThatReadIt) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  const ir::Graph traced = testing::must(m.trace_step({.n_tokens = 1, .capacity = 16}));
+  const Plan p = testing::must(make_plan(testing::must(compile::run_passes(traced, compile::default_passes())).graph, h200()));
+  const std::vector<ir::Eqn>& eqns = p.graph.eqns;
+  auto bytes_of = [&](ir::ValueId v) {
+    int64_t n = 1;
+    for (int64_t d : p.graph.type(v).shape) n *= d;
+    return n * static_cast<int64_t>(element_bytes(p.graph.type(v).dtype));
+  };
+  auto at = [&](ir::ValueId v) { return p.buffers.offset[static_cast<size_t>(p.buffers.storage_of[static_cast<size_t>(v)])]; };
+  int norms = 0;
+  for (size_t e = 0; e + 1 < eqns.size(); ++e) {
+    if (eqns[e].op != ir::OpKind::kRmsNorm || eqns[e + 1].op != ir::OpKind::kLinear || eqns[e + 1].in[0] != eqns[e].out) continue;
+    ++norms;
+    const ir::ValueId x = eqns[e].in[0];
+    for (size_t j = e + 1; j < eqns.size() && j <= e + 4; ++j) {
+      const ir::OpKind op = eqns[j].op;
+      if (op != ir::OpKind::kLinear && op != ir::OpKind::kGlu && op != ir::OpKind::kAdd) break;
+      const ir::ValueId y = eqns[j].out;
+      const bool apart = at(y) + bytes_of(y) <= at(x) || at(x) + bytes_of(x) <= at(y);
+      EXPECT_TRUE(apart) << "eqn " << j << " over the input of the norm at eqn " << e;
+      if (op != ir::OpKind::kLinear) break;
+    }
+  }
+  EXPECT_EQ(norms, 2 * m.config.n_layers + 1);  // attention and FFN norms, and the final one
+}
+
 TEST(DeviceCaps, ThisMachineIsMeasured) {
   const DeviceCaps c = cpu_caps();
   EXPECT_GE(c.cores, 1);
