@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "exec/row_draw.h"
+#include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/sampler.h"
 #include "llm/scheduler.h"
@@ -72,6 +73,24 @@ inline std::vector<llm::Request> mixed_requests(std::mt19937_64& rng, int64_t vo
     reqs.push_back(r);
   }
   return reqs;
+}
+
+// Runs `reqs` through a scheduler (64 tokens and 32 rows a step) over a driver of options `o`
+// whose pool is too small for all of them, and expects what every such test asks: a
+// preemption, each request's ids equal to its run alone on a contiguous cache of `cap`
+// positions (on o.executor), and every block back in the pool. The completions by id.
+inline std::map<std::string, llm::Completion> expect_paged_equals_solo(const models::Model& m,
+                                                                       const std::vector<llm::Request>& reqs,
+                                                                       const llm::DriverOptions& o, int64_t cap) {
+  llm::Driver driver(m, o);
+  llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
+  const std::map<std::string, llm::Completion> got = run_scheduled(sched, reqs);
+  EXPECT_GT(sched.preemptions(), 0);
+  for (const llm::Request& r : reqs) {
+    EXPECT_EQ(got.at(r.id).ids, solo(m, r, cap, o.executor)) << r.id;
+  }
+  EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
+  return got;
 }
 
 }  // namespace kvf::testing

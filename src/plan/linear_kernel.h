@@ -23,7 +23,6 @@ enum class LinearKernel : uint8_t {
   kCublasLt,      // from kTensorCoreRows rows: cuBLASLt
   kTiles,         // any shape: f32 SIMT tiles, the norm, gated unit and residual apart
 };
-inline constexpr int kLinearKernels = static_cast<int>(LinearKernel::kTiles) + 1;
 
 // The decode kernels' reach, and where cuBLASLt starts: past the decode kernels, whose
 // registers hold every row of x.

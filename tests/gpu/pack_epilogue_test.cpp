@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <map>
 #include <random>
 
 #include "compile/passes.h"
@@ -16,8 +15,6 @@
 #include "exec/cuda/step/kernels.h"
 #include "llm/driver.h"
 #include "llm/generator.h"
-#include "llm/kv/block_table.h"
-#include "llm/scheduler.h"
 #include "models/export_gguf.h"
 #include "solo_run.h"
 #include "testing.h"
@@ -171,14 +168,7 @@ TEST(PackEpilogue, PagedWithPreemptionEqualsEachRequestAlone) {
   const std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
   llm::DriverOptions o = testing::test_driver(8, 64, "gpu_pack_epilogue_test");
   o.executor = llm::ExecutorKind::kCuda;
-  llm::Driver driver(m, o);
-  llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
-  const std::map<std::string, llm::Completion> got = testing::run_scheduled(sched, reqs);
-  EXPECT_GT(sched.preemptions(), 0);
-  for (const llm::Request& r : reqs) {
-    EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64, llm::ExecutorKind::kCuda)) << r.id;
-  }
-  EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
+  testing::expect_paged_equals_solo(m, reqs, o, 64);
 }
 
 }  // namespace

@@ -161,14 +161,7 @@ TEST(GpuDriver, PagedBatchesWithPreemptionEqualEachRequestAlone) {
   o.max_seq_len = 64;
   o.executor = llm::ExecutorKind::kCuda;
   o.identity = llm::kv::weights_identity("gpu_driver_test");
-  llm::Driver driver(m, o);
-  llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
-  const std::map<std::string, llm::Completion> got = testing::run_scheduled(sched, reqs);
-  EXPECT_GT(sched.preemptions(), 0);
-  for (const llm::Request& r : reqs) {
-    EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64, llm::ExecutorKind::kCuda)) << r.id;
-  }
-  EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
+  testing::expect_paged_equals_solo(m, reqs, o, 64);
 }
 
 // DeepSeek-V3.2's indexer, block top-k and selected attention on the GPU, paged under a pool
@@ -183,15 +176,8 @@ TEST(GpuDriver, SelectedAttentionPagedWithPreemptionGivesTransformersGreedyIds) 
   reqs.push_back({"fixture", f.prompt_ids, static_cast<int64_t>(f.greedy_ids.size()), {}});
   llm::DriverOptions o = testing::test_driver(8, 64, "gpu_selected_test");
   o.executor = llm::ExecutorKind::kCuda;
-  llm::Driver driver(m, o);
-  llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
-  const std::map<std::string, llm::Completion> got = testing::run_scheduled(sched, reqs);
-  EXPECT_GT(sched.preemptions(), 0);
+  const std::map<std::string, llm::Completion> got = testing::expect_paged_equals_solo(m, reqs, o, 64);
   EXPECT_EQ(got.at("fixture").ids, f.greedy_ids);
-  for (const llm::Request& r : reqs) {
-    EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, 64, llm::ExecutorKind::kCuda)) << r.id;
-  }
-  EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
 }
 
 // A token outside the vocabulary is a typed error, not a crash or a read past the table,

@@ -312,24 +312,22 @@ void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const Linear
   if (m == 0) return;
   const plan::LinearGroupShape shape{.m = m, .parts = g.parts, .norm = g.norm_w != nullptr};
   plan::LinearKernels can = kernels_for(m, k, w_dt, g, l);
-  if (g.then.tasks > 0) {  // in the one-row kernel's epilogue, or a pack launch after the group
+  if (g.then.tasks > 0) {  // in the one-row kernel's epilogue, else a pack launch after the group
     LinearGroup fused = g;
     fused.fault = l.fault;
     if (plan::linear_kernel(shape, can) == plan::LinearKernel::kGemvOneRow && pack_in_epilogue(fused) &&
         run_on(plan::LinearKernel::kGemvOneRow, x, m, k, w_dt, fused, l)) {
       return;
     }
-    LinearGroup plain = g;
-    plain.then = Pack{};
-    linear_group(x, m, k, w_dt, plain, l);
-    run_pack(g.then, l);
-    return;
   }
+  LinearGroup plain = g;
+  plain.then = Pack{};
   for (;;) {  // the tiles run anything, so this ends
     const plan::LinearKernel kernel = plan::linear_kernel(shape, can);
-    if (run_on(kernel, x, m, k, w_dt, g, l)) return;
+    if (run_on(kernel, x, m, k, w_dt, plain, l)) break;
     can.remove(kernel);
   }
+  if (g.then.tasks > 0) run_pack(g.then, l);
 }
 
 void matmul(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, const Walk& batch,
