@@ -8,6 +8,9 @@
 // and each persistent form's largest difference from the step's kernels over the final
 // residual row (random weights, x and cache).
 //
+// The step's kernels are also timed in parts (the linears alone, with the attention, the
+// attention alone); KVF_BENCH_STEP_ONLY=1 stops there, before the persistent forms.
+//
 //   bench_cuda_layer [depth ...]      (default: 128 32768)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -153,16 +156,24 @@ struct Model {
     }
   }
 
-  void step_kernels(cudaStream_t s) const {
+  // Which of a layer's kernels step_kernels enqueues: the whole step, or a part of it to
+  // see what each part costs inside the chain of launches.
+  enum class Parts { kAll, kLinears, kLinearsAndAttention, kAttention };
+
+  void step_kernels(cudaStream_t s, Parts parts = Parts::kAll) const {
     const kvf::exec::cuda::step::Launch l{s, nullptr, 0, {}};
     const float* in[4] = {h, attn, h2, gated};
     const int64_t k[4] = {kHidden, kHidden, kHidden, kFfn};
+    const bool linears = parts != Parts::kAttention, attention = parts != Parts::kLinears;
     for (size_t layer = 0; layer < groups.size(); ++layer) {
-      kvf::exec::cuda::step::linear_group(in[0], 1, k[0], DType::kF16, groups[layer][0], l);
-      kvf::exec::cuda::step::rope({qkv, cos, sin, q_rot, kHeads, kHeadDim, 1, 1, kHeadDim, false}, l);
-      kvf::exec::cuda::step::rope({qkv + kHidden, cos, sin, k_rot, kKvHeads, kHeadDim, 1, 1, kHeadDim, false}, l);
-      write_kv<<<1, kKv, 0, s>>>(k_rot, qkv + kHidden + kKv, w[layer].k_cache, w[layer].v_cache, cap, pos);
-      check(kc::decode_attention(decode_args(static_cast<int>(layer)), decode_plan, workspace, s));
+      if (linears) kvf::exec::cuda::step::linear_group(in[0], 1, k[0], DType::kF16, groups[layer][0], l);
+      if (parts == Parts::kAll) {
+        kvf::exec::cuda::step::rope({qkv, cos, sin, q_rot, kHeads, kHeadDim, 1, 1, kHeadDim, false}, l);
+        kvf::exec::cuda::step::rope({qkv + kHidden, cos, sin, k_rot, kKvHeads, kHeadDim, 1, 1, kHeadDim, false}, l);
+        write_kv<<<1, kKv, 0, s>>>(k_rot, qkv + kHidden + kKv, w[layer].k_cache, w[layer].v_cache, cap, pos);
+      }
+      if (attention) check(kc::decode_attention(decode_args(static_cast<int>(layer)), decode_plan, workspace, s));
+      if (!linears) continue;
       for (int i = 1; i < 4; ++i) kvf::exec::cuda::step::linear_group(in[i], 1, k[i], DType::kF16, groups[layer][i], l);
     }
   }
@@ -230,6 +241,11 @@ void run_depth(int depth, int sms) {
     std::printf("%-44s %8.2f us/layer %6.2f TB/s\n", name.c_str(), us, mb_layer / us);
   };
   report("step kernels (linear_group, decode_attention)", us_per_layer([&](cudaStream_t s) { md.step_kernels(s); }));
+  using P = Model::Parts;
+  report("  the four linear groups alone", us_per_layer([&](cudaStream_t s) { md.step_kernels(s, P::kLinears); }));
+  report("  the linear groups and the attention", us_per_layer([&](cudaStream_t s) { md.step_kernels(s, P::kLinearsAndAttention); }));
+  report("  the attention alone", us_per_layer([&](cudaStream_t s) { md.step_kernels(s, P::kAttention); }));
+  if (std::getenv("KVF_BENCH_STEP_ONLY") != nullptr) return;
   std::vector<int> chunks = depth < 1024 ? std::vector<int>{32, 64, depth + 1} : std::vector<int>{128, 256, 512};
   for (int slots : {0, 8, 12}) {
     for (int chunk : chunks) {
