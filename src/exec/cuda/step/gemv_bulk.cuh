@@ -151,10 +151,12 @@ __global__ void __launch_bounds__(W * 32)
     gemv16_detail::norm_scale8(g, i < groups ? i : 0, s[u]);
   }
   const Column mine = column_of(g, col0 + (threadIdx.x < n ? threadIdx.x : 0));  // the column this thread stores
-  // With g.then (a decode step's ropes and cache writes) the next kernel is the attention:
-  // its blocks launch once these have stored, not beside them while they stream weights.
-  wait_for_kernel_in_front();
+  // The next kernel's blocks may take their places (and issue their own weights' copies)
+  // while this one still waits, unless it is the attention after a decode step's ropes and
+  // cache writes (g.then): its blocks launch once these have stored, not beside them while
+  // they stream weights.
   if (g.then.tasks == 0) let_next_kernel_launch();
+  wait_for_kernel_in_front();
   float xv[U][8];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
