@@ -255,5 +255,37 @@ TEST(GpuPagedStep, ABadWriteSlotIsRefusedAndNoPoolChanges) {
   EXPECT_EQ(std::vector<float>(gpu->output("logits").begin(), gpu->output("logits").end()), logits);
 }
 
+// A decode step past the cache's capacity is refused by the validations the host checks
+// before the step's graph launches: no cache byte changes, and the next good step gives the
+// logits of a twin executor that never saw the refused one (the slots staged for the graph
+// are the good step's).
+TEST(GpuDecodeStep, APositionPastTheCacheIsRefusedBeforeAnythingRuns) {
+  KVF_NEED_GPU();
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  const models::StepSpec spec{.n_tokens = 1, .capacity = 16, .cached = true, .last_logits = true, .kv_dtype = DType::kF16};
+  auto device = testing::must(exec::cuda::step::Device::open());
+  const ir::Graph traced = testing::must(m.trace_step(spec));
+  exec::StateStore state(*device), twin_state(*device);
+  auto gpu = testing::must(exec::cuda::step::CudaExecutor::create(
+      testing::must(llm::compile_step(traced, device->caps())), state, *device));
+  auto twin = testing::must(exec::cuda::step::CudaExecutor::create(
+      testing::must(llm::compile_step(traced, device->caps())), twin_state, *device));
+  const auto at = [](int32_t pos) { return exec::SlotValues{{ir::Slot::kToken, {7 + pos}}, {ir::Slot::kPos, {pos}}}; };
+  for (int32_t p = 0; p < 4; ++p) {
+    ASSERT_TRUE(gpu->run(at(p)).ok()) << p;
+    ASSERT_TRUE(twin->run(at(p)).ok()) << p;
+  }
+  const std::vector<uint8_t> k0 = device_bytes(*device, state, "k_cache.0"), v1 = device_bytes(*device, state, "v_cache.1");
+  const Status s = gpu->run(at(16));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), ErrorCode::kValidation) << s.error().to_string();
+  EXPECT_EQ(device_bytes(*device, state, "k_cache.0"), k0);
+  EXPECT_EQ(device_bytes(*device, state, "v_cache.1"), v1);
+  ASSERT_TRUE(gpu->run(at(4)).ok());
+  ASSERT_TRUE(twin->run(at(4)).ok());
+  const std::span<const float> got = gpu->output("logits"), want = twin->output("logits");
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), std::vector<float>(want.begin(), want.end()));
+}
+
 }  // namespace
 }  // namespace kvf

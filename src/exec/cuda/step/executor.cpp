@@ -15,6 +15,10 @@ using ir::ValueKind;
 
 namespace {
 
+// The most elements of any value the host evaluates a step's validations over: a decode or
+// prefill step's positions and lengths, not a paged batch's maps.
+constexpr int64_t kHostCheckElements = 1 << 14;
+
 int64_t elem_bytes(DType dt) { return std::max<int64_t>(plan::element_bytes(dt), 1); }
 
 // Row-major strides of s into a walk's stride array.
@@ -206,7 +210,8 @@ Status CudaExecutor::bind_values() {
         Result<void*> p = own(v.type);
         if (!p) return p.take_error();
         refs_[i] = Ref{*p, v.type, n};
-        slots_.push_back({v.slot, refs_[i]});
+        const int64_t at = slot_copies_.empty() ? 0 : slot_copies_.back().offset + (slot_copies_.back().bytes + 15) / 16 * 16;
+        slot_copies_.push_back({v.slot, *p, at, n * elem_bytes(v.type.dtype)});
         break;
       }
       case ValueKind::kLiteral: {
@@ -247,6 +252,10 @@ Status CudaExecutor::bind_values() {
       case ValueKind::kIntermediate: break;
     }
   }
+  const int64_t staged = slot_copies_.empty() ? 16 : slot_copies_.back().offset + slot_copies_.back().bytes;
+  Result<void*> host = pinned_memory().allocate_zeroed(staged);
+  if (!host) return host.take_error().context("the slots' staging");
+  slot_staging_ = Buffer(&pinned_memory(), *host, staged);
   return {};
 }
 
@@ -406,6 +415,13 @@ Status CudaExecutor::bind_ops() {
   check_slots_once();  // before the packs: a pool write joins one only once its slots are checked
   pack_small_ops();
   fold_packs_into_groups();
+  host_checks_ = host_validations(g, kHostCheckElements);
+  if (host_checks_) {  // the prelude's values still feed the body: it runs first in the step's graph
+    body_.insert(body_.begin(), std::make_move_iterator(prelude_.begin()), std::make_move_iterator(prelude_.end()));
+    prelude_.clear();
+  }
+  Status chained = chain_small_ops();
+  if (!chained) return chained;
   Status s = bind_decode_attention();
   if (s) s = bind_tile_attention();
   if (!s) return s;
@@ -812,6 +828,69 @@ void CudaExecutor::fold_packs_into_groups() {
   body_ = std::move(out);
 }
 
+// The chain task that runs `op` (a unary, binary or word cast of at most kChainElements
+// elements, as unary(), binary() and cast() would), or false.
+bool CudaExecutor::chain_task(const Op& op, ChainTask& t) const {
+  if (op.grouped > 0 || op.pack.tasks > 0 || op.decode_kernel || op.tiles || op.chain > 0) return false;
+  if (op.out.numel < 1 || op.out.numel > kChainElements || op.in.empty()) return false;
+  const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
+  const DType dt = op.in[0].type.dtype;
+  t = ChainTask{};
+  t.dt = dt;
+  t.a = op.in[0].data;
+  t.out = op.out.data;
+  t.eqn = op.eqn;
+  t.w.shape[0] = t.w.numel = op.out.numel;
+  if (ir::is_unary(e.op)) {
+    t.kind = ChainKind::kUnary;
+    t.op = static_cast<uint8_t>(unary_op(e.op));
+    return dt == DType::kF32 || dt == DType::kI32;
+  }
+  if (ir::is_binary(e.op)) {
+    t.kind = ChainKind::kBinary;
+    t.op = static_cast<uint8_t>(binary_op(e.op, e.params.cmp));
+    t.b = op.in[1].data;
+    t.w = broadcast_walk(op.out.type.shape, {&op.in[0].type.shape, &op.in[1].type.shape});
+    return word(dt);
+  }
+  if (e.op == OpKind::kCast) {
+    t.kind = ChainKind::kCast;
+    t.to = op.out.type.dtype;
+    return word(dt) && word(t.to);
+  }
+  return false;
+}
+
+Status CudaExecutor::chain_small_ops() {
+  std::vector<Op> out;
+  for (size_t i = 0; i < body_.size();) {
+    size_t j = i;
+    const size_t first = chain_host_.size();
+    ChainTask t;
+    while (j < body_.size() && chain_task(body_[j], t)) {
+      chain_host_.push_back(t);
+      ++j;
+    }
+    if (j - i < 2) {  // a lone op launches as it is
+      chain_host_.resize(first);
+      out.push_back(std::move(body_[i++]));
+      continue;
+    }
+    Op chained = std::move(body_[i]);
+    chained.chain = static_cast<int>(j - i);
+    chained.chain_at = static_cast<int64_t>(chain_host_.size()) - chained.chain;
+    out.push_back(std::move(chained));
+    i = j;
+  }
+  body_ = std::move(out);
+  if (chain_host_.empty()) return {};
+  const auto bytes = static_cast<int64_t>(chain_host_.size() * sizeof(ChainTask));
+  Result<void*> d = device_.allocate_zeroed(bytes);
+  if (!d) return d.take_error().context("the chained ops' tasks");
+  chain_tasks_ = Buffer(&device_, *d, bytes);
+  return device_.copy_to_device(*d, chain_host_.data(), bytes);  // chain_host_ outlives the copy
+}
+
 // A paged step writes every layer's K and V through the same slot map: its check (every slot
 // in the pool, none twice) runs with the first write, and a fault there stops every later one.
 void CudaExecutor::check_slots_once() {
@@ -885,6 +964,10 @@ Status CudaExecutor::launch(const Op& op) {
   const Launch l{device_.stream(), device_.fault(), op.eqn, tc_};
   if (op.pack.tasks > 0) {
     run_pack(op.pack, l);
+    return {};
+  }
+  if (op.chain > 0) {
+    pointwise_chain(static_cast<const ChainTask*>(chain_tasks_.data()) + op.chain_at, op.chain, l);
     return {};
   }
   if (op.grouped > 0) {
@@ -1212,22 +1295,47 @@ Result<std::span<const int32_t>> CudaExecutor::run_sample(const SlotValues& slot
   return std::span<const int32_t>(static_cast<const int32_t*>(ids_host_.data()), static_cast<size_t>(n));
 }
 
-Status CudaExecutor::run_step(const SlotValues& slots, const IdsOf* ids) {
-  Status checked = check_slots(plan_.graph, slots);  // every slot checked before any is copied in
-  if (!checked) return checked;
+void CudaExecutor::stage_slots(const SlotValues& slots) {
+  for (const SlotCopy& c : slot_copies_) {
+    std::memcpy(static_cast<char*>(slot_staging_.data()) + c.offset, slots.at(c.slot).data(), static_cast<size_t>(c.bytes));
+  }
+}
+
+Status CudaExecutor::enqueue_step_start() {
   Status s = device_.clear_fault();
-  for (auto& [slot, ref] : slots_) {
+  for (const SlotCopy& c : slot_copies_) {
     if (!s) return s;
-    const std::vector<int32_t>& words = slots.at(slot);
-    s = device_.copy_to_device(ref.data, words.data(), static_cast<int64_t>(words.size() * sizeof(int32_t)));
+    s = device_.copy_to_device(c.device, static_cast<const char*>(slot_staging_.data()) + c.offset, c.bytes);
   }
-  for (const Op& op : prelude_) {
-    if (!s) return s;
+  return s;
+}
+
+Status CudaExecutor::enqueue_body() {
+  Status s = host_checks_ ? enqueue_step_start() : Status{};
+  for (const Op& op : body_) {
+    if (!s) break;
     s = launch(op);
+    if (!s) s = s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
   }
+  return s;
+}
+
+// The previous step has ended (its outputs were waited for), so the staging and the device's
+// slots are free to take this one's.
+Status CudaExecutor::run_step(const SlotValues& slots, const IdsOf* ids) {
+  Status s = check_slots(plan_.graph, slots);  // every slot checked before any is copied in
+  if (s && host_checks_) s = check_on_host(plan_.graph, *host_checks_, slots);
   if (!s) return s;
-  s = check_validations();
-  if (!s) return s;
+  stage_slots(slots);
+  if (!host_checks_) {  // the device computes the witnesses, and the step waits for them
+    s = enqueue_step_start();
+    for (const Op& op : prelude_) {
+      if (!s) return s;
+      s = launch(op);
+    }
+    if (s) s = check_validations();
+    if (!s) return s;
+  }
   s = run_body();
   if (!s) return s;
   for (auto& [name, copy] : outputs_) {
@@ -1259,20 +1367,10 @@ Status CudaExecutor::run_step(const SlotValues& slots, const IdsOf* ids) {
 // work each run: captured once, replayed as one graph.
 Status CudaExecutor::run_body() {
   if (device_.profiling()) return run_timed();
-  if (!staging_.empty()) {  // the host ranks' sums wait for the device mid-step: no graph
-    for (const Op& op : body_) {
-      Status s = launch(op);
-      if (!s) return s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
-    }
-    return {};
-  }
+  if (!staging_.empty()) return enqueue_body();  // the host ranks' sums wait for the device mid-step: no graph
   if (body_graph_ == nullptr) {
     Status s = device_.begin_capture();
-    for (const Op& op : body_) {
-      if (!s) break;
-      s = launch(op);
-      if (!s) s = s.take_error().context(plan_.graph.name, " eqn ", op.eqn);
-    }
+    if (s) s = enqueue_body();
     Result<void*> g = device_.end_capture();  // ends the capture even after a failed launch
     if (!s) {
       if (g) Device::destroy_graph(*g);
@@ -1292,6 +1390,7 @@ std::string CudaExecutor::label(const Op& op) const {
   }
   if (op.decode_kernel) return "attention.decode_kernel";
   if (op.pack.tasks > 0) return str_cat("rope/cache-write pack of ", op.pack.tasks);
+  if (op.chain > 0) return str_cat("pointwise chain of ", op.chain);
   return r.kernel;
 }
 
@@ -1302,6 +1401,8 @@ std::vector<std::string> CudaExecutor::launch_labels() const {
 }
 
 Status CudaExecutor::run_timed() {
+  Status start = host_checks_ ? enqueue_step_start() : Status{};
+  if (!start) return start;
   for (const Op& op : body_) {
     Status s = device_.time_begin();
     if (s) s = launch(op);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,9 @@ class CudaExecutor final : public Executor {
     bool tiles = false;
     StepPrefillArgs tile_args;
     Pack pack;  // tasks > 0: ropes and cache writes run as one launch (pack.cu)
+    // > 0: this many small elementwise ops from chain_tasks_[chain_at] on run in one launch
+    int chain = 0;
+    int64_t chain_at = 0;
     const void* const* experts = nullptr;  // Moe: a device table of every expert's gate, up, down weights
     float* staged = nullptr;  // AllReduce over host ranks: the pinned rows the ranks sum
   };
@@ -99,6 +103,10 @@ class CudaExecutor final : public Executor {
   // A linear group followed by a pack that reads only the group's outputs carries the pack
   // (LinearGroup::then): one launch where the one-row kernel runs it in its epilogue.
   void fold_packs_into_groups();
+  // Runs of small elementwise ops (a step's position and length arithmetic) become one
+  // launch each: pointwise_chain over their tasks, uploaded here.
+  Status chain_small_ops();
+  bool chain_task(const Op& op, ChainTask& t) const;
   void check_slots_once();
   void merge_rope_writes();
   bool pack_task(const Op& op, PackTask& t) const;
@@ -109,6 +117,9 @@ class CudaExecutor final : public Executor {
   Status bind_tile_attention();
   AttentionRows attention_rows_of(const Op& op) const;
   Status check_validations();
+  void stage_slots(const SlotValues& slots);
+  Status enqueue_step_start();  // the fault record cleared, the staged slots copied in
+  Status enqueue_body();        // with host_checks_, the step's start first
   Status read_faults();
   Status run_body();
   Status run_timed();  // KVF_CUDA_PROFILE: each eqn alone between events
@@ -129,7 +140,20 @@ class CudaExecutor final : public Executor {
   std::vector<bool> folded_;     // per value: computed once at bind time
   std::vector<Op> prelude_;      // what the validation witnesses need; runs first
   std::vector<Op> body_;
-  std::vector<std::pair<ir::Slot, Ref>> slots_;
+  struct SlotCopy {
+    ir::Slot slot;
+    void* device = nullptr;
+    int64_t offset = 0;  // into slot_staging_
+    int64_t bytes = 0;
+  };
+  std::vector<SlotCopy> slot_copies_;
+  Buffer slot_staging_;  // pinned: the step's slot values, which its first copies read
+  // The validations as the host evaluates them (exec/step_checks.h): with them, the slot
+  // copies, the prelude and the body are one graph a step and nothing waits before it.
+  // Empty when the prelude reads what the host does not hold (the device runs it first).
+  std::optional<ir::Graph> host_checks_;
+  std::vector<ChainTask> chain_host_;  // every chain's tasks, in order, and their device copy
+  Buffer chain_tasks_;
   struct HostCopy {
     Ref device;
     Buffer host;  // pinned_memory(): the copy back runs at the link's speed

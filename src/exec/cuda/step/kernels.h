@@ -92,6 +92,26 @@ struct RopeTask {
 };
 void rope(const RopeTask& r, const Launch& l);
 
+// One op of a chain of small elementwise ops: unary (f32, i32), binary (arithmetic, compare,
+// and/or; through the walk) or a cast between f32, i32 and pred; w.numel elements.
+enum class ChainKind : uint8_t { kUnary, kBinary, kCast };
+struct ChainTask {
+  ChainKind kind = ChainKind::kUnary;
+  uint8_t op = 0;  // UnaryOp or BinaryOp
+  DType dt = DType::kF32;  // the operands'
+  DType to = DType::kF32;  // a cast's
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* out = nullptr;
+  Walk w;
+  int eqn = -1;
+};
+inline constexpr int64_t kChainElements = 1024;  // the most elements of a task
+// tasks[0..n) (device memory) in order in one block, each seeing what the ones before it
+// wrote, as a programmatic dependent: a step's position and length arithmetic in one launch
+// instead of one launch an op.
+void pointwise_chain(const ChainTask* tasks, int n, const Launch& l);
+
 // ---- data movement (layout.cu) ----
 // out[i] = src[base + sum_a idx_a(i) * w.stride[0][a]] for every element of w's shape,
 // written at dst_base + sum_a idx_a(i) * w.stride[1][a].

@@ -32,11 +32,10 @@ __global__ void unary_f32_kernel(UnaryOp op, const float* x, float* out, int64_t
   KVF_GRID_LOOP(i, n) out[i] = unary_f32(op, x[i]);
 }
 
+__device__ int32_t unary_i32(UnaryOp op, int32_t v) { return op == UnaryOp::kNeg ? -v : (v < 0 ? -v : v); }
+
 __global__ void unary_i32_kernel(UnaryOp op, const int32_t* x, int32_t* out, int64_t n) {
-  KVF_GRID_LOOP(i, n) {
-    const int32_t v = x[i];
-    out[i] = op == UnaryOp::kNeg ? -v : (v < 0 ? -v : v);
-  }
+  KVF_GRID_LOOP(i, n) out[i] = unary_i32(op, x[i]);
 }
 
 template <class T>
@@ -68,21 +67,21 @@ __global__ void arith_kernel(BinaryOp op, const T* a, const T* b, T* out, Walk w
 }
 
 template <class T>
-__global__ void compare_kernel(BinaryOp dir, const T* a, const T* b, uint8_t* out, Walk w) {
-  KVF_GRID_LOOP(i, w.numel) {
-    const T x = a[walk_offset(w, 0, i)], y = b[walk_offset(w, 1, i)];
-    bool r = false;
-    switch (dir) {
-      case BinaryOp::kEq: r = x == y; break;
-      case BinaryOp::kNe: r = x != y; break;
-      case BinaryOp::kLt: r = x < y; break;
-      case BinaryOp::kLe: r = x <= y; break;
-      case BinaryOp::kGt: r = x > y; break;
-      case BinaryOp::kGe: r = x >= y; break;
-      default: break;
-    }
-    out[i] = r;
+__device__ bool compare(BinaryOp dir, T x, T y) {
+  switch (dir) {
+    case BinaryOp::kEq: return x == y;
+    case BinaryOp::kNe: return x != y;
+    case BinaryOp::kLt: return x < y;
+    case BinaryOp::kLe: return x <= y;
+    case BinaryOp::kGt: return x > y;
+    case BinaryOp::kGe: return x >= y;
+    default: return false;
   }
+}
+
+template <class T>
+__global__ void compare_kernel(BinaryOp dir, const T* a, const T* b, uint8_t* out, Walk w) {
+  KVF_GRID_LOOP(i, w.numel) out[i] = compare(dir, a[walk_offset(w, 0, i)], b[walk_offset(w, 1, i)]);
 }
 
 __global__ void logic_kernel(bool is_and, const uint8_t* a, const uint8_t* b, uint8_t* out, Walk w) {
@@ -111,27 +110,77 @@ __global__ void to_half_kernel(bool bf16, const float* x, void* out, int64_t n) 
   }
 }
 
-__global__ void to_word_kernel(DType from, DType to, const void* x, void* out, int64_t n, Launch l) {
-  KVF_GRID_LOOP(i, n) {
-    double v = 0;
-    switch (from) {
-      case DType::kF32: v = static_cast<const float*>(x)[i]; break;
-      case DType::kI32: v = static_cast<const int32_t*>(x)[i]; break;
-      default: v = static_cast<const uint8_t*>(x)[i]; break;
-    }
-    if (to == DType::kBool) {
-      static_cast<uint8_t*>(out)[i] = v != 0;
-    } else if (to == DType::kF32) {
-      static_cast<float*>(out)[i] = static_cast<float>(v);
+// Element i of x (f32, i32 or pred) cast to `to` (f32, i32 or pred) into out.
+__device__ void to_word(DType from, DType to, const void* x, void* out, int64_t i, FaultRecord* fault, int eqn) {
+  double v = 0;
+  switch (from) {
+    case DType::kF32: v = static_cast<const float*>(x)[i]; break;
+    case DType::kI32: v = static_cast<const int32_t*>(x)[i]; break;
+    default: v = static_cast<const uint8_t*>(x)[i]; break;
+  }
+  if (to == DType::kBool) {
+    static_cast<uint8_t*>(out)[i] = v != 0;
+  } else if (to == DType::kF32) {
+    static_cast<float*>(out)[i] = static_cast<float>(v);
+  } else {
+    const double t = trunc(v);
+    if (isnan(v) || t < -2147483648.0 || t > 2147483647.0) {
+      raise_fault(fault, DeviceFault::kCastRange, eqn, i);
+      static_cast<int32_t*>(out)[i] = 0;
     } else {
-      const double t = trunc(v);
-      if (isnan(v) || t < -2147483648.0 || t > 2147483647.0) {
-        raise_fault(l.fault, DeviceFault::kCastRange, l.eqn, i);
-        static_cast<int32_t*>(out)[i] = 0;
-      } else {
-        static_cast<int32_t*>(out)[i] = static_cast<int32_t>(t);
+      static_cast<int32_t*>(out)[i] = static_cast<int32_t>(t);
+    }
+  }
+}
+
+__global__ void to_word_kernel(DType from, DType to, const void* x, void* out, int64_t n, Launch l) {
+  KVF_GRID_LOOP(i, n) to_word(from, to, x, out, i, l.fault, l.eqn);
+}
+
+// Element i of a chain's binary task.
+__device__ void binary_element(const ChainTask& t, int64_t i, FaultRecord* fault) {
+  const auto op = static_cast<BinaryOp>(t.op);
+  const int64_t ia = walk_offset(t.w, 0, i), ib = walk_offset(t.w, 1, i);
+  if (op == BinaryOp::kAnd || op == BinaryOp::kOr) {
+    const uint8_t x = static_cast<const uint8_t*>(t.a)[ia], y = static_cast<const uint8_t*>(t.b)[ib];
+    static_cast<uint8_t*>(t.out)[i] = op == BinaryOp::kAnd ? (x & y) : (x | y);
+    return;
+  }
+  if (op >= BinaryOp::kEq) {
+    bool r = false;
+    if (t.dt == DType::kF32) r = compare(op, static_cast<const float*>(t.a)[ia], static_cast<const float*>(t.b)[ib]);
+    else if (t.dt == DType::kI32) r = compare(op, static_cast<const int32_t*>(t.a)[ia], static_cast<const int32_t*>(t.b)[ib]);
+    else r = compare(op, static_cast<const uint8_t*>(t.a)[ia], static_cast<const uint8_t*>(t.b)[ib]);
+    static_cast<uint8_t*>(t.out)[i] = r;
+    return;
+  }
+  bool div_zero = false;
+  if (t.dt == DType::kF32) {
+    static_cast<float*>(t.out)[i] = arith(op, static_cast<const float*>(t.a)[ia], static_cast<const float*>(t.b)[ib], div_zero);
+  } else {
+    static_cast<int32_t*>(t.out)[i] = arith(op, static_cast<const int32_t*>(t.a)[ia], static_cast<const int32_t*>(t.b)[ib], div_zero);
+  }
+  if (div_zero) raise_fault(fault, DeviceFault::kDivideByZero, t.eqn, i);
+}
+
+__global__ void chain_kernel(const ChainTask* tasks, int n, FaultRecord* fault) {
+  await_kernel_in_front();
+  for (int k = 0; k < n; ++k) {
+    const ChainTask& t = tasks[k];
+    for (int64_t i = threadIdx.x; i < t.w.numel; i += blockDim.x) {
+      switch (t.kind) {
+        case ChainKind::kUnary:
+          if (t.dt == DType::kI32) {
+            static_cast<int32_t*>(t.out)[i] = unary_i32(static_cast<UnaryOp>(t.op), static_cast<const int32_t*>(t.a)[i]);
+          } else {
+            static_cast<float*>(t.out)[i] = unary_f32(static_cast<UnaryOp>(t.op), static_cast<const float*>(t.a)[i]);
+          }
+          break;
+        case ChainKind::kBinary: binary_element(t, i, fault); break;
+        case ChainKind::kCast: to_word(t.dt, t.to, t.a, t.out, i, fault, t.eqn); break;
       }
     }
+    __syncthreads();  // the next task may read what this one wrote
   }
 }
 
@@ -216,6 +265,10 @@ void cast(DType from, DType to, const void* x, void* out, int64_t n, const Launc
   } else {
     to_word_kernel<<<g, kThreads, 0, s>>>(from, to, x, out, n, l);
   }
+}
+
+void pointwise_chain(const ChainTask* tasks, int n, const Launch& l) {
+  launch_programmatic(chain_kernel, dim3(1), dim3(kThreads), 0, stream_of(l), true, tasks, n, l.fault);
 }
 
 void iota(DType dt, int64_t inner, int64_t extent, void* out, int64_t n, const Launch& l) {
