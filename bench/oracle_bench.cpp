@@ -1,16 +1,21 @@
 // Micro-benchmarks of the engine core: half conversions, q8_0/q4_0 dequantization, the
-// thread pool's dispatch cost, and the oracle on one attention_masked decode step and one
-// toy-llama decode step. The oracle is the slow reference; these numbers are the baseline
+// thread pool's dispatch cost, the oracle on one attention_masked decode step and one
+// toy-llama decode step, and a llama decode step's validations checked on the host (what a
+// GPU step spends on them before it launches). The oracle is the slow reference; these numbers are the baseline
 // the fast paths (exec/) are measured against, as ratios in one run.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 #include <random>
 
+#include "compile/passes.h"
+#include "compile/pipeline.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "eval/oracle.h"
+#include "exec/step_checks.h"
 #include "ir/ops.h"
+#include "models/model.h"
 #include "models/toy_llama.h"
 
 namespace kvf {
@@ -107,6 +112,27 @@ void BM_OracleToyLlamaDecode(benchmark::State& state) {
   state.SetLabel("oracle threads = arg");
 }
 BENCHMARK(BM_OracleToyLlamaDecode)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// A decode step's validations (the token's range, the attention's live length), as the
+// CUDA executor checks them on the host each step: exec::check_on_host over
+// exec::host_validations of a synthetic llama's compiled decode step (6 layers).
+void BM_HostValidationsOfADecodeStep(benchmark::State& state) {
+  const models::Model m = must(models::open_model("synthetic:llama-15m", {.with_tokenizer = false}));
+  const ir::Graph traced = must(m.trace_step({.n_tokens = 1, .capacity = 512, .cached = true, .last_logits = true}));
+  const ir::Graph g = must(compile::run_passes(traced, compile::default_passes())).graph;
+  const std::optional<ir::Graph> checks = exec::host_validations(g, 1 << 14);
+  if (!checks) {
+    state.SkipWithError("the step's validations are not host-checkable");
+    return;
+  }
+  const exec::SlotValues slots{{ir::Slot::kToken, {3}}, {ir::Slot::kPos, {64}}};
+  for (auto _ : state) {
+    Status s = exec::check_on_host(g, *checks, slots);
+    if (!s) state.SkipWithError(s.error().to_string().c_str());
+  }
+  state.SetLabel(str_cat(g.validations.size(), " validations, ", checks->eqns.size(), " eqns"));
+}
+BENCHMARK(BM_HostValidationsOfADecodeStep)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvf
