@@ -73,6 +73,7 @@ std::optional<ir::Graph> host_validations(const ir::Graph& g, int64_t max_elemen
 }
 
 Status check_on_host(const ir::Graph& g, const ir::Graph& checks, const SlotValues& slots) {
+  if (checks.outputs.empty()) return {};  // a step with no validations: nothing to evaluate
   eval::SlotBindings bound;
   for (const ir::Value& v : checks.values) {
     if (v.kind != ir::ValueKind::kSlot) continue;
