@@ -14,6 +14,7 @@
 #include "cuda/gpu_testing.h"
 #include "exec/cuda/step/executor.h"
 #include "hf_fixture.h"
+#include "ir/ops.h"
 #include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/kv/block_table.h"
@@ -285,6 +286,36 @@ TEST(GpuDecodeStep, APositionPastTheCacheIsRefusedBeforeAnythingRuns) {
   ASSERT_TRUE(twin->run(at(4)).ok());
   const std::span<const float> got = gpu->output("logits"), want = twin->output("logits");
   EXPECT_EQ(std::vector<float>(got.begin(), got.end()), std::vector<float>(want.begin(), want.end()));
+}
+
+// A validation over more than the host evaluates (a guard over 20,000 positions) is checked
+// by the step's graph: a false element is the step's kValidation fault, naming the element,
+// and the cache write after the check writes nothing; a good step then writes.
+TEST(GpuDecodeStep, AWitnessTooLargeForTheHostIsCheckedOnTheDevice) {
+  KVF_NEED_GPU();
+  constexpr int64_t kWide = 20000;
+  ir::Builder b("wide_guard");
+  ir::V pos = b.slot(ir::Slot::kPos, DType::kI32, {kWide});
+  ir::V st = b.state("cache", DType::kF32, {1, 1, 4, 2}, ir::StateRole::kKeyCache, 0);
+  ir::V n = ir::ops::index_guard(pos, 0, 3, "0 <= pos <= 3");
+  ir::V first = b.slice(n, {0}, {1});
+  ir::V upd = b.broadcast(b.reshape(b.cast(first, DType::kF32), {1, 1, 1, 1}) + 1.0, {1, 1, 1, 2});
+  ir::V after = b.dynamic_update_slice(st, upd, first, 2);
+  b.donate(st, after);
+  b.output("out", b.reduce_sum(after, {2, 3}));
+  auto device = testing::must(exec::cuda::step::Device::open());
+  exec::StateStore state(*device);
+  auto gpu = testing::must(exec::cuda::step::CudaExecutor::create(
+      testing::must(plan::make_plan(testing::must(b.finish()), device->caps())), state, *device));
+  std::vector<int32_t> bad(kWide, 2);
+  bad[12345] = 9;
+  const Status s = gpu->run({{ir::Slot::kPos, bad}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), ErrorCode::kValidation) << s.error().to_string();
+  EXPECT_EQ(s.error().message(), "wide_guard: 0 <= pos <= 3 does not hold (element 12345)");
+  EXPECT_EQ(device_bytes(*device, state, "cache"), std::vector<uint8_t>(32, 0));
+  ASSERT_TRUE(gpu->run({{ir::Slot::kPos, std::vector<int32_t>(kWide, 1)}}).ok());
+  EXPECT_FLOAT_EQ(gpu->output("out")[0], 4.0f);  // (1 + 1) * 2 at row 1
 }
 
 }  // namespace

@@ -44,12 +44,17 @@ std::string fault_text(const FaultRecord& f) {
     case DeviceFault::kScatterTwice: return str_cat("scatter_update: slot ", f.value, " is written twice");
     case DeviceFault::kDivideByZero: return "div: integer division by zero";
     case DeviceFault::kCastRange: return "cast: a value does not fit i32";
+    case DeviceFault::kValidation: return str_cat("validation ", f.eqn, " does not hold (element ", f.value, ")");
     default: return str_cat("fault ", f.code);
   }
 }
 
 ErrorCode fault_code(const FaultRecord& f) {
-  return static_cast<DeviceFault>(f.code) == DeviceFault::kUpdateOverflow ? ErrorCode::kCapacity : ErrorCode::kInvalidInput;
+  switch (static_cast<DeviceFault>(f.code)) {
+    case DeviceFault::kUpdateOverflow: return ErrorCode::kCapacity;
+    case DeviceFault::kValidation: return ErrorCode::kValidation;
+    default: return ErrorCode::kInvalidInput;
+  }
 }
 
 }  // namespace
@@ -301,9 +306,6 @@ Status CudaExecutor::bind_ops() {
     if (!host) return host.take_error().context("the output ", o.name);
     outputs_[o.name] = HostCopy{r, Buffer(&pinned_memory(), *host, r.numel * 4)};
   }
-  for (const ir::Validation& c : g.validations) {
-    witnesses_.emplace_back(static_cast<size_t>(numel(g.type(c.witness).shape)));
-  }
   group_linears();
   fuse_norms();
   fuse_rounding_casts();
@@ -311,10 +313,17 @@ Status CudaExecutor::bind_ops() {
   pack_small_ops();
   fold_packs_into_groups();
   host_checks_ = host_validations(g, kHostCheckElements);
-  if (host_checks_) {  // the prelude's values still feed the body: it runs first in the step's graph
-    body_.insert(body_.begin(), std::make_move_iterator(prelude_.begin()), std::make_move_iterator(prelude_.end()));
-    prelude_.clear();
+  if (!host_checks_) {  // the graph checks each witness after the prelude, before any state is written
+    for (size_t k = 0; k < g.validations.size(); ++k) {
+      const ir::ValueId w = g.validations[k].witness;
+      Op check{std::max(0, g.value(w).producer), {refs_[static_cast<size_t>(w)]}, {}};
+      check.validation = static_cast<int>(k);
+      prelude_.push_back(std::move(check));
+    }
   }
+  // The prelude's values feed the body too (the guarded lengths): they run first in the graph.
+  body_.insert(body_.begin(), std::make_move_iterator(prelude_.begin()), std::make_move_iterator(prelude_.end()));
+  prelude_.clear();
   Status chained = chain_small_ops();
   if (!chained) return chained;
   Status s = bind_decode_attention();
@@ -503,6 +512,10 @@ Status CudaExecutor::launch(const Op& op) {
   }
   if (op.chain > 0) {
     pointwise_chain(static_cast<const ChainTask*>(chain_tasks_.data()) + op.chain_at, op.chain, l);
+    return {};
+  }
+  if (op.validation >= 0) {
+    check_witness(op.in[0].data, op.in[0].numel, op.validation, l);
     return {};
   }
   if (op.grouped > 0) {
@@ -746,33 +759,17 @@ AttentionRows CudaExecutor::attention_rows_of(const Op& op) const {
   return a;
 }
 
-Status CudaExecutor::check_validations() {
-  const ir::Graph& g = plan_.graph;
-  if (g.validations.empty()) return {};
-  for (size_t v = 0; v < g.validations.size(); ++v) {
-    const Ref& w = refs_[static_cast<size_t>(g.validations[v].witness)];
-    Status s = device_.copy_to_host(witnesses_[v].data(), w.data, w.numel);
-    if (!s) return s;
-  }
-  Status s = device_.synchronize("validations");
-  if (!s) return s;
-  for (size_t v = 0; v < witnesses_.size(); ++v) {
-    for (size_t i = 0; i < witnesses_[v].size(); ++i) {
-      if (!witnesses_[v][i]) {
-        return Error(ErrorCode::kValidation, str_cat(g.name, ": ", g.validations[v].what, " does not hold (element ", i, ")"));
-      }
-    }
-  }
-  return {};
-}
-
 // The step's fault record, from its host copy: run_step enqueues that copy behind the step's
 // outputs, so the one wait for them brings it too.
 Status CudaExecutor::read_faults() {
   FaultRecord f;
   std::memcpy(&f, fault_host_.data(), sizeof f);
   if (f.code == 0) return {};
-  return Error(fault_code(f), fault_text(f)).context(plan_.graph.name, " eqn ", f.eqn);
+  const ir::Graph& g = plan_.graph;
+  if (static_cast<DeviceFault>(f.code) == DeviceFault::kValidation && f.eqn >= 0 && static_cast<size_t>(f.eqn) < g.validations.size()) {
+    return Error(ErrorCode::kValidation, str_cat(g.name, ": ", g.validations[static_cast<size_t>(f.eqn)].what, " does not hold (element ", f.value, ")"));
+  }
+  return Error(fault_code(f), fault_text(f)).context(g.name, " eqn ", f.eqn);
 }
 
 Status CudaExecutor::run(const SlotValues& slots) { return run_step(slots, nullptr); }
@@ -846,7 +843,7 @@ Status CudaExecutor::enqueue_step_start() {
 }
 
 Status CudaExecutor::enqueue_body() {
-  Status s = host_checks_ ? enqueue_step_start() : Status{};
+  Status s = enqueue_step_start();
   for (const Op& op : body_) {
     if (!s) break;
     s = launch(op);
@@ -862,15 +859,6 @@ Status CudaExecutor::run_step(const SlotValues& slots, const IdsOf* ids) {
   if (s && host_checks_) s = check_on_host(plan_.graph, *host_checks_, slots);
   if (!s) return s;
   stage_slots(slots);
-  if (!host_checks_) {  // the device computes the witnesses, and the step waits for them
-    s = enqueue_step_start();
-    for (const Op& op : prelude_) {
-      if (!s) return s;
-      s = launch(op);
-    }
-    if (s) s = check_validations();
-    if (!s) return s;
-  }
   s = run_body();
   if (!s) return s;
   for (auto& [name, copy] : outputs_) {
@@ -926,6 +914,7 @@ std::string CudaExecutor::label(const Op& op) const {
   if (op.decode_kernel) return "attention.decode_kernel";
   if (op.pack.tasks > 0) return str_cat("rope/cache-write pack of ", op.pack.tasks);
   if (op.chain > 0) return str_cat("pointwise chain of ", op.chain);
+  if (op.validation >= 0) return str_cat("check of validation ", op.validation);
   return r.kernel;
 }
 
@@ -936,7 +925,7 @@ std::vector<std::string> CudaExecutor::launch_labels() const {
 }
 
 Status CudaExecutor::run_timed() {
-  Status start = host_checks_ ? enqueue_step_start() : Status{};
+  Status start = enqueue_step_start();
   if (!start) return start;
   for (const Op& op : body_) {
     Status s = device_.time_begin();

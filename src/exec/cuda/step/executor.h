@@ -70,6 +70,7 @@ class CudaExecutor final : public Executor {
     // > 0: this many small elementwise ops from chain_tasks_[chain_at] on run in one launch
     int chain = 0;
     int64_t chain_at = 0;
+    int validation = -1;  // >= 0: checks that validation's witness (in[0]) on the device
     const void* const* experts = nullptr;  // Moe: a device table of every expert's gate, up, down weights
     float* staged = nullptr;  // AllReduce over host ranks: the pinned rows the ranks sum
   };
@@ -116,10 +117,9 @@ class CudaExecutor final : public Executor {
   bool decode_args(const Op& op, DecodeAttentionArgs& a) const;
   Status bind_tile_attention();
   AttentionRows attention_rows_of(const Op& op) const;
-  Status check_validations();
   void stage_slots(const SlotValues& slots);
   Status enqueue_step_start();  // the fault record cleared, the staged slots copied in
-  Status enqueue_body();        // with host_checks_, the step's start first
+  Status enqueue_body();        // the step's start, then the body
   Status read_faults();
   Status run_body();
   Status run_timed();  // KVF_CUDA_PROFILE: each eqn alone between events
@@ -138,7 +138,7 @@ class CudaExecutor final : public Executor {
   std::vector<Buffer> owned_;    // slots, literals, folded values, prelude values
   std::vector<Ref> refs_;        // per value
   std::vector<bool> folded_;     // per value: computed once at bind time
-  std::vector<Op> prelude_;      // what the validation witnesses need; runs first
+  std::vector<Op> prelude_;      // what the validation witnesses need: the body's first ops
   std::vector<Op> body_;
   struct SlotCopy {
     ir::Slot slot;
@@ -148,9 +148,9 @@ class CudaExecutor final : public Executor {
   };
   std::vector<SlotCopy> slot_copies_;
   Buffer slot_staging_;  // pinned: the step's slot values, which its first copies read
-  // The validations as the host evaluates them (exec/step_checks.h): with them, the slot
-  // copies, the prelude and the body are one graph a step and nothing waits before it.
-  // Empty when the prelude reads what the host does not hold (the device runs it first).
+  // The validations as the host evaluates them before a step launches (exec/step_checks.h);
+  // empty when the prelude reads what the host does not hold or more than it should, and
+  // the step's graph checks the witnesses itself (check_witness).
   std::optional<ir::Graph> host_checks_;
   std::vector<ChainTask> chain_host_;  // every chain's tasks, in order, and their device copy
   Buffer chain_tasks_;
@@ -162,7 +162,6 @@ class CudaExecutor final : public Executor {
   Buffer ids_device_, ids_host_;  // run_argmax's or run_sample's ids on the device, and their pinned copy
   Buffer fault_host_;  // the step's fault record, copied back with its outputs (one wait a step, not two)
   Buffer draws_device_, edits_device_;  // run_sample's draws and their logit edits
-  std::vector<std::vector<uint8_t>> witnesses_;        // host copies of the validation witnesses
   void* body_graph_ = nullptr;   // the body captured once (a cudaGraphExec_t), replayed per run
 };
 

@@ -43,6 +43,7 @@ enum class DeviceFault : int32_t {
   kScatterTwice,     // value: the slot
   kDivideByZero,
   kCastRange,
+  kValidation,       // eqn: the validation's index in the graph, value: the element
 };
 struct FaultRecord {
   int32_t code = 0;
@@ -111,6 +112,9 @@ inline constexpr int64_t kChainElements = 1024;  // the most elements of a task
 // wrote, as a programmatic dependent: a step's position and length arithmetic in one launch
 // instead of one launch an op.
 void pointwise_chain(const ChainTask* tasks, int n, const Launch& l);
+// A false element of witness (pred [n]) is the step's fault (kValidation, `validation` in
+// the record's eqn): the state writers after it write nothing.
+void check_witness(const void* witness, int64_t n, int validation, const Launch& l);
 
 // ---- data movement (layout.cu) ----
 // out[i] = src[base + sum_a idx_a(i) * w.stride[0][a]] for every element of w's shape,

@@ -244,7 +244,7 @@ void CudaExecutor::fold_packs_into_groups() {
 // The chain task that runs `op` (a unary, binary or word cast of at most kChainElements
 // elements, as unary(), binary() and cast() would), or false.
 bool CudaExecutor::chain_task(const Op& op, ChainTask& t) const {
-  if (op.grouped > 0 || op.pack.tasks > 0 || op.decode_kernel || op.tiles || op.chain > 0) return false;
+  if (op.grouped > 0 || op.pack.tasks > 0 || op.decode_kernel || op.tiles || op.chain > 0 || op.validation >= 0) return false;
   if (op.out.numel < 1 || op.out.numel > kChainElements || op.in.empty()) return false;
   const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
   const DType dt = op.in[0].type.dtype;

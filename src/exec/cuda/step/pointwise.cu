@@ -213,7 +213,17 @@ __global__ void rope_kernel(RopeTask t) {
   }
 }
 
+__global__ void witness_kernel(const uint8_t* w, int64_t n, int validation, FaultRecord* fault) {
+  KVF_GRID_LOOP(i, n) {
+    if (w[i] == 0) raise_fault(fault, DeviceFault::kValidation, validation, i);
+  }
+}
+
 }  // namespace
+
+void check_witness(const void* witness, int64_t n, int validation, const Launch& l) {
+  witness_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(static_cast<const uint8_t*>(witness), n, validation, l.fault);
+}
 
 void unary(UnaryOp op, DType dt, const void* x, void* out, int64_t n, const Launch& l) {
   if (dt == DType::kI32) {
