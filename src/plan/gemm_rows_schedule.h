@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 namespace kvf::plan {
@@ -61,17 +62,51 @@ inline constexpr int64_t kGemmStreamChunk = 64;
 inline constexpr int64_t kGemmStreamMinSplitChunks = 4;
 inline constexpr int64_t kGemmStreamMaxSplits = 8;
 
-// `tiles`: the group's column tiles; `blocks_per_sm`: how many of the kernel's blocks an SM
-// holds at once. Splits k until every resident slot has a block, no split shorter than
-// kGemmStreamMinSplitChunks chunks and no more than kGemmStreamMaxSplits splits.
-inline GemmRowsSchedule gemm_stream_schedule(int64_t tiles, int64_t k, int sms, int blocks_per_sm) {
+// A tile's splits run as one cluster, and clusters are placed whole: how many of the kernel's
+// blocks the device holds at once depends on the cluster size. resident[s]: the blocks in
+// clusters of s that fit at once (0: clusters of s do not launch).
+using ClusterResidency = std::array<int64_t, kGemmStreamMaxSplits + 1>;
+
+// The same count where clusters pack without loss: `blocks_per_sm` on each of `sms`.
+inline ClusterResidency uniform_residency(int sms, int blocks_per_sm) {
+  ClusterResidency r{};
+  const int64_t slots = static_cast<int64_t>(std::max(sms, 0)) * std::max(blocks_per_sm, 0);
+  for (int64_t s = 1; s <= kGemmStreamMaxSplits; ++s) r[s] = slots / s * s;
+  return r;
+}
+
+// Weight rows a tile of a group without a glu, in 64-row halves (one wgmma m64 each): two,
+// unless their tiles split as far as a cluster goes would still leave resident blocks idle
+// (o and down of TinyLlama at 2,048 rows: 16 tiles, 128 blocks for 264 places), then one,
+// which doubles the blocks.
+inline int gemm_stream_halves(int64_t tiles_of_two, const ClusterResidency& resident_two) {
+  return tiles_of_two * kGemmStreamMaxSplits < resident_two[kGemmStreamMaxSplits] ? 1 : 2;
+}
+
+// What a block spends besides its own chunks, counted in chunks: the ring's first loads
+// arrive before its first product, and the cluster's sums and stores come after the last.
+// Fitted to the 64-row sweep of splits on an H100 (docs/benchmarks.md).
+inline constexpr int64_t kGemmStreamRampChunks = 4;
+
+// The splits of k that finish the group first: a block takes its split's chunks plus the
+// ramp, and the blocks beyond those resident at once run in further waves. A wave short of
+// the device is still one wave, so the splits fill the resident blocks when they can; one
+// more split than fits costs a whole second wave (88 tiles of gate and up at 2,048: 3
+// splits would be 264 blocks, but clusters of 3 hold 237 on an H100, so 2). No split
+// under kGemmStreamMinSplitChunks chunks, none past kGemmStreamMaxSplits, none where the
+// tiles alone fill the device (splits are there to fill it); ties go to fewer.
+inline GemmRowsSchedule gemm_stream_schedule(int64_t tiles, int64_t k, const ClusterResidency& resident) {
   GemmRowsSchedule s;
-  s.tiles = tiles;
+  s.tiles = std::max<int64_t>(tiles, 1);
   const int64_t chunks = (k + kGemmStreamChunk - 1) / kGemmStreamChunk;
-  const int64_t slots = static_cast<int64_t>(std::max(sms, 1)) * std::max(blocks_per_sm, 1);
-  const int64_t want = (slots + std::max<int64_t>(tiles, 1) - 1) / std::max<int64_t>(tiles, 1);
-  const int64_t most = std::min(kGemmStreamMaxSplits, std::max<int64_t>(1, chunks / kGemmStreamMinSplitChunks));
-  s.splits = static_cast<int>(std::clamp<int64_t>(want, 1, most));
+  const int64_t most = s.tiles >= resident[1] ? 1 : std::min(kGemmStreamMaxSplits, std::max<int64_t>(1, chunks / kGemmStreamMinSplitChunks));
+  int64_t best = -1;
+  for (int64_t splits = 1; splits <= most; ++splits) {
+    if (resident[splits] < splits) continue;
+    const int64_t waves = (s.tiles * splits + resident[splits] - 1) / resident[splits];
+    const int64_t cost = waves * ((chunks + splits - 1) / splits + kGemmStreamRampChunks);
+    if (best < 0 || cost < best) best = cost, s.splits = static_cast<int>(splits);
+  }
   return s;
 }
 

@@ -2,7 +2,8 @@
 // rows on Hopper, gemm_stream_sm90a.cu) where gemv_test's epilogue sweep does not reach: a
 // group wide enough that no tile splits its k (the schedule says so on this device), bf16
 // weights, the split tiles' sums the same bits on every launch (the tile counters go back to
-// zero), each x-row tile width of the streaming kernel, and the shapes each declines.
+// zero), each x-row tile width and both tile heights of the streaming kernel, and the shapes
+// each declines.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -109,10 +110,10 @@ TEST(GemmRows, DeclinesWhatItDoesNotRun) {
   EXPECT_FALSE(gemm_rows_fits(8, 264, DType::kF16, g));   // k not whole slices of 32
 }
 
-// The streaming kernel's split count, as gemm_stream_sm90a.cu schedules it (two blocks an
-// SM with 64-row x tiles, more with narrower ones: at least 2).
+// The streaming kernel's split count where clusters pack without loss at two blocks an SM
+// (64-row x tiles; more with narrower ones).
 int stream_splits(int64_t tiles, int64_t k) {
-  return plan::gemm_stream_schedule(tiles, k, exec::cuda::detail::sm_count(), 2).splits;
+  return plan::gemm_stream_schedule(tiles, k, plan::uniform_residency(exec::cuda::detail::sm_count(), 2)).splits;
 }
 
 TEST(GemmStream, RunsOnHopperOnly) {
@@ -148,6 +149,19 @@ TEST(GemmStream, SplitTilesGiveTheSameBitsEveryLaunch) {
   const int64_t m = 64, n = 300, k = 4096;
   ASSERT_GT(stream_splits((n + 127) / 128, k), 1);
   EXPECT_LE(rel(run(DType::kF16, m, n, k, 3, Kernel::kStream)), 1e-5);
+}
+
+TEST(GemmStream, TilesOfBothHeightsMatchTheReference) {
+  KVF_NEED_GPU();
+  ASSERT_TRUE(exec::cuda::detail::is_sm90());
+  const plan::ClusterResidency two_halves = plan::uniform_residency(exec::cuda::detail::sm_count(), 2);
+  // 200 rows: 2 tiles of 128 rows cannot fill the device, so 64-row tiles (one half).
+  ASSERT_EQ(plan::gemm_stream_halves(2, two_halves), 1);
+  EXPECT_LE(rel(run(DType::kF16, 64, 200, 1024, 2, Kernel::kStream)), 1e-5);
+  // 4,300 rows: 34 tiles of 128 rows split 8 ways would fill it, so two halves, each tile split.
+  ASSERT_EQ(plan::gemm_stream_halves(34, two_halves), 2);
+  ASSERT_GT(stream_splits(34, 1024), 1);
+  EXPECT_LE(rel(run(DType::kBF16, 64, 4300, 1024, 2, Kernel::kStream)), 1e-5);
 }
 
 TEST(GemmStream, DeclinesWhatItDoesNotRun) {

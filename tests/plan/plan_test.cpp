@@ -398,15 +398,30 @@ TEST(GemmStreamSchedule, RowsPastTheEveryGroupBoundStreamOnlyGroupsOfSeveralPart
   EXPECT_FALSE(gemm_stream_chosen(kGemmStreamMax + 1, 3));
 }
 
-TEST(GemmStreamSchedule, SplitsFillTheSlotsWithinOneCluster) {
-  // 16 tiles on 132 SMs of 2 slots: 17 splits wanted, one cluster holds 8.
-  EXPECT_EQ(gemm_stream_schedule(16, 5632, 132, 2).splits, kGemmStreamMaxSplits);
-  // 88 tiles: 3 splits fill 264 slots.
-  EXPECT_EQ(gemm_stream_schedule(88, 2048, 132, 2).splits, 3);
+TEST(GemmStreamSchedule, SplitsFillTheResidentBlocksWithinOneCluster) {
+  const ClusterResidency h100 = uniform_residency(132, 2);  // 264 blocks in clusters of 1, 2, 3, 4, 6 or 8
+  EXPECT_EQ(h100[3], 264);
+  EXPECT_EQ(h100[5], 260);
+  // 16 tiles: every split up to a cluster's 8 fits in one wave, and 8 are the shortest.
+  EXPECT_EQ(gemm_stream_schedule(16, 5632, h100).splits, kGemmStreamMaxSplits);
+  // 88 tiles: 3 splits are 264 blocks, one wave of 11 chunks.
+  EXPECT_EQ(gemm_stream_schedule(88, 2048, h100).splits, 3);
   // A short k: no split under kGemmStreamMinSplitChunks chunks (4 chunks of 64: one split).
-  EXPECT_EQ(gemm_stream_schedule(16, 256, 132, 2).splits, 1);
-  // Tiles enough for every slot: unsplit.
-  EXPECT_EQ(gemm_stream_schedule(400, 4096, 132, 2).splits, 1);
+  EXPECT_EQ(gemm_stream_schedule(16, 256, h100).splits, 1);
+  // Tiles past the resident blocks: each split would add waves, not shorten them.
+  EXPECT_EQ(gemm_stream_schedule(400, 4096, h100).splits, 1);
+}
+
+TEST(GemmStreamSchedule, ASplitThatSpillsIntoASecondWaveIsNotTaken) {
+  // As an H100 places the 64-row kernel: clusters of 3 hold 79 x 3 = 237 blocks, not 264.
+  ClusterResidency placed = uniform_residency(132, 2);
+  placed[3] = 237;
+  // 88 tiles in 3 splits would leave 27 blocks for a second wave: 2 splits, one wave of 16 chunks.
+  EXPECT_EQ(gemm_stream_schedule(88, 2048, placed).splits, 2);
+  // Clusters the device cannot place are never chosen.
+  ClusterResidency small_clusters = uniform_residency(132, 2);
+  for (int s = 3; s <= kGemmStreamMaxSplits; ++s) small_clusters[s] = 0;
+  EXPECT_EQ(gemm_stream_schedule(16, 5632, small_clusters).splits, 2);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ struct Element {
 // Element e of a thread's accumulator vector j (gemm_stream.cuh's layout): weight row
 // 16 warp + lane / 4 (+ 8 for e >= 2) of its 64-row half, x row 8 j + 2 (lane % 4) + e % 2.
 // The unit's elements: with a glu the gate's rows (each with its up row), else both halves'.
-template <bool GLU, int N>
+template <bool GLU, int H, int N>
 __device__ inline void unit_elements(const Args& a, int part, int row0, int j, int t, Element (&at)[N]) {
   const int warp = t / 32, lane = t % 32;
   const int64_t n = a.g.part[part].n;
@@ -40,21 +40,21 @@ __device__ inline void unit_elements(const Args& a, int part, int row0, int j, i
   for (int e = 0; e < 4; ++e) {
     const int64_t r = row0 + 16 * warp + lane / 4 + (e >= 2 ? 8 : 0), xr = 8 * j + 2 * (lane % 4) + e % 2;
     at[e] = Element{r, xr, r < n && xr < a.m};
-    if constexpr (!GLU) at[4 + e] = Element{r + kHalfRows, xr, r + kHalfRows < n && xr < a.m};
+    if constexpr (!GLU && H == 2) at[4 + e] = Element{r + kHalfRows, xr, r + kHalfRows < n && xr < a.m};
   }
 }
 
 // The splits of a tile are one cluster: each block leaves its accumulators d in its own
 // shared memory (`ring`, drained), and each then sums a share of the tile's columns across
 // the cluster's blocks in split order (the same bits every launch) and stores them.
-template <int kAcc, bool GLU>
-__device__ __forceinline__ void sum_and_store(const Args& a, const float (&d)[2][kAcc], unsigned char* ring, int part, int row0,
+template <int kAcc, int H, bool GLU>
+__device__ __forceinline__ void sum_and_store(const Args& a, const float (&d)[H][kAcc], unsigned char* ring, int part, int row0,
                                               int split) {
   // Accumulators as float4 [vector][thread]; vector h * kAcc / 4 + j holds d[h][4 j .. 4 j + 3].
   constexpr int kJs = kAcc / 4;
   float4* own = reinterpret_cast<float4*>(ring);
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int h = 0; h < H; ++h)
 #pragma unroll
     for (int j = 0; j < kJs; ++j)
       own[(h * kJs + j) * kThreads + threadIdx.x] = make_float4(d[h][4 * j], d[h][4 * j + 1], d[h][4 * j + 2], d[h][4 * j + 3]);
@@ -70,31 +70,35 @@ __device__ __forceinline__ void sum_and_store(const Args& a, const float (&d)[2]
     const int j = u / kThreads, t = u % kThreads;
     // Every bias and residual is loaded before the first store (a store may alias a later
     // load: the residual is updated in place), and before the sums, which they overlap.
-    constexpr int kN = GLU ? 4 : 8;  // a glu stores a gate row and its up row as one element
+    constexpr int kN = GLU ? 4 : 4 * H;  // a glu stores a gate row and its up row as one element
     Element at[kN];
-    unit_elements<GLU>(a, part, row0, j, t, at);
+    unit_elements<GLU, H>(a, part, row0, j, t, at);
     gemv16_detail::ColumnAdds adds[kN];
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       if (at[i].live) adds[i] = gemv16_detail::column_adds<GLU>(a.g, a.g.part[part], at[i].row, static_cast<int>(at[i].xr));
     }
-    float4 v[kMaxSplits][2];
+    float4 v[kMaxSplits][H];
 #pragma unroll
     for (int r = 0; r < kMaxSplits; ++r) {
       if (r < a.splits) {
-        v[r][0] = peer[r][j * kThreads + t];
-        v[r][1] = peer[r][(kJs + j) * kThreads + t];
+#pragma unroll
+        for (int h = 0; h < H; ++h) v[r][h] = peer[r][(h * kJs + j) * kThreads + t];
       }
     }
-    float4 sum[2] = {v[0][0], v[0][1]};
+    float4 sum[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h) sum[h] = v[0][h];
 #pragma unroll
     for (int r = 1; r < kMaxSplits; ++r) {
       if (r < a.splits) {
-        for (int h = 0; h < 2; ++h) sum[h].x += v[r][h].x, sum[h].y += v[r][h].y, sum[h].z += v[r][h].z, sum[h].w += v[r][h].w;
+#pragma unroll
+        for (int h = 0; h < H; ++h) sum[h].x += v[r][h].x, sum[h].y += v[r][h].y, sum[h].z += v[r][h].z, sum[h].w += v[r][h].w;
       }
     }
-    // Gate (or first half) in sum[0], up (or second half) in sum[1].
-    const float lo[4] = {sum[0].x, sum[0].y, sum[0].z, sum[0].w}, hi[4] = {sum[1].x, sum[1].y, sum[1].z, sum[1].w};
+    // Gate (or first half) in sum[0], up (or second half) in sum[H - 1].
+    const float lo[4] = {sum[0].x, sum[0].y, sum[0].z, sum[0].w};
+    const float hi[4] = {sum[H - 1].x, sum[H - 1].y, sum[H - 1].z, sum[H - 1].w};
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
       if (!at[i].live) continue;
@@ -106,12 +110,13 @@ __device__ __forceinline__ void sum_and_store(const Args& a, const float (&d)[2]
   cluster.sync();
 }
 
-template <int BN, int S, bool F16, bool GLU>
+template <int BN, int S, int H, bool F16, bool GLU>
 __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_constant__ Maps maps, const Args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Sh = Shape<BN, S>;
+  static_assert(!GLU || H == 2, "a glu's tile is its gate half and its up half");
+  using Sh = Shape<BN, S, H>;
   constexpr int kAcc = BN / 2;  // accumulators a thread holds per 64-row half
-  static_assert(2 * kAcc * kThreads * 4 <= S * Sh::kStageBytes, "the accumulators fit the drained ring");
+  static_assert(H * kAcc * kThreads * 4 <= S * Sh::kStageBytes, "the accumulators fit the drained ring");
   extern __shared__ unsigned char smem[];
   const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + 1023u) & ~1023u;
   const uint32_t bars = base + S * Sh::kStageBytes;
@@ -122,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
   int tile = static_cast<int>(blockIdx.x), part = 0;
   while (part + 1 < kMaxParts && tile >= a.part_tiles[part]) tile -= a.part_tiles[part++];
   const int split = static_cast<int>(blockIdx.y);
-  const int row0 = tile * (GLU ? kHalfRows : kTileRows);  // the tile's first row of its part
+  const int row0 = tile * (GLU ? kHalfRows : H * kHalfRows);  // the tile's first row of its part
   const CUtensorMap* half_map[2] = {&maps.w[part], GLU ? &maps.w[1] : &maps.w[part]};
   const int half_row[2] = {row0, GLU ? row0 : row0 + kHalfRows};
   const int c_begin = a.chunks * split / a.splits, chunks = a.chunks * (split + 1) / a.splits - c_begin;
@@ -135,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
   auto load_w = [&](int c) {
     const int st = c % S;
     tma::mbar_arrive_expect_tx(bar(st), Sh::kStageBytes);
-    for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < H; ++h)
       tma::load_2d(w_slot(st) + h * kHalfBytes, half_map[h], kChunk * (c_begin + c), half_row[h], bar(st));
   };
   auto load_x = [&](int c) { tma::load_2d(x_slot(c % S), &maps.x, kChunk * (c_begin + c), 0, bar(c % S)); };
@@ -148,9 +153,9 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
     for (int c = 0; c < S - 1 && c < chunks; ++c) load_x(c);
   }
 
-  float d[2][kAcc];
+  float d[H][kAcc];
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int h = 0; h < H; ++h)
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) d[h][i] = 0.0f;
   for (int c = 0; c < chunks; ++c) {
@@ -167,17 +172,17 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
     for (int kk = 0; kk < kChunk / 16; ++kk) {
       const uint64_t dx = wgmma::desc(x_slot(st) + kk * 32, 16, 1024);
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < H; ++h)
         wgmma::mma_ss<F16, BN>(d[h], wgmma::desc(w_slot(st) + h * kHalfBytes + kk * 32, 16, 1024), dx);
     }
     wgmma::commit();
     wgmma::wait<0>();
-    wgmma::fence_operands(d[0]);
-    wgmma::fence_operands(d[1]);
+#pragma unroll
+    for (int h = 0; h < H; ++h) wgmma::fence_operands(d[h]);
     __syncthreads();
   }
 
-  sum_and_store<kAcc, GLU>(a, d, smem + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem))), part, row0, split);
+  sum_and_store<kAcc, H, GLU>(a, d, smem + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem))), part, row0, split);
 #else
   __trap();  // built for sm_90a only; the host checks the device before launching
 #endif
@@ -185,23 +190,48 @@ __global__ void __launch_bounds__(kThreads) gemm_stream_kernel(const __grid_cons
 
 int64_t aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The ring's depth: 4 stages of up to 24 KB, two blocks an SM at 64 rows of x.
+// The ring's depth: 4 stages of up to 24 KB, two blocks an SM at 64 rows of x and two halves.
 constexpr int kStages = 4;
 
-template <int BN>
-plan::GemmRowsSchedule schedule(int64_t k, const LinearGroup& g) {
-  int part_tiles[kMaxParts];
-  const int tiles = tiles_of(g, part_tiles);
-  return plan::gemm_stream_schedule(tiles, k, detail::sm_count(), Shape<BN, kStages>::kBlocksPerSm);
+// The kernel's shared memory above 48 KB, asked for once; false where the device refuses it.
+template <int BN, int H, bool F16, bool GLU>
+bool opt_in() {
+  static const bool opted_in = cudaFuncSetAttribute(gemm_stream_kernel<BN, kStages, H, F16, GLU>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    Shape<BN, kStages, H>::kSmemBytes) == cudaSuccess;
+  return opted_in;
 }
 
-plan::GemmRowsSchedule schedule_for(int64_t m, int64_t k, const LinearGroup& g) {
-  switch (x_tile(m)) {
-    case 8: return schedule<8>(k, g);
-    case 16: return schedule<16>(k, g);
-    case 32: return schedule<32>(k, g);
-    default: return schedule<64>(k, g);
-  }
+// How many of the kernel's blocks the device holds at once in clusters of each size (asked of
+// the driver once: clusters are placed whole, within one GPC, so the count is not a multiple
+// of the SMs).
+template <int BN, int H, bool F16, bool GLU>
+const plan::ClusterResidency& residency() {
+  static const plan::ClusterResidency r = [] {
+    plan::ClusterResidency out{};
+    if (!opt_in<BN, H, F16, GLU>()) return out;
+    for (int s = 1; s <= kMaxSplits; ++s) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(1, static_cast<unsigned>(s), 1);
+      cfg.blockDim = dim3(kThreads);
+      cfg.dynamicSmemBytes = Shape<BN, kStages, H>::kSmemBytes;
+      cudaLaunchAttribute cluster;
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = 1;
+      cluster.val.clusterDim.y = static_cast<unsigned>(s);
+      cluster.val.clusterDim.z = 1;
+      cfg.attrs = &cluster;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, gemm_stream_kernel<BN, kStages, H, F16, GLU>, &cfg) == cudaSuccess) {
+        out[s] = static_cast<int64_t>(clusters) * s;
+      } else {
+        cudaGetLastError();  // a size the device cannot place: left at 0
+      }
+    }
+    return out;
+  }();
+  return r;
 }
 
 // A map of a [rows, k] 16-bit matrix in boxes of 64 elements x box_rows rows.
@@ -212,22 +242,33 @@ bool encode(CUtensorMap* map, const void* base, int64_t rows, int64_t k, int box
   return detail::encode_tensor_map(map, base, 2, dims, strides, box, f16);
 }
 
-template <int BN, bool F16, bool GLU>
-bool launch(const Maps& maps, const Args& a, int tiles, cudaStream_t s) {
-  using Sh = Shape<BN, kStages>;
-  auto* kernel = gemm_stream_kernel<BN, kStages, F16, GLU>;
-  static const bool opted_in =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Sh::kSmemBytes) == cudaSuccess;
-  if (!opted_in) return false;
+// splits: 0 for the schedule's.
+template <int BN, int H, bool F16, bool GLU>
+bool launch(const Maps& maps, Args a, int splits, cudaStream_t s) {
+  using Sh = Shape<BN, kStages, H>;
+  auto* kernel = gemm_stream_kernel<BN, kStages, H, F16, GLU>;
+  if (!opt_in<BN, H, F16, GLU>()) return false;
+  const int tiles = tiles_of(a.g, H, a.part_tiles);
+  a.splits = splits > 0 ? splits : plan::gemm_stream_schedule(tiles, a.k, residency<BN, H, F16, GLU>()).splits;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.splits));
   return launch_clustered(kernel, grid, dim3(1, static_cast<unsigned>(a.splits), 1), dim3(kThreads), Sh::kSmemBytes, s,
                           true, maps, a) == cudaSuccess;
 }
 
+// A glu's tiles are its gate and up halves; a group without one takes two halves a tile where
+// those tiles fill the device, else one (plan::gemm_stream_halves).
+template <int BN, bool F16>
+bool launch_group(const Maps& maps, const Args& a, int splits, cudaStream_t s) {
+  if (a.g.glu) return launch<BN, 2, F16, true>(maps, a, splits, s);
+  int part_tiles[kMaxParts];
+  const int tiles = tiles_of(a.g, 2, part_tiles);
+  if (plan::gemm_stream_halves(tiles, residency<BN, 2, F16, false>()) == 2) return launch<BN, 2, F16, false>(maps, a, splits, s);
+  return launch<BN, 1, F16, false>(maps, a, splits, s);
+}
+
 template <int BN>
-bool launch_bn(const Maps& maps, const Args& a, int tiles, bool f16, cudaStream_t s) {
-  if (f16) return a.g.glu ? launch<BN, true, true>(maps, a, tiles, s) : launch<BN, true, false>(maps, a, tiles, s);
-  return a.g.glu ? launch<BN, false, true>(maps, a, tiles, s) : launch<BN, false, false>(maps, a, tiles, s);
+bool launch_bn(const Maps& maps, const Args& a, int splits, bool f16, cudaStream_t s) {
+  return f16 ? launch_group<BN, true>(maps, a, splits, s) : launch_group<BN, false>(maps, a, splits, s);
 }
 
 }  // namespace
@@ -269,14 +310,12 @@ bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGro
   a.m = m;
   a.k = k;
   a.chunks = chunks;
-  const int tiles = tiles_of(g, a.part_tiles);
-  a.splits = splits > 0 ? splits : schedule_for(m, k, g).splits;
   a.g = g;
   switch (bn) {
-    case 8: return launch_bn<8>(maps, a, tiles, f16, stream_of(l));
-    case 16: return launch_bn<16>(maps, a, tiles, f16, stream_of(l));
-    case 32: return launch_bn<32>(maps, a, tiles, f16, stream_of(l));
-    default: return launch_bn<64>(maps, a, tiles, f16, stream_of(l));
+    case 8: return launch_bn<8>(maps, a, splits, f16, stream_of(l));
+    case 16: return launch_bn<16>(maps, a, splits, f16, stream_of(l));
+    case 32: return launch_bn<32>(maps, a, splits, f16, stream_of(l));
+    default: return launch_bn<64>(maps, a, splits, f16, stream_of(l));
   }
 }
 
