@@ -241,11 +241,12 @@ Result<Driver::StepInput> Driver::step_input(const std::vector<RowRequest>& rows
     Status s = q.table.fill_read_row(row(read), row(key_pos));
     if (!s) return s.take_error();
   }
-  exec::SlotValues slots{{ir::Slot::kToken, ids},
-                         {ir::Slot::kPos, pos},
-                         {ir::Slot::kWriteMap, write},
-                         {ir::Slot::kSlotMap, read},
-                         {ir::Slot::kKeyPos, key_pos}};
+  exec::SlotValues slots;  // moved in: a 64-row step's maps are 64 KB each
+  slots[ir::Slot::kToken] = std::move(ids);
+  slots[ir::Slot::kPos] = std::move(pos);
+  slots[ir::Slot::kWriteMap] = std::move(write);
+  slots[ir::Slot::kSlotMap] = std::move(read);
+  slots[ir::Slot::kKeyPos] = std::move(key_pos);
   if (has_lora()) slots[ir::Slot::kAdapter] = std::move(adapter);
   return StepInput{step_spec(t, cap, padded_rows), std::move(slots)};
 }

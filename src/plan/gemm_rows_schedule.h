@@ -99,7 +99,8 @@ inline GemmRowsSchedule gemm_stream_schedule(int64_t tiles, int64_t k, const Clu
   GemmRowsSchedule s;
   s.tiles = std::max<int64_t>(tiles, 1);
   const int64_t chunks = (k + kGemmStreamChunk - 1) / kGemmStreamChunk;
-  const int64_t most = s.tiles >= resident[1] ? 1 : std::min(kGemmStreamMaxSplits, std::max<int64_t>(1, chunks / kGemmStreamMinSplitChunks));
+  const int64_t by_k = std::min(kGemmStreamMaxSplits, std::max<int64_t>(1, chunks / kGemmStreamMinSplitChunks));
+  const int64_t most = s.tiles >= resident[1] ? 1 : by_k;
   int64_t best = -1;
   for (int64_t splits = 1; splits <= most; ++splits) {
     if (resident[splits] < splits) continue;
