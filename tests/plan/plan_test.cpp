@@ -412,6 +412,18 @@ TEST(GemmStreamSchedule, SplitsFillTheResidentBlocksWithinOneCluster) {
   EXPECT_EQ(gemm_stream_schedule(400, 4096, h100).splits, 1);
 }
 
+TEST(GemmStreamSchedule, ATileIsOneHalfWhereTwoHalvesWouldLeavePlacesEmpty) {
+  const ClusterResidency h100 = uniform_residency(132, 2);  // 264 blocks in clusters of 8
+  // o and down of a 2,048-wide model: 16 two-half tiles split 8 ways are 128 blocks.
+  EXPECT_EQ(gemm_stream_halves(16, h100), 1);
+  EXPECT_EQ(gemm_stream_halves(32, h100), 1);  // 256 blocks: still 8 places empty
+  EXPECT_EQ(gemm_stream_halves(33, h100), 2);  // 264: full
+  // A device that cannot place clusters of 8 at all has no places to fill that way.
+  ClusterResidency no_eights = h100;
+  no_eights[kGemmStreamMaxSplits] = 0;
+  EXPECT_EQ(gemm_stream_halves(16, no_eights), 2);
+}
+
 TEST(GemmStreamSchedule, ASplitThatSpillsIntoASecondWaveIsNotTaken) {
   // As an H100 places the 64-row kernel: clusters of 3 hold 79 x 3 = 237 blocks, not 264.
   ClusterResidency placed = uniform_residency(132, 2);
