@@ -23,6 +23,10 @@ Status check_slots(const ir::Graph& g, const SlotValues& slots) {
   return {};
 }
 
+Error validation_failed(const ir::Graph& g, const ir::Validation& c, int64_t element) {
+  return Error(ErrorCode::kValidation, str_cat(g.name, ": ", c.what, " does not hold (element ", element, ")"));
+}
+
 std::vector<bool> validation_prelude(const ir::Graph& g) {
   std::vector<bool> needed(g.values.size(), false);
   for (const ir::Validation& c : g.validations) needed[static_cast<size_t>(c.witness)] = true;
@@ -87,7 +91,7 @@ Status check_on_host(const ir::Graph& g, const ir::Graph& checks, const SlotValu
   for (size_t k = 0; k < g.validations.size(); ++k) {
     const std::vector<double>& w = out->at(std::to_string(k)).data;
     for (size_t i = 0; i < w.size(); ++i) {
-      if (w[i] == 0) return Error(ErrorCode::kValidation, str_cat(g.name, ": ", g.validations[k].what, " does not hold (element ", i, ")"));
+      if (w[i] == 0) return validation_failed(g, g.validations[k], static_cast<int64_t>(i));
     }
   }
   return {};

@@ -16,6 +16,10 @@ namespace kvf::exec {
 // Every slot g declares is bound, has g's element count, and passes ir::check_slot.
 Status check_slots(const ir::Graph& g, const SlotValues& slots);
 
+// A step refused by validation c of g: element `element` of its witness is false. Every
+// executor words it so, whether the host or the device found it.
+Error validation_failed(const ir::Graph& g, const ir::Validation& c, int64_t element);
+
 // Per eqn: whether a validation's witness depends on it.
 std::vector<bool> validation_prelude(const ir::Graph& g);
 

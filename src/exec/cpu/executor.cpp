@@ -337,9 +337,7 @@ Status CpuExecutor::run(const SlotValues& slots) {
   for (const ir::Validation& c : plan_.graph.validations) {
     const Ref& w = refs_[static_cast<size_t>(c.witness)];
     for (int64_t i = 0; i < w.numel; ++i) {
-      if (!w.pred()[i]) {
-        return Error(ErrorCode::kValidation, str_cat(plan_.graph.name, ": ", c.what, " does not hold (element ", i, ")"));
-      }
+      if (!w.pred()[i]) return validation_failed(plan_.graph, c, i);
     }
   }
   for (const Op& op : body_) {

@@ -44,17 +44,12 @@ std::string fault_text(const FaultRecord& f) {
     case DeviceFault::kScatterTwice: return str_cat("scatter_update: slot ", f.value, " is written twice");
     case DeviceFault::kDivideByZero: return "div: integer division by zero";
     case DeviceFault::kCastRange: return "cast: a value does not fit i32";
-    case DeviceFault::kValidation: return str_cat("validation ", f.eqn, " does not hold (element ", f.value, ")");
     default: return str_cat("fault ", f.code);
   }
 }
 
 ErrorCode fault_code(const FaultRecord& f) {
-  switch (static_cast<DeviceFault>(f.code)) {
-    case DeviceFault::kUpdateOverflow: return ErrorCode::kCapacity;
-    case DeviceFault::kValidation: return ErrorCode::kValidation;
-    default: return ErrorCode::kInvalidInput;
-  }
+  return static_cast<DeviceFault>(f.code) == DeviceFault::kUpdateOverflow ? ErrorCode::kCapacity : ErrorCode::kInvalidInput;
 }
 
 }  // namespace
@@ -766,8 +761,9 @@ Status CudaExecutor::read_faults() {
   std::memcpy(&f, fault_host_.data(), sizeof f);
   if (f.code == 0) return {};
   const ir::Graph& g = plan_.graph;
-  if (static_cast<DeviceFault>(f.code) == DeviceFault::kValidation && f.eqn >= 0 && static_cast<size_t>(f.eqn) < g.validations.size()) {
-    return Error(ErrorCode::kValidation, str_cat(g.name, ": ", g.validations[static_cast<size_t>(f.eqn)].what, " does not hold (element ", f.value, ")"));
+  // check_witness records the validation's index (one bind_ops gave it) in place of an eqn.
+  if (static_cast<DeviceFault>(f.code) == DeviceFault::kValidation) {
+    return validation_failed(g, g.validations[static_cast<size_t>(f.eqn)], f.value);
   }
   return Error(fault_code(f), fault_text(f)).context(g.name, " eqn ", f.eqn);
 }
