@@ -309,8 +309,13 @@ Status CudaExecutor::bind_ops() {
   fold_packs_into_groups();
   host_checks_ = host_validations(g, kHostCheckElements);
   if (!host_checks_) {  // the graph checks each witness after the prelude, before any state is written
+    // Once a witness: every layer's attention guards the same lengths, one value after cse,
+    // and the first validation over a witness is the one a false element names on the host.
+    std::vector<bool> checked(g.values.size(), false);
     for (size_t k = 0; k < g.validations.size(); ++k) {
       const ir::ValueId w = g.validations[k].witness;
+      if (checked[static_cast<size_t>(w)]) continue;
+      checked[static_cast<size_t>(w)] = true;
       Op check{std::max(0, g.value(w).producer), {refs_[static_cast<size_t>(w)]}, {}};
       check.validation = static_cast<int>(k);
       prelude_.push_back(std::move(check));
