@@ -1,6 +1,7 @@
 // HostTensor: owning and borrowed host views, reshape/permute views, f32 widening.
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -36,6 +37,20 @@ Shape contiguous_strides(const Shape& shape) {
     s *= shape[i];
   }
   return strides;
+}
+
+void broadcast_strides(const Shape& operand, const Shape& out, int64_t* strides) {
+  const size_t rank = out.size(), lead = rank - std::min(rank, operand.size());
+  int64_t s = 1;
+  for (size_t a = rank; a-- > 0;) {
+    if (a < lead) {
+      strides[a] = 0;
+      continue;
+    }
+    const int64_t d = operand[a - lead];
+    strides[a] = d == 1 && out[a] != 1 ? 0 : s;
+    s *= d;
+  }
 }
 
 int64_t HostTensor::nbytes() const { return numel_ / block_elems(dtype_) * block_bytes(dtype_); }

@@ -20,6 +20,11 @@ std::string shape_str(const Shape& shape);  // "[2,3,4]"
 // Element count; refuses negative dims and products past 2^62.
 Result<int64_t> checked_numel(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);  // row-major, in elements
+// The row-major strides (in elements) of `operand` read at every index of `out` under numpy
+// broadcasting (shapes aligned on the right; an axis the operand lacks, or has as 1 where
+// out does not, has stride 0), into strides[0 .. out.size()). No allocation: the kernels'
+// walks call it per launch.
+void broadcast_strides(const Shape& operand, const Shape& out, int64_t* strides);
 int64_t numel(const Shape& shape);  // element count of a shape already checked (a graph value's)
 
 class HostTensor {

@@ -44,6 +44,23 @@ TEST(Shape, ContiguousStrides) {
   EXPECT_EQ(contiguous_strides({}), (Shape{}));
 }
 
+// Strides of an operand read over a broadcast output: right-aligned, 0 on a missing or
+// size-1 axis that the output widens.
+Shape broadcast(const Shape& operand, const Shape& out) {
+  Shape st(out.size(), -1);
+  broadcast_strides(operand, out, st.data());
+  return st;
+}
+
+TEST(Shape, BroadcastStrides) {
+  EXPECT_EQ(broadcast({2, 3, 4}, {2, 3, 4}), (Shape{12, 4, 1}));  // the same shape: contiguous
+  EXPECT_EQ(broadcast({4}, {2, 3, 4}), (Shape{0, 0, 1}));         // missing leading axes
+  EXPECT_EQ(broadcast({3, 1}, {2, 3, 4}), (Shape{0, 1, 0}));      // a size-1 axis widened
+  EXPECT_EQ(broadcast({1, 1}, {1, 5}), (Shape{1, 0}));            // size 1 against size 1 keeps its stride
+  EXPECT_EQ(broadcast({}, {2, 2}), (Shape{0, 0}));                // a scalar
+  EXPECT_EQ(broadcast({}, {}), (Shape{}));
+}
+
 TEST(HostTensor, ZerosIsOwnedAndZeroed) {
   Result<HostTensor> t = HostTensor::zeros(DType::kF32, {2, 3});
   ASSERT_TRUE(t.ok());

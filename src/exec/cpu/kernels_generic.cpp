@@ -30,17 +30,7 @@ Walk make_walk(const Shape& out, std::initializer_list<const Shape*> ops) {
   Walk w;
   w.rank = std::max<int>(1, static_cast<int>(out.size()));
   for (int a = 0; a < w.rank; ++a) w.shape[a] = out.empty() ? 1 : out[static_cast<size_t>(a)];
-  for (const Shape* s : ops) {
-    const int r = static_cast<int>(s->size());
-    int64_t st = 1;
-    for (int a = w.rank - 1; a >= 0; --a) {
-      const int sa = a - (w.rank - r);
-      const int64_t d = sa >= 0 ? (*s)[static_cast<size_t>(sa)] : 1;
-      w.stride[w.nops][a] = (d == 1 && w.shape[a] != 1) || sa < 0 ? 0 : st;
-      if (sa >= 0) st *= d;
-    }
-    ++w.nops;
-  }
+  for (const Shape* s : ops) broadcast_strides(*s, out, w.stride[w.nops++]);
   for (int a = 0; a < w.rank - 1; ++a) w.rows *= w.shape[a];
   return w;
 }
