@@ -47,10 +47,8 @@ struct Shape {
   static constexpr int kXBytes = BN * kChunk * 2;
   static constexpr int kStageBytes = kWBytes + kXBytes;   // a multiple of 1024: every tile stays swizzle-aligned
   static constexpr int kSmemBytes = S * kStageBytes + 8 * S + 1024;  // + barriers, + alignment slack
-  // Blocks an SM holds (228 KB of shared memory, 1 KB of it reserved per block).
-  static constexpr int kBlocksPerSm = (228 * 1024) / (kSmemBytes + 1024);
   static_assert(kStageBytes % 1024 == 0);
-  static_assert(kBlocksPerSm >= 1);
+  static_assert(kSmemBytes + 1024 <= 228 * 1024, "one block fits an SM (228 KB, 1 KB reserved a block)");
 };
 
 // TMA maps of x [m, k] (boxes of 64 elements x BN rows) and of each part's weights [n, k]
