@@ -8,16 +8,21 @@
 // quantized ones to cuBLASLt; the reference then rounds x (after the norm) to the weights'
 // 16-bit type and widens quantized weights to f16, as those paths promise. The rest runs on
 // the gemv kernels. Column counts are not multiples of what a warp or a block
-// takes, and k runs past one pass of the loads, so the edges are exercised.
+// takes, and k runs past one pass of the loads, so the edges are exercised. Every kernel's
+// glu also stores its output rounded to 16 bits for the group behind (glu_out16), and the
+// kernels that multiply a rounded x read one handed to them (x16) in place of x.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "exec/cuda/step/kernels.h"
 #include "gpu/linear_testing.h"
+#include "plan/gemm_rows_schedule.h"
+#include "plan/linear_kernel.h"
 
 namespace kvf {
 namespace {
@@ -66,6 +71,7 @@ void check_group(DType dt, int64_t m, Epilogue epilogue, int64_t k, int64_t scal
 
   Dev xd(*device, x.data(), m * k * 4), nd(*device, norm_w.data(), k * 4), bd(*device, bias.data(), n0 * 4);
   Dev rd(*device, residual.data(), m * n0 * 4), sum(*device, nullptr, m * n0 * 4), gated(*device, nullptr, m * n0 * 4);
+  Dev gated16(*device, nullptr, m * n0 * 2);
   std::vector<testing::Weights> w;
   std::vector<std::unique_ptr<Dev>> wd, outs;
   LinearGroup g;
@@ -86,6 +92,8 @@ void check_group(DType dt, int64_t m, Epilogue epilogue, int64_t k, int64_t scal
   if (glu) {
     g.glu = true;
     g.glu_out = static_cast<float*>(gated.p);
+    g.glu_out16 = gated16.p;
+    g.glu_out16_bf16 = dt == DType::kBF16;
   }
   if (epilogue == Epilogue::kResidual) {
     g.residual = static_cast<const float*>(rd.p);
@@ -136,6 +144,12 @@ void check_group(DType dt, int64_t m, Epilogue epilogue, int64_t k, int64_t scal
   std::vector<double> got, ref;
   if (glu) {
     got = fetch(gated.p, m * n0);
+    std::vector<uint16_t> got16(static_cast<size_t>(m * n0));
+    ASSERT_TRUE(device->copy_to_host(got16.data(), gated16.p, m * n0 * 2).ok());
+    for (size_t i = 0; i < got16.size(); ++i) {
+      const auto v = static_cast<float>(got[i]);
+      ASSERT_EQ(got16[i], dt == DType::kBF16 ? testing::f32_to_bf16(v) : testing::f32_to_f16(v)) << "glu_out16 element " << i;
+    }
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t j = 0; j < n0; ++j) ref.push_back(silu(dot(0, r, j)) * dot(1, r, j));
     }
@@ -183,6 +197,71 @@ TEST(GemvWide, ManyColumnsAWarpMatchTheDoubleReference) {
         SCOPED_TRACE(str_cat(dtype_name(dt), " m ", m, " ", name(e)));
         check_group(dt, m, e, 1056, 150);
       }
+    }
+  }
+}
+
+// A group without a norm handed x already rounded (LinearGroup::x16) where the kernel it runs
+// on multiplies a rounded x (gemm_rows, gemm_stream, cuBLASLt): the same bits as from x
+// itself, though x now holds NaNs. One row goes to the one-row kernel and four to the
+// bulk-copy one, which read x as it is; so do q8_0 weights below cuBLASLt's rows. A group in
+// front hands x16 on where the kernel would round x in a launch of its own (hands_rounded_x):
+// not to the streaming kernel, which the Hopper takes for 9 rows of 16-bit weights.
+TEST(GemvHandedX16, KernelsOfARoundedXReadItInPlaceOfX) {
+  KVF_NEED_GPU();
+  const uint64_t seed = testing::test_seed();
+  SCOPED_TRACE(str_cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::unique_ptr<Device> device = testing::must(Device::open());
+  exec::cuda::step::Launch l{device->stream(), device->fault(), 0, device->tensor_cores()};
+  ASSERT_NE(l.tc.handle, nullptr);
+  const int64_t k = 1280, n = 300;
+  for (const DType dt : {DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    for (const int64_t m : {1, 4, 6, 9, 64, 130}) {
+      SCOPED_TRACE(str_cat(dtype_name(dt), " m ", m));
+      std::vector<float> x(static_cast<size_t>(m * k)), residual(static_cast<size_t>(m * n));
+      for (float& v : x) v = normal(rng);
+      for (float& v : residual) v = normal(rng);
+      std::vector<uint16_t> x16(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        x16[i] = dt == DType::kBF16 ? testing::f32_to_bf16(x[i]) : testing::f32_to_f16(x[i]);
+      }
+      const testing::Weights w = testing::random_weights(dt, n, k, rng);
+      Dev xd(*device, x.data(), m * k * 4), x16d(*device, x16.data(), m * k * 2), rd(*device, residual.data(), m * n * 4);
+      Dev wd(*device, w.bytes.data(), static_cast<int64_t>(w.bytes.size())), out(*device, nullptr, m * n * 4);
+      Dev sum(*device, nullptr, m * n * 4);
+      LinearGroup g;
+      g.part[0] = exec::cuda::step::LinearPart{wd.p, nullptr, n, static_cast<float*>(out.p)};
+      g.residual = static_cast<const float*>(rd.p);
+      g.residual_out = static_cast<float*>(sum.p);
+      exec::cuda::step::GemmRowsScratch rows = exec::cuda::step::gemm_rows_scratch(m, k, dt, g);
+      if (rows.bytes == 0) rows = exec::cuda::step::gemm_stream_scratch(m, k, dt, g);
+      const int64_t scratch_bytes = std::max({exec::cuda::step::tensor_core_scratch_bytes(m, k, n, dt), rows.bytes, int64_t{16}});
+      Dev scratch(*device, nullptr, scratch_bytes), counters(*device, nullptr, std::max<int64_t>(4 * rows.counters, 16));
+      l.tc.scratch = scratch.p;
+      l.tc.scratch_bytes = scratch_bytes;
+      l.tc.counters = static_cast<unsigned*>(counters.p);
+      l.tc.counter_count = rows.counters;
+      const bool sixteen = dt != DType::kQ8_0;
+      const bool rounded = m >= plan::kTensorCoreRows || (m >= plan::kGemmRowsMin && sixteen);
+      const bool streamed = sixteen && exec::cuda::step::gemm_stream_fits(m, k, dt, g) && plan::gemm_stream_chosen(m, 1);
+      EXPECT_EQ(exec::cuda::step::hands_rounded_x(m, k, dt, g, l), rounded && !streamed);
+      auto run = [&] {
+        exec::cuda::step::linear_group(static_cast<const float*>(xd.p), m, k, dt, g, l);
+        EXPECT_TRUE(device->synchronize("handed x16").ok());
+        std::vector<float> h(static_cast<size_t>(m * n));
+        EXPECT_TRUE(device->copy_to_host(h.data(), sum.p, m * n * 4).ok());
+        return h;
+      };
+      const std::vector<float> from_x = run();
+      if (!rounded) continue;
+      const std::vector<float> nans(x.size(), std::nanf(""));
+      ASSERT_TRUE(device->copy_to_device(xd.p, nans.data(), m * k * 4).ok());
+      g.x16 = x16d.p;
+      const std::vector<float> from_x16 = run();
+      ASSERT_EQ(from_x16.size(), from_x.size());
+      EXPECT_EQ(0, std::memcmp(from_x16.data(), from_x.data(), from_x.size() * 4)) << "x16 gave other bits than x";
     }
   }
 }

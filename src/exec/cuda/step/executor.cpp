@@ -331,8 +331,9 @@ Status CudaExecutor::bind_ops() {
   if (!chained) return chained;
   Status s = bind_decode_attention();
   if (s) s = bind_tile_attention();
-  if (!s) return s;
-  return bind_tensor_cores();
+  if (s) s = bind_tensor_cores();
+  if (s) s = hand_off_rounded_x();
+  return s;
 }
 
 // The experts' weights as one device table the kernels index by expert: gate, up, down.

@@ -113,6 +113,10 @@ class CudaExecutor final : public Executor {
   bool pack_task(const Op& op, PackTask& t) const;
   bool independent(const Op& a, const Op& b) const;
   Status bind_tensor_cores();
+  // A glu group followed by the linear group that reads its output as x (where
+  // hands_rounded_x): the glu stores it rounded to 16 bits as well, and the group behind reads
+  // that instead of launching its own rounding. After bind_tensor_cores (the kernels' choice).
+  Status hand_off_rounded_x();
   Status bind_decode_attention();
   bool decode_args(const Op& op, DecodeAttentionArgs& a) const;
   Status bind_tile_attention();
@@ -134,6 +138,7 @@ class CudaExecutor final : public Executor {
   TensorCores tc_;       // the device's cuBLASLt and this executor's scratch for it
   Buffer tc_scratch_;
   Buffer tc_counters_;
+  Buffer x16_handoff_;   // hand_off_rounded_x's copies (one pair of groups at a time)
   Buffer decode_workspace_;  // one for every decode-kernel attention of the step (they run in turn)
   std::vector<Buffer> owned_;    // slots, literals, folded values, prelude values
   std::vector<Ref> refs_;        // per value

@@ -63,9 +63,9 @@ bool linear_group_rows(const float* x, int64_t m, int64_t k, DType w_dt, const L
   if (l.tc.handle == nullptr) return false;
   const GemmRowsScratch need = gemm_rows_scratch(m, k, w_dt, g);
   if (need.bytes == 0 || l.tc.scratch_bytes < need.bytes || l.tc.counter_count < need.counters) return false;
-  round_group_x(x, m, k, w_dt, g, l.tc.scratch, l);
+  if (g.x16 == nullptr) round_group_x(x, m, k, w_dt, g, l.tc.scratch, l);
   Args a;
-  a.x16 = l.tc.scratch;
+  a.x16 = g.x16 != nullptr ? g.x16 : l.tc.scratch;
   a.m = m;
   a.k = k;
   a.rows = gemv16_detail::group_columns(g);

@@ -303,12 +303,12 @@ bool run_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGro
   const bool f16 = w_dt == DType::kF16;
   const int bn = x_tile(m);
   Maps maps;
-  if (!encode(&maps.x, l.tc.scratch, m, k, bn, f16)) return false;
+  if (!encode(&maps.x, g.x16 != nullptr ? g.x16 : l.tc.scratch, m, k, bn, f16)) return false;
   for (int p = 0; p < kMaxParts; ++p) {
     if (p < g.parts && !encode(&maps.w[p], g.part[p].w, g.part[p].n, k, kHalfRows, f16)) return false;
     if (p >= g.parts) maps.w[p] = maps.w[0];
   }
-  round_group_x(x, m, k, w_dt, g, l.tc.scratch, l);
+  if (g.x16 == nullptr) round_group_x(x, m, k, w_dt, g, l.tc.scratch, l);
   Args a;
   a.m = m;
   a.k = k;

@@ -178,7 +178,7 @@ __device__ inline void store_column(const LinearGroup& g, const LinearPart& p, i
   if (p.bias != nullptr) y += a.bias;
   if constexpr (GLU) {
     if (g.part[1].bias != nullptr) up += a.bias_up;
-    g.glu_out[m * p.n + j] = glu_value(g.act, y) * up;
+    store_glu(g, m * p.n + j, glu_value(g.act, y) * up);
   } else if (g.residual_out != nullptr) {
     g.residual_out[m * p.n + j] = y + a.residual;
   } else {

@@ -80,7 +80,9 @@ void select(int elem_bytes, const void* pred, const void* a, const void* b, void
 // f32/i32/pred/f16/bf16/q8_0/q4_0 -> f32; f32/i32/pred -> f32/i32/pred; f32 -> f16/bf16.
 void cast(DType from, DType to, const void* x, void* out, int64_t n, const Launch& l);
 void iota(DType dt, int64_t inner, int64_t extent, void* out, int64_t n, const Launch& l);
-void glu(GluAct act, const float* gate, const float* up, float* out, int64_t n, const Launch& l);
+// out16 (when not null): out rounded to 16 bits as well (bf16 where out16_bf16, else f16).
+void glu(GluAct act, const float* gate, const float* up, float* out, int64_t n, const Launch& l, void* out16 = nullptr,
+         bool out16_bf16 = false);
 // x [rows, d], row r at position (r / every) % t_len of cos/sin [t_len, rotary/2]
 // (ir::rope_positions).
 struct RopeTask {
@@ -235,6 +237,13 @@ struct LinearGroup {
   bool glu = false;
   GluAct act = GluAct::kSilu;
   float* glu_out = nullptr;
+  // The glu's output also stored rounded to 16 bits ([m, n]; bf16 where glu_out16_bf16, else
+  // f16) by every kernel, for the group behind to read as its x16.
+  void* glu_out16 = nullptr;
+  bool glu_out16_bf16 = false;
+  // x already rounded to the weights' 16-bit type ([m, k], the group in front's glu_out16; no
+  // norm): the kernels that multiply a 16-bit x read it instead of rounding x themselves.
+  const void* x16 = nullptr;
   const float* residual = nullptr;
   float* residual_out = nullptr;
   // The small ops that follow the group and read only its parts' outputs (a decode step's q
@@ -249,6 +258,11 @@ struct LinearGroup {
 // output whole, ropes with interleaved pairs, no glu or residual add, parts of even width.
 bool pack_in_epilogue(const LinearGroup& g);
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
+// Whether a group in front hands g its x already rounded (LinearGroup::glu_out16 -> x16): the
+// kernel linear_group picks first for g rounds x in a launch of its own (gemm_rows, cuBLASLt).
+// The streaming kernel keeps that launch: straight behind the glu group, its clusters take
+// their places while the glu group's blocks still hold the SMs (32 rows of decode: 2% slower).
+bool hands_rounded_x(int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 // The decode kernels of linear_group (up to plan::kGemvMaxRows rows of x), each false,
 // launching nothing, for weights of another type or a group it does not take:
 //   - one row on the one-row kernel (gemv_bulk.cuh), g.then in its epilogue, over f16/bf16

@@ -86,6 +86,18 @@ __device__ inline float glu_value(GluAct act, float x) {
   }
 }
 
+// Element i of a 16-bit array (bf16 or f16): v rounded to nearest, as the rounding casts do.
+__device__ inline void store_half(void* out, int64_t i, float v, bool bf16) {
+  if (bf16) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v);
+  else static_cast<__half*>(out)[i] = __float2half_rn(v);
+}
+
+// Element i of a group's glu output, and of its 16-bit copy where the group hands one on.
+__device__ inline void store_glu(const LinearGroup& g, int64_t i, float v) {
+  g.glu_out[i] = v;
+  if (g.glu_out16 != nullptr) store_half(g.glu_out16, i, v, g.glu_out16_bf16);
+}
+
 // Bytes of one row of `n` elements stored as `dt`.
 __host__ __device__ inline int64_t stored_row_bytes(DType dt, int64_t n) {
   switch (dt) {

@@ -1,7 +1,8 @@
 // The step executor's launches made fewer before its graph is captured: linears over one
 // input grouped (with their norm, gated unit or residual add), rounding casts folded into
 // the kernels that read them, ropes and cache writes packed (and folded into the QKV
-// group's epilogue), and runs of small elementwise ops chained into one launch.
+// group's epilogue), runs of small elementwise ops chained into one launch, and a glu's
+// output handed to the group behind already rounded to 16 bits.
 #include <algorithm>
 #include <set>
 
@@ -91,6 +92,34 @@ void CudaExecutor::fuse_rounding_casts() {
     out.push_back(std::move(body_[i]));
   }
   body_ = std::move(out);
+}
+
+Status CudaExecutor::hand_off_rounded_x() {
+  if (tc_.handle == nullptr) return {};
+  std::vector<size_t> pairs;  // body_ index of each glu group that hands on
+  int64_t bytes = 0;
+  for (size_t i = 0; i + 1 < body_.size(); ++i) {
+    const Op& a = body_[i];
+    const Op& b = body_[i + 1];
+    if (a.grouped == 0 || !a.group.glu || b.grouped == 0 || b.group.norm_w != nullptr || b.in[0].data != a.group.glu_out) {
+      continue;
+    }
+    const int64_t k = b.in[1].type.shape[1], m = b.in[0].numel / k;
+    if (hands_rounded_x(m, k, b.in[1].type.dtype, b.group, Launch{device_.stream(), device_.fault(), b.eqn, tc_})) {
+      pairs.push_back(i);
+      bytes = std::max(bytes, m * k * 2);
+    }
+  }
+  if (pairs.empty()) return {};
+  Result<void*> p = device_.allocate_zeroed(bytes);
+  if (!p) return p.take_error().context("the rounded glu outputs");
+  x16_handoff_ = Buffer(&device_, *p, bytes);
+  for (const size_t i : pairs) {
+    body_[i].group.glu_out16 = *p;
+    body_[i].group.glu_out16_bf16 = body_[i + 1].in[1].type.dtype == DType::kBF16;
+    body_[i + 1].group.x16 = *p;
+  }
+  return {};
 }
 
 // The pack task that runs `op` (a rope, an in-place cache write, a paged step's in-place

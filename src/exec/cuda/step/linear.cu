@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_group_kernel(const float
     if (g.glu) {
       float u = warp_sum(acc[1][r]);
       if (g.part[1].bias != nullptr) u += g.part[1].bias[col];
-      if (lane == 0) g.glu_out[r * n + col] = glu_value(g.act, y) * u;
+      if (lane == 0) store_glu(g, r * n + col, glu_value(g.act, y) * u);
     } else if (g.residual_out != nullptr) {
       if (lane == 0) g.residual_out[r * n + col] = y + g.residual[r * n + col];
     } else if (lane == 0) {
@@ -279,7 +279,7 @@ void tiles_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearG
   for (int p = 0; p < g.parts; ++p) gemm(x, m, k, w_dt, g.part[p].w, g.part[p].n, g.part[p].bias, g.part[p].out, l);
   const int64_t n = m * g.part[0].n;
   if (g.glu) {
-    glu(g.act, g.part[0].out, g.part[1].out, g.glu_out, n, l);
+    glu(g.act, g.part[0].out, g.part[1].out, g.glu_out, n, l, g.glu_out16, g.glu_out16_bf16);
   } else if (g.residual_out != nullptr) {
     Walk flat;
     flat.shape[0] = flat.numel = n;
@@ -307,6 +307,13 @@ bool run_on(plan::LinearKernel kernel, const float* x, int64_t m, int64_t k, DTy
 }
 
 }  // namespace
+
+bool hands_rounded_x(int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
+  using K = plan::LinearKernel;
+  const plan::LinearGroupShape shape{.m = m, .parts = g.parts, .norm = g.norm_w != nullptr};
+  const K first = plan::linear_kernel(shape, kernels_for(m, k, w_dt, g, l));
+  return first == K::kGemmRows || first == K::kCublasLt;
+}
 
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
   if (m == 0) return;

@@ -104,10 +104,7 @@ __global__ void to_f32_kernel(DType from, const void* x, float* out, int64_t n) 
 // programmatic dependent too) can request its first weights while this runs.
 __global__ void to_half_kernel(bool bf16, const float* x, void* out, int64_t n) {
   await_kernel_in_front();
-  KVF_GRID_LOOP(i, n) {
-    if (bf16) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(x[i]);
-    else static_cast<__half*>(out)[i] = __float2half_rn(x[i]);
-  }
+  KVF_GRID_LOOP(i, n) store_half(out, i, x[i], bf16);
 }
 
 // Element i of x (f32, i32 or pred) cast to `to` (f32, i32 or pred) into out.
@@ -189,8 +186,12 @@ __global__ void iota_kernel(int64_t inner, int64_t extent, T* out, int64_t n) {
   KVF_GRID_LOOP(i, n) out[i] = static_cast<T>((i / inner) % extent);
 }
 
-__global__ void glu_kernel(GluAct act, const float* g, const float* u, float* out, int64_t n) {
-  KVF_GRID_LOOP(i, n) out[i] = glu_value(act, g[i]) * u[i];
+__global__ void glu_kernel(GluAct act, const float* g, const float* u, float* out, void* out16, bool bf16, int64_t n) {
+  KVF_GRID_LOOP(i, n) {
+    const float v = glu_value(act, g[i]) * u[i];
+    out[i] = v;
+    if (out16 != nullptr) store_half(out16, i, v, bf16);
+  }
 }
 
 __global__ void rope_kernel(RopeTask t) {
@@ -286,8 +287,8 @@ void iota(DType dt, int64_t inner, int64_t extent, void* out, int64_t n, const L
   else iota_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(inner, extent, static_cast<float*>(out), n);
 }
 
-void glu(GluAct act, const float* gate, const float* up, float* out, int64_t n, const Launch& l) {
-  glu_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(act, gate, up, out, n);
+void glu(GluAct act, const float* gate, const float* up, float* out, int64_t n, const Launch& l, void* out16, bool out16_bf16) {
+  glu_kernel<<<blocks_for(n), kThreads, 0, stream_of(l)>>>(act, gate, up, out, out16, out16_bf16, n);
 }
 
 void rope(const RopeTask& r, const Launch& l) {

@@ -157,7 +157,7 @@ bool linear_group_tensor_cores(const float* x, int64_t m, int64_t k, DType w_dt,
   const bool residual = g.residual_out != nullptr;
   if (residual && g.parts != 1) return false;
   const DType half = half_of(w_dt);
-  void* x16 = l.tc.scratch;
+  const void* x16 = g.x16 != nullptr ? g.x16 : l.tc.scratch;
   Product prod[3];
   cublasLtMatmulAlgo_t algo[3] = {};
   const void* w16[3];
@@ -171,8 +171,7 @@ bool linear_group_tensor_cores(const float* x, int64_t m, int64_t k, DType w_dt,
       return false;
     }
   }
-  if (g.norm_w != nullptr) rmsnorm_to_half(x, g.norm_w, x16, half, m, k, g.norm_eps, g.norm_unit_offset, l);
-  else cast(DType::kF32, half, x, x16, m * k, l);
+  if (g.x16 == nullptr) round_group_x(x, m, k, half, g, l.tc.scratch, l);
   for (int p = 0; p < g.parts; ++p) {
     const LinearPart& part = g.part[p];
     if (quantized(w_dt)) widen_weights(part.w, w_dt, part.n, k, const_cast<void*>(w16[p]), l);
@@ -182,7 +181,7 @@ bool linear_group_tensor_cores(const float* x, int64_t m, int64_t k, DType w_dt,
       return false;
     }
   }
-  if (g.glu) glu(g.act, g.part[0].out, g.part[1].out, g.glu_out, m * g.part[0].n, l);
+  if (g.glu) glu(g.act, g.part[0].out, g.part[1].out, g.glu_out, m * g.part[0].n, l, g.glu_out16, g.glu_out16_bf16);
   return true;
 }
 
