@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds of kvforge on the GPU machine in one call, so that all see the same card and clocks:
-# the last build's GPU tests (those matching KVF_AB_FILTER, all without it; none with "-"),
+# the last build's GPU suites (test_gpu and test_cuda, where its folder has them; the tests
+# matching KVF_AB_FILTER, all without it; none with "-"),
 # then the decode speed of each build alternated twice: tg128 (`kvforge bench e2e`, median of
 # 3 repeats a run) of the TinyLlama-shaped models KVF_AB_TG names (default "f16 q8_0
 # f16@32768": F16, Q8_0, F16 at depth 32768), with KVF_AB_PP (e.g. 512) a prefill of that
@@ -8,7 +9,7 @@
 # many sequences of 128 random prompt ids and 128 greedy tokens (`kvforge batch`, its
 # decode_tokens_per_s); last, each build's greedy ids in every batch against the first
 # build's. Run from the repository root; each BIN_DIR holds kvforge and its libraries (the
-# last one test_gpu too).
+# last one its suites too).
 #   bench/cuda/ab_tg.sh BIN_DIR...
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: ab_tg.sh BIN_DIR..." >&2; exit 2; }
@@ -22,10 +23,12 @@ for t in f16 $TG; do
   t=${t%@*}
   [ -f "$M/$t.gguf" ] || "$LAST/kvforge" convert -m synthetic:llama-1.1b --outtype $t -o "$M/$t.gguf" > /dev/null 2>&1
 done
-if [ -x "$LAST/test_gpu" ] && [ "${KVF_AB_FILTER:-*}" != - ]; then
-  KVF_SOURCE_DIR=$(pwd) KVF_REQUIRE_GPU=1 "$LAST/test_gpu" --gtest_filter="${KVF_AB_FILTER:-*}" |
+for suite in test_gpu test_cuda; do
+  [ -x "$LAST/$suite" ] && [ "${KVF_AB_FILTER:-*}" != - ] || continue
+  echo "== $suite"
+  KVF_SOURCE_DIR=$(pwd) KVF_REQUIRE_GPU=1 "$LAST/$suite" --gtest_filter="${KVF_AB_FILTER:-*}" |
     grep -E "^\[ +(FAILED|PASSED) |^\[==========\]|Failure|Expected|Which is|rel "
-fi
+done
 for n in ${KVF_AB_BATCH:-}; do
   python3 -c "import json, random
 r = random.Random($n)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The TinyLlama-shaped table of docs/benchmarks.md in one call on the GPU machine: llama.cpp's
-# CUDA build compiles (peer_run.sh build, at nice 19) while the GPU suite runs; then, with the
+# CUDA build compiles (peer_run.sh build, at nice 19) while the GPU suites run (test_gpu and,
+# where BIN_DIR has it, test_cuda: the attention kernels against f64 references); then, with the
 # GPU quiet, kvforge's benchmarks (models_run.sh, on files that carry llama.cpp's SPM
 # vocabulary so that both engines load them) and llama.cpp's on the same files
 # (peer_run.sh run); last, side_by_side.py prints the table with each ratio and target.
 # Logs go to $OUT (default build-cuda-out/). Run from the repository root.
 #   usage: bench/cuda/side_by_side.sh BIN_DIR LLAMA_SRC_TARBALL
-#   BIN_DIR holds kvforge and test_gpu; the tarball is the source node-llama-cpp bundles
+#   BIN_DIR holds kvforge, test_gpu and test_cuda; the tarball is the source node-llama-cpp bundles
 #   (bench/peers/build-llama-bench.sh fetches it), packed with `tar -cJf`.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,8 +21,11 @@ mkdir -p "$OUT"
 
 nice -n 19 "$HERE/peer_run.sh" build "$TAR" > "$OUT/peer_build.txt" 2>&1 &
 build=$!
-KVF_SOURCE_DIR=$ROOT KVF_REQUIRE_GPU=1 "$B/test_gpu" > "$OUT/test_gpu.log" 2>&1
-echo "test_gpu rc=$?: $(grep -E '^\[ +(PASSED|FAILED) ' "$OUT/test_gpu.log" | tr '\n' ' ')"
+for suite in test_gpu test_cuda; do
+  [ -x "$B/$suite" ] || { echo "$suite: not in $B"; continue; }
+  KVF_SOURCE_DIR=$ROOT KVF_REQUIRE_GPU=1 "$B/$suite" > "$OUT/$suite.log" 2>&1
+  echo "$suite rc=$?: $(grep -E '^\[ +(PASSED|FAILED) ' "$OUT/$suite.log" | tr '\n' ' ')"
+done
 if ! wait $build; then
   tail -n 30 "$OUT/peer_build.txt"
   exit 1
