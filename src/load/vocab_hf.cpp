@@ -19,7 +19,7 @@ using json = nlohmann::json;
 
 enum class Kind { kObject, kArray, kString, kInt, kBool };
 
-bool is(const json& j, Kind k) {
+bool has_kind(const json& j, Kind k) {
   switch (k) {
     case Kind::kObject: return j.is_object();
     case Kind::kArray: return j.is_array();
@@ -48,8 +48,8 @@ struct Ctx {
   Error bad(const std::string& path, const Parts&... what) const { return invalid_input(file, ": ", path, ": ", what...); }
 };
 
-std::string join(const std::string& parent, const std::string& key) { return parent.empty() ? key : parent + "." + key; }
-std::string index(const std::string& parent, size_t i) { return str_cat(parent, "[", i, "]"); }
+std::string member_path(const std::string& parent, const std::string& key) { return parent.empty() ? key : parent + "." + key; }
+std::string item_path(const std::string& parent, size_t i) { return str_cat(parent, "[", i, "]"); }
 
 // obj[key] when present and not null, else nullptr.
 const json* member(const json& obj, const char* key) {
@@ -61,19 +61,19 @@ const json* member(const json& obj, const char* key) {
 // obj[key], which must be there and of kind k.
 Result<const json*> need(const Ctx& ctx, const json& obj, const std::string& parent, const char* key, Kind k) {
   const json* v = member(obj, key);
-  if (v == nullptr) return ctx.bad(join(parent, key), "missing; expected ", kind_name(k));
-  if (!is(*v, k)) return ctx.bad(join(parent, key), "is ", v->type_name(), "; expected ", kind_name(k));
+  if (v == nullptr) return ctx.bad(member_path(parent, key), "missing; expected ", kind_name(k));
+  if (!has_kind(*v, k)) return ctx.bad(member_path(parent, key), "is ", v->type_name(), "; expected ", kind_name(k));
   return v;
 }
 
 // obj[key] when present: it must then be of kind k. Absent or null gives nullptr.
 Result<const json*> optional_member(const Ctx& ctx, const json& obj, const std::string& parent, const char* key, Kind k) {
   const json* v = member(obj, key);
-  if (v != nullptr && !is(*v, k)) return ctx.bad(join(parent, key), "is ", v->type_name(), "; expected ", kind_name(k));
+  if (v != nullptr && !has_kind(*v, k)) return ctx.bad(member_path(parent, key), "is ", v->type_name(), "; expected ", kind_name(k));
   return v;
 }
 
-const std::string& str(const json& j) { return j.get_ref<const std::string&>(); }
+const std::string& text_of(const json& j) { return j.get_ref<const std::string&>(); }
 
 // An integer token id in [0, 2^31 - 1).
 Result<int32_t> token_id(const Ctx& ctx, const json& j, const std::string& path) {
@@ -115,7 +115,7 @@ Status read_added_tokens(const Ctx& ctx, const json& root, std::vector<Added>& o
   if (*arr == nullptr) return Status();
   for (size_t i = 0; i < (*arr)->size(); ++i) {
     const json& t = (**arr)[i];
-    const std::string path = index("added_tokens", i);
+    const std::string path = item_path("added_tokens", i);
     if (!t.is_object()) return ctx.bad(path, "is ", t.type_name(), "; expected an object");
     Result<const json*> id = need(ctx, t, path, "id", Kind::kInt);
     if (!id.ok()) return id.take_error();
@@ -123,10 +123,10 @@ Status read_added_tokens(const Ctx& ctx, const json& root, std::vector<Added>& o
     if (!content.ok()) return content.take_error();
     Result<const json*> special = optional_member(ctx, t, path, "special", Kind::kBool);
     if (!special.ok()) return special.take_error();
-    Result<int32_t> v = token_id(ctx, **id, join(path, "id"));
+    Result<int32_t> v = token_id(ctx, **id, member_path(path, "id"));
     if (!v.ok()) return v.take_error();
-    if (str(**content).empty()) return ctx.bad(join(path, "content"), "is empty");
-    out.push_back(Added{*v, str(**content), *special != nullptr && (*special)->get<bool>(), join(path, "id")});
+    if (text_of(**content).empty()) return ctx.bad(member_path(path, "content"), "is empty");
+    out.push_back(Added{*v, text_of(**content), *special != nullptr && (*special)->get<bool>(), member_path(path, "id")});
   }
   return Status();
 }
@@ -171,17 +171,17 @@ Status read_merges(const Ctx& ctx, const json& merges, const std::unordered_map<
   v.merges.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
     const json& m = merges[i];
-    const std::string path = index("model.merges", i);
+    const std::string path = item_path("model.merges", i);
     std::string left, right;
     if (m.is_string()) {
-      const std::string& s = str(m);
+      const std::string& s = text_of(m);
       const size_t sp = s.find(' ', 1);
       if (sp == std::string::npos) return ctx.bad(path, "\"", s, "\" is not two pieces separated by a space");
       left = s.substr(0, sp);
       right = s.substr(sp + 1);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      left = str(m[0]);
-      right = str(m[1]);
+      left = text_of(m[0]);
+      right = text_of(m[1]);
     } else {
       return ctx.bad(path, "is ", m.type_name(), "; expected \"a b\" or [\"a\", \"b\"]");
     }
@@ -221,11 +221,11 @@ Result<PreTokenizer> read_split(const Ctx& ctx, const json& split, const std::st
   }
   const json* behavior = member(split, "behavior");
   const json* invert = member(split, "invert");
-  if (behavior == nullptr || !behavior->is_string() || str(*behavior) != "Isolated" ||
+  if (behavior == nullptr || !behavior->is_string() || text_of(*behavior) != "Isolated" ||
       (invert != nullptr && (!invert->is_boolean() || invert->get<bool>()))) {
     return unsupported(ctx.file, ": ", path, ": only behavior \"Isolated\" without invert is supported");
   }
-  const std::string& r = str(*regex);
+  const std::string& r = text_of(*regex);
   for (PreTokenizer p : all_pre_tokenizers()) {
     const std::span<const char* const> splits = bpe_split_regexes(p);
     if (splits.size() == 1 && r == splits[0]) return p;
@@ -235,7 +235,7 @@ Result<PreTokenizer> read_split(const Ctx& ctx, const json& split, const std::st
 
 std::string type_of(const json& j) {
   const json* t = member(j, "type");
-  return t != nullptr && t->is_string() ? str(*t) : std::string("(no type)");
+  return t != nullptr && t->is_string() ? text_of(*t) : std::string("(no type)");
 }
 
 // pre_tokenizer: ByteLevel alone (GPT-2's regex), or Sequence[Split(regex), ByteLevel(no regex)].
@@ -288,7 +288,7 @@ Status check_decoder_and_normalizer(const Ctx& ctx, const json& root) {
 Status check_model_options(const Ctx& ctx, const json& model, PreTokenizer pre) {
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const json* v = member(model, key);
-    if (v != nullptr && (!v->is_string() || !str(*v).empty())) return unsupported(ctx.file, ": model.", key, " is not supported");
+    if (v != nullptr && (!v->is_string() || !text_of(*v).empty())) return unsupported(ctx.file, ": model.", key, " is not supported");
   }
   const json* fallback = member(model, "byte_fallback");
   if (fallback != nullptr && (!fallback->is_boolean() || fallback->get<bool>())) {
@@ -310,7 +310,7 @@ Status read_template(const Ctx& ctx, const json& root, const std::unordered_map<
   std::vector<std::pair<const json*, std::string>> procs{{post, "post_processor"}};
   const json* list = type_of(*post) == "Sequence" ? member(*post, "processors") : nullptr;
   if (list != nullptr && list->is_array()) {
-    for (size_t i = 0; i < list->size(); ++i) procs.emplace_back(&(*list)[i], index("post_processor.processors", i));
+    for (size_t i = 0; i < list->size(); ++i) procs.emplace_back(&(*list)[i], item_path("post_processor.processors", i));
   }
   for (const auto& [proc, path] : procs) {
     if (type_of(*proc) != "TemplateProcessing") continue;
@@ -322,12 +322,12 @@ Status read_template(const Ctx& ctx, const json& root, const std::unordered_map<
       if (member(item, "Sequence") != nullptr) { seen_a = true; continue; }
       const json* special = member(item, "SpecialToken");
       const json* name = special != nullptr ? member(*special, "id") : nullptr;
-      const std::string item_path = index(join(path, "single"), i);
+      const std::string at = item_path(member_path(path, "single"), i);
       if (name == nullptr || !name->is_string()) {
-        return ctx.bad(item_path, "expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
+        return ctx.bad(at, "expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
       }
-      const auto it = ids.find(str(*name));
-      if (it == ids.end()) return ctx.bad(item_path, "\"", str(*name), "\" is not a token");
+      const auto it = ids.find(text_of(*name));
+      if (it == ids.end()) return ctx.bad(at, "\"", text_of(*name), "\" is not a token");
       if (!seen_a && v.bos < 0) { v.bos = it->second; v.add_bos = true; }
       if (seen_a && v.eos < 0) { v.eos = it->second; v.add_eos = true; }
     }
@@ -343,8 +343,8 @@ Result<Vocab> parse(const std::string& text, const Ctx& ctx) {
   if (!model.ok()) return model.take_error();
   Result<const json*> type = need(ctx, **model, "model", "type", Kind::kString);
   if (!type.ok()) return type.take_error();
-  if (str(**type) != "BPE") {
-    return unsupported(ctx.file, ": model.type \"", str(**type), "\" is not supported (only byte-level BPE)");
+  if (text_of(**type) != "BPE") {
+    return unsupported(ctx.file, ": model.type \"", text_of(**type), "\" is not supported (only byte-level BPE)");
   }
   Result<const json*> vocab_json = need(ctx, **model, "model", "vocab", Kind::kObject);
   if (!vocab_json.ok()) return vocab_json.take_error();
@@ -372,7 +372,7 @@ Result<Vocab> parse(const std::string& text, const Ctx& ctx) {
   if (Status s = read_template(ctx, root, ids, v); !s.ok()) return Result<Vocab>(std::move(s));
   const json* unk = member(**model, "unk_token");
   if (unk != nullptr && unk->is_string()) {
-    const auto it = ids.find(str(*unk));
+    const auto it = ids.find(text_of(*unk));
     if (it != ids.end()) v.unk = it->second;
   }
   return v;
@@ -389,8 +389,8 @@ Status config_token(const Ctx& ctx, const json& cfg, const char* key, const std:
   if (content == nullptr || !content->is_string()) {
     return ctx.bad(key, "is ", t->type_name(), "; expected a string or {\"content\": string}");
   }
-  const auto it = ids.find(str(*content));
-  if (it == ids.end()) return ctx.bad(key, "\"", str(*content), "\" is not a token of the tokenizer");
+  const auto it = ids.find(text_of(*content));
+  if (it == ids.end()) return ctx.bad(key, "\"", text_of(*content), "\" is not a token of the tokenizer");
   out = it->second;
   return Status();
 }
