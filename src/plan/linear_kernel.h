@@ -78,4 +78,11 @@ inline LinearKernel linear_kernel(const LinearGroupShape& g, LinearKernels can) 
   return K::kTiles;
 }
 
+// Whether a group running on `k` takes its x already rounded to 16 bits from the op in front
+// (the glu group's stored copy) instead of rounding x in a launch of its own: gemm_rows and
+// cuBLASLt do. The streaming kernel keeps its rounding launch: straight behind the glu group,
+// its clusters took their places while that group's blocks still held the SMs, and 32 rows
+// of decode ran 2-3% slower on an H100 (docs/benchmarks.md).
+inline bool takes_rounded_x(LinearKernel k) { return k == LinearKernel::kGemmRows || k == LinearKernel::kCublasLt; }
+
 }  // namespace kvf::plan

@@ -65,6 +65,14 @@ TEST(LinearKernel, RowsOutsideAKernelsReachAreNeverItsOwn) {
   EXPECT_NE(pick(4, 1, false, {K::kGemmRows, K::kGemvBulk, K::kTiles}), K::kGemmRows);
 }
 
+TEST(LinearKernel, TheKernelsThatTakeARoundedX) {
+  using K = LinearKernel;
+  for (K k : {K::kGemmRows, K::kCublasLt}) EXPECT_TRUE(takes_rounded_x(k));
+  for (K k : {K::kGemvOneRow, K::kGemvRegister, K::kGemvBulk, K::kGemvWarps, K::kGemmStream, K::kTiles}) {
+    EXPECT_FALSE(takes_rounded_x(k));
+  }
+}
+
 TEST(LinearKernels, AddRemoveHas) {
   LinearKernels s;
   EXPECT_FALSE(s.has(K::kTiles));

@@ -258,10 +258,8 @@ struct LinearGroup {
 // output whole, ropes with interleaved pairs, no glu or residual add, parts of even width.
 bool pack_in_epilogue(const LinearGroup& g);
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
-// Whether a group in front hands g its x already rounded (LinearGroup::glu_out16 -> x16): the
-// kernel linear_group picks first for g rounds x in a launch of its own (gemm_rows, cuBLASLt).
-// The streaming kernel keeps that launch: straight behind the glu group, its clusters take
-// their places while the glu group's blocks still hold the SMs (32 rows of decode: 2% slower).
+// Whether a group in front hands g its x already rounded (LinearGroup::glu_out16 -> x16):
+// plan::takes_rounded_x of the kernel linear_group picks first for g.
 bool hands_rounded_x(int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l);
 // The decode kernels of linear_group (up to plan::kGemvMaxRows rows of x), each false,
 // launching nothing, for weights of another type or a group it does not take:

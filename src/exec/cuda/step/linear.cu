@@ -309,10 +309,8 @@ bool run_on(plan::LinearKernel kernel, const float* x, int64_t m, int64_t k, DTy
 }  // namespace
 
 bool hands_rounded_x(int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
-  using K = plan::LinearKernel;
   const plan::LinearGroupShape shape{.m = m, .parts = g.parts, .norm = g.norm_w != nullptr};
-  const K first = plan::linear_kernel(shape, kernels_for(m, k, w_dt, g, l));
-  return first == K::kGemmRows || first == K::kCublasLt;
+  return plan::takes_rounded_x(plan::linear_kernel(shape, kernels_for(m, k, w_dt, g, l)));
 }
 
 void linear_group(const float* x, int64_t m, int64_t k, DType w_dt, const LinearGroup& g, const Launch& l) {
