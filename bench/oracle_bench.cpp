@@ -135,26 +135,45 @@ void BM_HostValidationsOfADecodeStep(benchmark::State& state) {
 }
 BENCHMARK(BM_HostValidationsOfADecodeStep)->Unit(benchmark::kMicrosecond);
 
-// The same for a paged batch of `rows` decode rows over 256 keys each: their key positions
-// [rows, 256] are what the validations read, so the host's cost grows with the batch (the
-// CUDA executor checks such a step on the device instead).
-void BM_HostValidationsOfAPagedBatchStep(benchmark::State& state) {
+// A paged batch of `rows` decode rows over kPagedKeys keys each (llama-15m, f16 pool): the
+// traced step and the slots a driver would give it (each row its own run of pool slots).
+constexpr int64_t kPagedKeys = 256;
+struct PagedBatchStep {
+  ir::Graph traced;
+  exec::SlotValues slots;
+};
+PagedBatchStep paged_batch_step(int64_t rows) {
   const models::Model m = must(models::open_model("synthetic:llama-15m", {.with_tokenizer = false}));
-  const int64_t rows = state.range(0), keys = 256;
-  const ir::Graph traced = must(m.trace_step(
-      {.n_tokens = 1, .capacity = keys, .cached = true, .kv_dtype = DType::kF16, .pool_slots = keys * rows, .rows = rows}));
-  const ir::Graph g = must(compile::run_passes(traced, compile::default_passes())).graph;
-  const std::optional<ir::Graph> checks = exec::host_validations(g, rows * keys);
+  const int64_t keys = kPagedKeys;
+  PagedBatchStep s{must(m.trace_step({.n_tokens = 1, .capacity = keys, .cached = true, .kv_dtype = DType::kF16,
+                                      .pool_slots = keys * rows, .rows = rows})),
+                   {}};
+  for (int64_t r = 0; r < rows; ++r) {
+    s.slots[ir::Slot::kToken].push_back(7);
+    s.slots[ir::Slot::kPos].push_back(static_cast<int32_t>(keys - 1));
+    s.slots[ir::Slot::kWriteMap].push_back(static_cast<int32_t>(r * keys + keys - 1));
+    for (int64_t j = 0; j < keys; ++j) {
+      s.slots[ir::Slot::kSlotMap].push_back(static_cast<int32_t>(r * keys + j));
+      s.slots[ir::Slot::kKeyPos].push_back(static_cast<int32_t>(j));
+    }
+  }
+  return s;
+}
+
+// The same for a paged batch: its key positions [rows, kPagedKeys] are what the validations
+// read, so the host's cost grows with the batch (the CUDA executor checks such a step on the
+// device instead).
+void BM_HostValidationsOfAPagedBatchStep(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  const PagedBatchStep step = paged_batch_step(rows);
+  const ir::Graph g = must(compile::run_passes(step.traced, compile::default_passes())).graph;
+  const std::optional<ir::Graph> checks = exec::host_validations(g, rows * kPagedKeys);
   if (!checks) {
     state.SkipWithError("the step's validations are not host-checkable");
     return;
   }
-  exec::SlotValues slots{{ir::Slot::kPos, std::vector<int32_t>(static_cast<size_t>(rows), keys - 1)}};
-  std::vector<int32_t>& key_pos = slots[ir::Slot::kKeyPos];
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < keys; ++j) key_pos.push_back(static_cast<int32_t>(j));
   for (auto _ : state) {
-    Status s = exec::check_on_host(g, *checks, slots);
+    Status s = exec::check_on_host(g, *checks, step.slots);
     if (!s) state.SkipWithError(s.error().to_string().c_str());
   }
   state.SetLabel(str_cat(g.validations.size(), " validations, ", checks->eqns.size(), " eqns"));
@@ -164,20 +183,9 @@ BENCHMARK(BM_HostValidationsOfAPagedBatchStep)->Arg(8)->Arg(64)->Unit(benchmark:
 // What every executor checks of the same step's slots before it (exec::check_slots: each
 // bound, its size, the maps' slots inside the pool and no write slot named twice).
 void BM_SlotChecksOfAPagedBatchStep(benchmark::State& state) {
-  const models::Model m = must(models::open_model("synthetic:llama-15m", {.with_tokenizer = false}));
-  const int64_t rows = state.range(0), keys = 256;
-  const ir::Graph g = must(m.trace_step(
-      {.n_tokens = 1, .capacity = keys, .cached = true, .kv_dtype = DType::kF16, .pool_slots = keys * rows, .rows = rows}));
-  exec::SlotValues slots;
-  for (int64_t r = 0; r < rows; ++r) {
-    slots[ir::Slot::kToken].push_back(7);
-    slots[ir::Slot::kPos].push_back(static_cast<int32_t>(keys - 1));
-    slots[ir::Slot::kWriteMap].push_back(static_cast<int32_t>(r * keys + keys - 1));
-    for (int64_t j = 0; j < keys; ++j) {
-      slots[ir::Slot::kSlotMap].push_back(static_cast<int32_t>(r * keys + j));
-      slots[ir::Slot::kKeyPos].push_back(static_cast<int32_t>(j));
-    }
-  }
+  const PagedBatchStep step = paged_batch_step(state.range(0));
+  const ir::Graph& g = step.traced;
+  const exec::SlotValues& slots = step.slots;
   for (auto _ : state) {
     Status s = exec::check_slots(g, slots);
     if (!s) state.SkipWithError(s.error().to_string().c_str());
