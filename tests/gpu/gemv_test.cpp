@@ -51,6 +51,29 @@ std::vector<int64_t> widths(Epilogue e, int64_t scale) {
   return {61 * scale};
 }
 
+// The tensor-core kernels' scratch and tile counters for g over m rows of x (parts at most
+// most_n wide), as the step executor's bind_tensor_cores sizes them; set() hands them to l.
+struct TensorCoreScratch {
+  static exec::cuda::step::GemmRowsScratch rows_of(int64_t m, int64_t k, DType dt, const LinearGroup& g) {
+    const exec::cuda::step::GemmRowsScratch rows = exec::cuda::step::gemm_rows_scratch(m, k, dt, g);
+    return rows.bytes > 0 ? rows : exec::cuda::step::gemm_stream_scratch(m, k, dt, g);
+  }
+  TensorCoreScratch(Device& d, int64_t m, int64_t k, int64_t most_n, DType dt, const LinearGroup& g)
+      : rows(rows_of(m, k, dt, g)),
+        bytes(std::max({exec::cuda::step::tensor_core_scratch_bytes(m, k, most_n, dt), rows.bytes, int64_t{16}})),
+        scratch(d, nullptr, bytes),
+        counters(d, nullptr, std::max<int64_t>(4 * rows.counters, 16)) {}
+  void set(exec::cuda::step::Launch& l) const {
+    l.tc.scratch = scratch.p;
+    l.tc.scratch_bytes = bytes;
+    l.tc.counters = static_cast<unsigned*>(counters.p);
+    l.tc.counter_count = rows.counters;
+  }
+  exec::cuda::step::GemmRowsScratch rows;
+  int64_t bytes;
+  Dev scratch, counters;
+};
+
 // linear_group against the reference; `scale` widens every part that many times.
 void check_group(DType dt, int64_t m, Epilogue epilogue, int64_t k, int64_t scale = 1) {
   const bool glu = epilogue == Epilogue::kGluNorm, norm = glu || epilogue == Epilogue::kQkvNorm;
@@ -100,16 +123,8 @@ void check_group(DType dt, int64_t m, Epilogue epilogue, int64_t k, int64_t scal
     g.residual_out = static_cast<float*>(sum.p);
   }
   exec::cuda::step::Launch l{device->stream(), device->fault(), 0, device->tensor_cores()};
-  const int64_t most_n = *std::max_element(ns.begin(), ns.end());
-  exec::cuda::step::GemmRowsScratch rows = exec::cuda::step::gemm_rows_scratch(m, k, dt, g);
-  if (rows.bytes == 0) rows = exec::cuda::step::gemm_stream_scratch(m, k, dt, g);
-  const int64_t scratch_bytes = std::max(exec::cuda::step::tensor_core_scratch_bytes(m, k, most_n, dt), rows.bytes);
-  Dev scratch(*device, nullptr, std::max<int64_t>(scratch_bytes, 16));
-  Dev counters(*device, nullptr, std::max<int64_t>(4 * rows.counters, 16));
-  l.tc.scratch = scratch.p;
-  l.tc.scratch_bytes = scratch_bytes;
-  l.tc.counters = static_cast<unsigned*>(counters.p);
-  l.tc.counter_count = rows.counters;
+  const TensorCoreScratch tc(*device, m, k, *std::max_element(ns.begin(), ns.end()), dt, g);
+  tc.set(l);
   exec::cuda::step::linear_group(static_cast<const float*>(xd.p), m, k, dt, g, l);
   ASSERT_TRUE(device->synchronize("gemv").ok());
 
@@ -235,14 +250,8 @@ TEST(GemvHandedX16, KernelsOfARoundedXReadItInPlaceOfX) {
       g.part[0] = exec::cuda::step::LinearPart{wd.p, nullptr, n, static_cast<float*>(out.p)};
       g.residual = static_cast<const float*>(rd.p);
       g.residual_out = static_cast<float*>(sum.p);
-      exec::cuda::step::GemmRowsScratch rows = exec::cuda::step::gemm_rows_scratch(m, k, dt, g);
-      if (rows.bytes == 0) rows = exec::cuda::step::gemm_stream_scratch(m, k, dt, g);
-      const int64_t scratch_bytes = std::max({exec::cuda::step::tensor_core_scratch_bytes(m, k, n, dt), rows.bytes, int64_t{16}});
-      Dev scratch(*device, nullptr, scratch_bytes), counters(*device, nullptr, std::max<int64_t>(4 * rows.counters, 16));
-      l.tc.scratch = scratch.p;
-      l.tc.scratch_bytes = scratch_bytes;
-      l.tc.counters = static_cast<unsigned*>(counters.p);
-      l.tc.counter_count = rows.counters;
+      const TensorCoreScratch tc(*device, m, k, n, dt, g);
+      tc.set(l);
       const bool sixteen = dt != DType::kQ8_0;
       const bool rounded = m >= plan::kTensorCoreRows || (m >= plan::kGemmRowsMin && sixteen);
       const bool streamed = sixteen && exec::cuda::step::gemm_stream_fits(m, k, dt, g) && plan::gemm_stream_chosen(m, 1);
