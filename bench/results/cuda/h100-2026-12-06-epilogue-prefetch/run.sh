@@ -12,6 +12,11 @@
 # (kernels serialized: shares, not the step's time), one row and 64 rows. From the repository
 # root, each argument a folder holding a kvforge build (the last with its GPU suites):
 #   bench/results/cuda/h100-2026-12-06-epilogue-prefetch/run.sh MAIN TIP A0 A12 A24
+# splits.txt, a later call on another H100: main (fb3531d) against "fix", the decode split
+# rule counting the fill of the splits its 128-key chunks leave (depth 32768: 33 chunks of
+# 1024 keys, 132 blocks, instead of 29 of 1152; depth 8192: 33 of 256 instead of 22 of 384),
+# fix's GPU suites first:
+#   KVF_AB_FILTER= KVF_AB_TG="f16@8192 f16@32768" bench/cuda/ab_tg.sh MAIN FIX
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-build-cuda-out} KVF_L2_AHEAD_MB=0 bash bench/cuda/side_by_side.sh "$3" build-gpu/carry/llama-trim.tar.xz
 cp "${OUT:-build-cuda-out}"/{e2e.txt,peer.txt,table.txt} "$HERE/"
