@@ -1,6 +1,7 @@
 // Times the CUDA decode kernels on the standard shapes (B 1/8/32, Hq/Hkv 32/8, D 128, context
 // 8k/32k/128k), dense and paged (shuffled 16-token pages), on the tensor cores and on the
-// SIMT kernel, and the device-to-device copy bandwidth. Each time is the median over
+// SIMT kernel, and the device-to-device copy bandwidth; "tinyllama" instead sweeps the key
+// splits of TinyLlama's one-row decode (Hq/Hkv 32/4, D 64, f16 K/V) at 8k and 32k keys. Each time is the median over
 // repeats of a CUDA graph of back-to-back decodes divided by their count (what a decode
 // step replayed from a graph costs; us_launch, one launch between two events, adds the
 // host's launch latency), rotating input sets so each launch reads at least 4x the L2 from
@@ -9,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -38,11 +40,21 @@ void copy_bandwidth() {
   KVF_BENCH_CHECK(cudaFree(b));
 }
 
-void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKernel kernel, int force_splits = 0) {
+// The heads and head size of a decode; the step's way of chunking (step: the plan made for a
+// cache of `ctx + 128` keys, each row's chunks from its length) or the plan's own for ctx.
+struct Heads {
+  int hq = 32, hkv = 8, d = 128;
+  bool f16 = false;
+  bool step = false;
+};
+
+void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKernel kernel, int force_splits = 0,
+            Heads heads = {}) {
   using namespace kvf::exec::cuda;
-  const int hq = 32, hkv = 8, d = 128;
-  const size_t elems = static_cast<size_t>(batch) * hkv * ctx * d;  // per K (and per V)
-  const size_t kv_bytes = 2 * elems * 2;
+  const int hq = heads.hq, hkv = heads.hkv, d = heads.d;
+  const int cap = heads.step ? ctx + 128 : ctx;
+  const size_t elems = static_cast<size_t>(batch) * hkv * cap * d;  // per K (and per V)
+  const size_t kv_bytes = 2 * static_cast<size_t>(batch) * hkv * ctx * d * 2;  // the bytes read
   const size_t l2x4 = size_t{240} << 20;
   const int sets = static_cast<int>(std::max<size_t>(1, (l2x4 + kv_bytes - 1) / kv_bytes));
   std::vector<void*> ks(sets), vs(sets);
@@ -87,12 +99,14 @@ void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKer
   a.q = q;
   a.k = ks[0];
   a.v = vs[0];
-  a.capacity = paged ? 0 : ctx;
+  a.capacity = paged ? 0 : cap;
   a.read_map = map;
   a.map_stride = paged ? ctx : 0;
   a.lens = lens;
-  a.max_len = ctx;
-  a.scale = 0.08838834764831845f;
+  a.max_len = heads.step ? cap : ctx;
+  a.chunks_from_lens = heads.step;
+  a.kv_type = heads.f16 ? KvType::kF16 : a.kv_type;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
   a.out = out;
   a.num_splits = force_splits;
   a.kernel = kernel;
@@ -120,10 +134,10 @@ void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKer
   const int per_graph = std::max(sets, std::min(64, static_cast<int>(2e-3 / (t1 * 1e-3)) + 1));
   const double t = kvf::bench_cuda::median_graph_ms(2, reps, per_graph, launch);
   const bool tc = plan.value().tensor_cores;
-  std::printf("decode impl=%s B=%d ctx=%d layout=%s splits=%d chunk=%d us=%.2f TBps=%.3f us_launch=%.2f sets=%d graph=%d\n",
-              tc ? "kvforge" : "kvforge-simt", batch, ctx,
-              force_splits ? (paged ? "paged-forced" : "dense-forced") : (paged ? "paged" : "dense"), plan.value().splits,
-              plan.value().chunk, t * 1e3, kv_bytes / (t * 1e-3) / 1e12, t1 * 1e3, sets, per_graph);
+  std::printf("decode impl=%s B=%d hkv=%d d=%d ctx=%d layout=%s%s splits=%d chunk=%d us=%.2f TBps=%.3f us_launch=%.2f sets=%d graph=%d\n",
+              tc ? "kvforge" : "kvforge-simt", batch, hkv, d, ctx,
+              force_splits ? (paged ? "paged-forced" : "dense-forced") : (paged ? "paged" : "dense"), heads.step ? "-step" : "",
+              plan.value().splits, plan.value().chunk, t * 1e3, kv_bytes / (t * 1e-3) / 1e12, t1 * 1e3, sets, per_graph);
   std::fflush(stdout);
   for (int s = 0; s < sets; ++s) {
     KVF_BENCH_CHECK(cudaFree(ks[s]));
@@ -147,6 +161,14 @@ int main(int argc, char** argv) {
   const DecodeKernel tc = DecodeKernel::kTensorCores, simt = DecodeKernel::kSimt;
   if (argc > 5 && std::string(argv[2]) == "shape") {  // one shape: B ctx paged(0/1) [splits], for ncu
     decode(std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]) != 0, reps, tc, argc > 6 ? std::atoi(argv[6]) : 0);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "tinyllama") {  // one row, the step's chunking, splits 1..64
+    const Heads tiny{.hq = 32, .hkv = 4, .d = 64, .f16 = true, .step = true};
+    for (int ctx : {8192, 32768}) {
+      decode(1, ctx, false, reps, tc, 0, tiny);
+      for (int splits : {4, 8, 12, 16, 22, 24, 29, 32, 33, 48, 64}) decode(1, ctx, false, reps, tc, splits, tiny);
+    }
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "quick") {  // the variants' shapes: B = 1 at every context, a few more
