@@ -159,12 +159,14 @@ int main(int argc, char** argv) {
   std::printf("device name=\"%s\" sms=%d l2=%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize);
   using kvf::exec::cuda::DecodeKernel;
   const DecodeKernel tc = DecodeKernel::kTensorCores, simt = DecodeKernel::kSimt;
-  if (argc > 5 && std::string(argv[2]) == "shape") {  // one shape: B ctx paged(0/1) [splits], for ncu
-    decode(std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]) != 0, reps, tc, argc > 6 ? std::atoi(argv[6]) : 0);
+  const Heads tiny{.hq = 32, .hkv = 4, .d = 64, .f16 = true, .step = true};
+  if (argc > 5 && std::string(argv[2]) == "shape") {  // one shape: B ctx paged(0/1) [splits [tinyllama]], for ncu
+    const bool tiny_heads = argc > 7 && std::string(argv[7]) == "tinyllama";
+    decode(std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]) != 0, reps, tc, argc > 6 ? std::atoi(argv[6]) : 0,
+           tiny_heads ? tiny : Heads{});
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "tinyllama") {  // one row, the step's chunking, splits 1..64
-    const Heads tiny{.hq = 32, .hkv = 4, .d = 64, .f16 = true, .step = true};
     for (int ctx : {8192, 32768}) {
       decode(1, ctx, false, reps, tc, 0, tiny);
       for (int splits : {4, 8, 12, 16, 22, 24, 29, 32, 33, 48, 64}) decode(1, ctx, false, reps, tc, splits, tiny);
