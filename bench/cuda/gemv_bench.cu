@@ -183,6 +183,14 @@ Launcher row_shape() {
   };
 }
 
+// The one-row kernel at one shape for some of the layer's groups and another for the rest:
+// `pick` says which groups take `first`.
+Launcher row_mix(bool (*pick)(const LinearGroup& g, int64_t k), Launcher first, Launcher rest) {
+  return [pick, first, rest](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
+    (pick(g, k) ? first : rest)(x, k, g, s);
+  };
+}
+
 template <int MR, int R, int W>
 Launcher bulk_shape() {
   return [](const float* x, int64_t k, const LinearGroup& g, cudaStream_t s) {
@@ -332,6 +340,13 @@ int main(int argc, char** argv) {
     shapes.push_back({"row R4 W4", row_shape<4, 4>()});
     shapes.push_back({"row R16 W8", row_shape<16, 8>()});
     shapes.push_back({"row R4 W8", row_shape<4, 8>()});
+    // Each linear alone is faster at R8 W4 but for gate/up at R4: the mixes, in the layer.
+    const auto no_glu = [](const LinearGroup& g, int64_t) { return !g.glu; };
+    const auto down = [](const LinearGroup& g, int64_t k) { return !g.glu && k > 4096; };
+    const auto qkv = [](const LinearGroup& g, int64_t) { return g.parts == 3; };
+    shapes.push_back({"row R8W4 but glu R4W4", row_mix(no_glu, row_shape<8, 4>(), row_shape<4, 4>())});
+    shapes.push_back({"row R4W4 but down R8W4", row_mix(down, row_shape<8, 4>(), row_shape<4, 4>())});
+    shapes.push_back({"row R4W4 but qkv R8W4", row_mix(qkv, row_shape<8, 4>(), row_shape<4, 4>())});
   }
   const kvf::exec::cuda::step::TensorCores tc = tensor_cores();
   if (kWeights == DType::kQ8_0) {
