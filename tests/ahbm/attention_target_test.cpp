@@ -141,9 +141,11 @@ TEST(DecodeOnAhbmF16Cache, LogitsEqualTheCpuPath) {
 
 // bf16 storage rounds Q, K, V and P to 8 significant bits before the MACs (as the chip's
 // bf16 array would): each layer's attention output moves by ~2^-9 relative, and the logits
-// after 5 such layers by 2e-3 to 9e-3 relative (20 random prompts; DESIGN §7's 1e-2 is per
-// kernel, this is the whole step). We hold them to 2e-2 and record how many greedy tokens
-// differ (none in those 20 runs; one may where the CPU's top-2 margin is inside the error).
+// after 5 such layers by up to a few 1e-2 (DESIGN §7's 1e-2 is per kernel, this is the
+// whole step). Over seeds 1-1400 (both N): median 3.9e-3, 99th percentile 1.2e-2, 99.9th
+// 1.8e-2, largest 1.95e-2; seed 77090066676731 reaches 2.3e-2. We hold them to 4e-2 (a
+// wrong kernel moves them by ~1) and record how many greedy tokens differ (one may where
+// the CPU's top-2 margin is inside the error).
 TEST(DecodeOnAhbmBf16, LogitsWithinTheBf16Tolerance) {
   std::optional<models::Model> m = open_case_model("stories260K");
   if (!m) KVF_SKIP_MISSING("stories260K not present");
@@ -151,7 +153,7 @@ TEST(DecodeOnAhbmBf16, LogitsWithinTheBf16Tolerance) {
   for (int n : {1, 8}) {
     auto target = make_target(n, DType::kBF16);
     const Compared r = decode_both(*m, random_prompt(133, m->config.vocab, seed), 8, *target);
-    EXPECT_LE(r.worst_rel, 2e-2) << "N " << n << " seed " << seed;
+    EXPECT_LE(r.worst_rel, 4e-2) << "N " << n << " seed " << seed;
     ::testing::Test::RecordProperty(str_cat("n", n, "_worst_rel"), str_cat(r.worst_rel));
     ::testing::Test::RecordProperty(str_cat("n", n, "_tokens_differ"), str_cat(r.token_mismatches, "/", r.steps));
   }
