@@ -1,12 +1,12 @@
 // Times the CUDA decode kernels on the standard shapes (B 1/8/32, Hq/Hkv 32/8, D 128, context
-// 8k/32k/128k), dense and paged (shuffled 16-token pages), on the tensor cores and on the
-// SIMT kernel, and the device-to-device copy bandwidth; "tinyllama" instead sweeps the key
-// splits of TinyLlama's one-row decode (Hq/Hkv 32/4, D 64, f16 K/V) at 8k and 32k keys. Each time is the median over
-// repeats of a CUDA graph of back-to-back decodes divided by their count (what a decode
-// step replayed from a graph costs; us_launch, one launch between two events, adds the
-// host's launch latency), rotating input sets so each launch reads at least 4x the L2 from
-// memory. Effective TB/s counts the unique K/V bytes (2 * B * Hkv * ctx * D * 2). One line
-// per measurement, "key=value" words, for run.sh.
+// 8k/32k/128k), dense and paged (shuffled 16-token pages), on the tensor cores and on the SIMT
+// kernel, and the device-to-device copy bandwidth; "tinyllama" instead sweeps the key splits
+// of TinyLlama's one-row decode (Hq/Hkv 32/4, D 64, f16 K/V) at 8k and 32k keys. Each time is
+// the median over repeats of a CUDA graph of back-to-back decodes divided by their count (what
+// a decode step replayed from a graph costs; us_launch, one launch between two events, adds
+// the host's launch latency), rotating input sets so each launch reads at least 4x the L2 from
+// memory. Effective TB/s counts the unique K/V bytes (2 * B * Hkv * ctx * D * 2). One line per
+// measurement, "key=value" words, for run.sh.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,19 +40,20 @@ void copy_bandwidth() {
   KVF_BENCH_CHECK(cudaFree(b));
 }
 
-// The heads and head size of a decode; the step's way of chunking (step: the plan made for a
-// cache of `ctx + 128` keys, each row's chunks from its length) or the plan's own for ctx.
-struct Heads {
+// What a decode reads besides its batch and context: heads, head size, K/V type, and the
+// step's way of chunking (step: the plan made for a cache of `ctx + 128` keys, each row's
+// chunks from its length) or the plan's own for ctx.
+struct DecodeShape {
   int hq = 32, hkv = 8, d = 128;
   bool f16 = false;
   bool step = false;
 };
 
 void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKernel kernel, int force_splits = 0,
-            Heads heads = {}) {
+            DecodeShape shape = {}) {
   using namespace kvf::exec::cuda;
-  const int hq = heads.hq, hkv = heads.hkv, d = heads.d;
-  const int cap = heads.step ? ctx + 128 : ctx;
+  const int hq = shape.hq, hkv = shape.hkv, d = shape.d;
+  const int cap = shape.step ? ctx + 128 : ctx;
   const size_t elems = static_cast<size_t>(batch) * hkv * cap * d;  // per K (and per V)
   const size_t kv_bytes = 2 * static_cast<size_t>(batch) * hkv * ctx * d * 2;  // the bytes read
   const size_t l2x4 = size_t{240} << 20;
@@ -103,9 +104,9 @@ void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKer
   a.read_map = map;
   a.map_stride = paged ? ctx : 0;
   a.lens = lens;
-  a.max_len = heads.step ? cap : ctx;
-  a.chunks_from_lens = heads.step;
-  a.kv_type = heads.f16 ? KvType::kF16 : a.kv_type;
+  a.max_len = shape.step ? cap : ctx;
+  a.chunks_from_lens = shape.step;
+  a.kv_type = shape.f16 ? KvType::kF16 : a.kv_type;
   a.scale = 1.0f / std::sqrt(static_cast<float>(d));
   a.out = out;
   a.num_splits = force_splits;
@@ -136,7 +137,7 @@ void decode(int batch, int ctx, bool paged, int reps, kvf::exec::cuda::DecodeKer
   const bool tc = plan.value().tensor_cores;
   std::printf("decode impl=%s B=%d hkv=%d d=%d ctx=%d layout=%s%s splits=%d chunk=%d us=%.2f TBps=%.3f us_launch=%.2f sets=%d graph=%d\n",
               tc ? "kvforge" : "kvforge-simt", batch, hkv, d, ctx,
-              force_splits ? (paged ? "paged-forced" : "dense-forced") : (paged ? "paged" : "dense"), heads.step ? "-step" : "",
+              force_splits ? (paged ? "paged-forced" : "dense-forced") : (paged ? "paged" : "dense"), shape.step ? "-step" : "",
               plan.value().splits, plan.value().chunk, t * 1e3, kv_bytes / (t * 1e-3) / 1e12, t1 * 1e3, sets, per_graph);
   std::fflush(stdout);
   for (int s = 0; s < sets; ++s) {
@@ -159,11 +160,11 @@ int main(int argc, char** argv) {
   std::printf("device name=\"%s\" sms=%d l2=%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize);
   using kvf::exec::cuda::DecodeKernel;
   const DecodeKernel tc = DecodeKernel::kTensorCores, simt = DecodeKernel::kSimt;
-  const Heads tiny{.hq = 32, .hkv = 4, .d = 64, .f16 = true, .step = true};
+  const DecodeShape tiny{.hq = 32, .hkv = 4, .d = 64, .f16 = true, .step = true};
   if (argc > 5 && std::string(argv[2]) == "shape") {  // one shape: B ctx paged(0/1) [splits [tinyllama]], for ncu
     const bool tiny_heads = argc > 7 && std::string(argv[7]) == "tinyllama";
     decode(std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]) != 0, reps, tc, argc > 6 ? std::atoi(argv[6]) : 0,
-           tiny_heads ? tiny : Heads{});
+           tiny_heads ? tiny : DecodeShape{});
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "tinyllama") {  // one row, the step's chunking, splits 1..64

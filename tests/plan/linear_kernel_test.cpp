@@ -66,7 +66,6 @@ TEST(LinearKernel, RowsOutsideAKernelsReachAreNeverItsOwn) {
 }
 
 TEST(LinearKernel, TheKernelsThatTakeARoundedX) {
-  using K = LinearKernel;
   for (K k : {K::kGemmRows, K::kCublasLt}) EXPECT_TRUE(takes_rounded_x(k));
   for (K k : {K::kGemvOneRow, K::kGemvRegister, K::kGemvBulk, K::kGemvWarps, K::kGemmStream, K::kTiles}) {
     EXPECT_FALSE(takes_rounded_x(k));
