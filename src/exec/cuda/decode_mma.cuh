@@ -36,7 +36,9 @@ namespace kvf::exec::cuda::detail {
 // 4 x 3 (each at its best split count) it was 1.00-1.02x dense and 1.02-1.04x paged, and
 // 6 x 3 and 8 x 3 were no better (docs/benchmarks.md, "Design choices and the measurement behind each"). d64:
 // 8 x 3 against 4 x 4 in TinyLlama's decode on an H100, tg128 +1%, at depth 32768 +3.5%,
-// 64 paged sequences +2% (8 x 2 spills).
+// 64 paged sequences +2% (8 x 2 spills); dense, 8 x 4 against 8 x 3: tg128 +1.6%, at depth
+// 32768 +3.8%, while 64 paged sequences at 8 x 4 lost 7% (one 128 KB block an SM, not two),
+// so the paged kernel keeps 3 stages.
 // KVF_DMMA_* override d128 and KVF_DMMA64_* d64 for bench/cuda/run.sh's decode variants.
 #ifndef KVF_DMMA_W
 #define KVF_DMMA_W 8
@@ -53,13 +55,18 @@ namespace kvf::exec::cuda::detail {
 #ifndef KVF_DMMA64_S
 #define KVF_DMMA64_S 3
 #endif
-template <int D> struct MmaDecodeShape;
-template <> struct MmaDecodeShape<64> { static constexpr int kWarps = KVF_DMMA64_W, kStages = KVF_DMMA64_S; };
-template <> struct MmaDecodeShape<128> { static constexpr int kWarps = KVF_DMMA_W, kStages = KVF_DMMA_S; };
+#ifndef KVF_DMMA64_DENSE_S
+#define KVF_DMMA64_DENSE_S 4
+#endif
+template <int D, bool PAGED> struct MmaDecodeShape;
+template <bool PAGED> struct MmaDecodeShape<64, PAGED> {
+  static constexpr int kWarps = KVF_DMMA64_W, kStages = PAGED ? KVF_DMMA64_S : KVF_DMMA64_DENSE_S;
+};
+template <bool PAGED> struct MmaDecodeShape<128, PAGED> { static constexpr int kWarps = KVF_DMMA_W, kStages = KVF_DMMA_S; };
 
 template <int D, bool PAGED>
 struct MmaDecode {
-  static constexpr int kWarps = MmaDecodeShape<D>::kWarps, kStages = MmaDecodeShape<D>::kStages;
+  static constexpr int kWarps = MmaDecodeShape<D, PAGED>::kWarps, kStages = MmaDecodeShape<D, PAGED>::kStages;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kRows = 16;  // query rows per block: one m16 tile
   static constexpr int kKeys = 16;  // keys per warp tile: the k of the P V MMA
