@@ -6,6 +6,7 @@
 # group's weights whole first; w8s4, w8s5, w12s3: the d64 tensor-core decode at 8 warps x 4
 # stages, 8 x 5 and 12 x 3 (dense and paged; main: 8 x 3); e0: q and P rounded to 16 bits in
 # that decode (KVF_DMMA_EXACT=0). test_gpu_l2.txt: the GPU suite with the s16o prefetch on.
+# test_cuda_8x4.txt, a later call: test_cuda of c652a13 (dense d64 at 8 x 4, paged at 8 x 3).
 # s8 to s16o are one build of main plus the prefetch (not kept), each folder's kvforge a
 # script that sets its size (and for s16o the O group) in the environment and runs it; the
 # decode shapes are that build (the prefetch off) with KVF_DMMA64_W / KVF_DMMA64_S /
