@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # llama.cpp's CUDA build beside kvforge on the same GGUF files, on the GPU machine: builds
 # llama-bench and llama-batched-bench (-DGGML_CUDA=ON, sm_90) from a tarball of the source
-# that node-llama-cpp bundles (bench/peers/build-llama-bench.sh fetches it; pack it with
-# `tar -cJf` and bring it along), then runs them on the TinyLlama-shaped F16 and Q8_0 files that
-# models_run.sh writes: pp512, pp4096, tg128, tg128 at depths 8192 and 32768 (llama-bench,
-# every layer on the GPU, flash attention on) and batched decode of 8, 32 and 64 sequences
-# (llama-batched-bench, 128-token prompts, 128 tokens each). Logs go to $OUT. The build can
-# run while the GPU does other work; the benchmarks should have the GPU to themselves.
+# that node-llama-cpp bundles (`bench/cuda/bundle.sh llama` packs it; bring it along), then
+# runs them on the TinyLlama-shaped F16 and Q8_0 files that models_run.sh writes: pp512,
+# pp4096, tg128, tg128 at depths 8192 and 32768 (llama-bench, every layer on the GPU, flash
+# attention on) and batched decode of 8, 32 and 64 sequences (llama-batched-bench, 128-token
+# prompts, 128 tokens each). Logs go to $OUT. The build can run while the GPU does other
+# work; the benchmarks should have the GPU to themselves.
 #   usage: bench/cuda/peer_run.sh build LLAMA_SRC_TARBALL | run [MODELS_DIR]
 set -uo pipefail
 OUT=${OUT:-$(pwd)/build-cuda-out}

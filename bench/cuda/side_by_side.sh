@@ -7,8 +7,8 @@
 # (peer_run.sh run); last, side_by_side.py prints the table with each ratio and target.
 # Logs go to $OUT (default build-cuda-out/). Run from the repository root.
 #   usage: bench/cuda/side_by_side.sh BIN_DIR LLAMA_SRC_TARBALL
-#   BIN_DIR holds kvforge, test_gpu and test_cuda; the tarball is the source node-llama-cpp bundles
-#   (bench/peers/build-llama-bench.sh fetches it), packed with `tar -cJf`.
+#   BIN_DIR holds kvforge, test_gpu and test_cuda; the tarball is the source node-llama-cpp bundles.
+#   bench/cuda/bundle.sh packs both where they are built (bins, llama).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
