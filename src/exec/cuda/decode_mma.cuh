@@ -83,7 +83,8 @@ struct MmaDecode {
   static constexpr int kMaskBytes = kWarps * kStages * kKeys * 4;
   static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
   static constexpr int kSmemBytes = (kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes) + kMaskBytes + kMapBytes;
-  static constexpr int kMinBlocks = (227 * 1024) / kSmemBytes > 0 ? (227 * 1024) / kSmemBytes : 1;
+  static_assert(kSmemBytes <= 227 * 1024, "a block's shared memory fits an SM (227 KB on sm_90)");
+  static constexpr int kMinBlocks = (227 * 1024) / kSmemBytes;
   static_assert(kChunks % 4 == 0 && kChunks >= 8, "the swizzle needs >= 8 chunks per row");
   static_assert(kStages >= 2, "at least one tile in flight");
   static_assert(kMapRing >= kStages, "a tile's map entries land no later than the tile kStages - 1 before it");
