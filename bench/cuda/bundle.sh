@@ -6,7 +6,7 @@
 #                                        with the shared libraries kvforge takes from Debian,
 #                                        in one folder named after OUT (bin.tar.xz -> bin/)
 #   bundle.sh llama OUT.tar.xz           the llama.cpp source that node-llama-cpp bundles
-#                                        (bench/peers/package-lock.json), without its git
+#                                        (bench/peers/build-llama-bench.sh), without its git
 #                                        history, docs and model files but the SPM vocabulary
 #                                        the benchmark models carry
 # Unpack with `tar -xJf OUT.tar.xz -C DIR`; side_by_side.sh takes DIR/bin and the llama tarball.
@@ -36,11 +36,8 @@ case "$mode" in
     pack "$work" "$name"
     ;;
   llama)
-    peer=$work/peer
-    mkdir -p "$peer"
-    cp "$ROOT/bench/peers/package.json" "$ROOT/bench/peers/package-lock.json" "$peer/"
-    (cd "$peer" && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error)
-    git -c advice.detachedHead=false clone --quiet "$peer/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$work/src"
+    src=$("$ROOT/bench/peers/build-llama-bench.sh" "$ROOT/build/peers" source | tail -n 1)
+    cp -a "$src" "$work/src"
     (cd "$work/src" && rm -rf .git docs benches media tools/ui tools/server/public* &&
       find models -name '*.gguf*' ! -name ggml-vocab-llama-spm.gguf -delete)
     pack "$work/src" .

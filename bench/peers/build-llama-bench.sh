@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds one of llama.cpp's tools (CPU only, -march=native) from the source that npm
 # node-llama-cpp 3.21.1 ships as llama/gitRelease.bundle, and prints the binary's path:
-# llama-bench (the default), llama-server or llama-quantize (which writes the K-quant files). We time llama.cpp through its own tools: the
-# package's JavaScript API adds ~18 ms per token (docs/benchmarks.md, "Peers").
+# llama-bench (the default), llama-server or llama-quantize (which writes the K-quant files);
+# TOOL `source` builds nothing and prints the source's folder. We time llama.cpp through its
+# own tools: the package's JavaScript API adds ~18 ms per token (docs/benchmarks.md, "Peers").
 #   build-llama-bench.sh [OUT_DIR] [TOOL]    (default: build/peers of this repository, llama-bench)
 # Idempotent: once OUT_DIR/bin/TOOL exists it only prints the path.
 # Needs git, cmake, a C++17 compiler (scripts/install-deps.sh) and Node.js >= 20 with npm.
@@ -14,7 +15,7 @@ out=${1:-$root/build/peers}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 peer=${2:-llama-bench}
-case "$peer" in llama-bench|llama-server|llama-quantize) ;; *) echo "build-llama-bench: unknown tool $peer" >&2; exit 2 ;; esac
+case "$peer" in llama-bench|llama-server|llama-quantize|source) ;; *) echo "build-llama-bench: unknown tool $peer" >&2; exit 2 ;; esac
 bin="$out/bin/$peer"
 # Progress goes to stderr, so that stdout is only the binary's path (callers capture it).
 exec 3>&1 1>&2
@@ -47,6 +48,10 @@ have=$(git -C "$src" rev-parse HEAD 2>/dev/null || true)
 if [ -z "$want" ] || [ "$have" != "$want" ]; then
   rm -rf "$src"
   git -c advice.detachedHead=false clone --quiet "$bundle" "$src"
+fi
+if [ "$peer" = source ]; then
+  echo "$src" >&3
+  exit 0
 fi
 
 # 3. Configure once. Static libraries so that bin/TOOL stands alone; tools and the server
