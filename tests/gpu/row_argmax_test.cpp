@@ -28,16 +28,17 @@ TEST(GpuRowArgmax, MatchesTheHostScan) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const int64_t d = 32000;
   std::vector<std::vector<float>> rows = {{1, 3, 3, 2}, {nan, 5}, {1, nan, 5}, {-0.0f, 0.0f}, {-inf, -inf, -inf},
-                                          {nan, nan}, {-inf, nan, -2}};
+                                          {nan, nan}, {-inf, nan, -2}, {nan, 5, 1, 2}, {2, nan, 7, 7}};
   std::mt19937_64 rng(testing::test_seed());
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (int r = 0; r < 9; ++r) {
-    std::vector<float> v(static_cast<size_t>(d));
+    const auto n = static_cast<size_t>(d + r % 4);  // rows read 16 bytes a load, and rows that cannot be
+    std::vector<float> v(n);
     for (float& x : v) x = normal(rng);
     const float top = 20.0f + static_cast<float>(r);
-    v[static_cast<size_t>(rng() % d)] = top;  // a tie, placed anywhere, whose first copy must win
-    v[static_cast<size_t>(rng() % d)] = top;
-    if (r % 3 == 0) v[static_cast<size_t>(rng() % d)] = nan;
+    v[rng() % n] = top;  // a tie, placed anywhere, whose first copy must win
+    v[rng() % n] = top;
+    if (r % 3 == 0) v[rng() % n] = nan;
     rows.push_back(std::move(v));
   }
   std::unique_ptr<Device> device = testing::must(Device::open());

@@ -14,9 +14,20 @@ __device__ int32_t block_argmax(const float* xr, int64_t d) {
   __shared__ int32_t best_i[Threads / 32];
   float v = -INFINITY;
   int32_t at = INT32_MAX;
-  for (int64_t c = threadIdx.x; c < d; c += Threads) {
-    const float y = xr[c];
+  const auto take = [&](float y, int64_t c) {
     if (y > v || (y == v && c < at)) v = y, at = static_cast<int32_t>(c);
+  };
+  // A row's logits were just written, so they come from L2: 16 bytes a load and several
+  // loads in flight a thread keep one block from waiting out a round trip per element.
+  if (d % 4 == 0 && reinterpret_cast<uintptr_t>(xr) % 16 == 0) {
+    const auto* x4 = reinterpret_cast<const float4*>(xr);
+#pragma unroll 4
+    for (int64_t q = threadIdx.x; q < d / 4; q += Threads) {
+      const float4 y = x4[q];
+      take(y.x, 4 * q), take(y.y, 4 * q + 1), take(y.z, 4 * q + 2), take(y.w, 4 * q + 3);
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < d; c += Threads) take(xr[c], c);
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float y = __shfl_xor_sync(0xffffffffu, v, o);

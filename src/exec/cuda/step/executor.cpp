@@ -104,12 +104,10 @@ Status CudaExecutor::bind_values() {
     const ir::Value& v = g.values[i];
     const int64_t n = numel(v.type.shape);
     switch (v.kind) {
-      case ValueKind::kSlot: {
-        Result<void*> p = own(v.type);
-        if (!p) return p.take_error();
-        refs_[i] = Ref{*p, v.type, n};
+      case ValueKind::kSlot: {  // placed in the slots' block below, as they lie in the staging
+        refs_[i] = Ref{nullptr, v.type, n};
         const int64_t at = slot_copies_.empty() ? 0 : slot_copies_.back().offset + (slot_copies_.back().bytes + 15) / 16 * 16;
-        slot_copies_.push_back({v.slot, *p, at, n * elem_bytes(v.type.dtype)});
+        slot_copies_.push_back({v.slot, static_cast<int>(i), at, n * elem_bytes(v.type.dtype)});
         break;
       }
       case ValueKind::kLiteral: {
@@ -150,10 +148,16 @@ Status CudaExecutor::bind_values() {
       case ValueKind::kIntermediate: break;
     }
   }
+  // The slots lie in one device block laid out as their pinned staging: a step's start is one
+  // copy, not one a slot.
   const int64_t staged = slot_copies_.empty() ? 16 : slot_copies_.back().offset + slot_copies_.back().bytes;
   Result<void*> host = pinned_memory().allocate_zeroed(staged);
   if (!host) return host.take_error().context("the slots' staging");
   slot_staging_ = Buffer(&pinned_memory(), *host, staged);
+  Result<void*> block = device_.allocate_zeroed(staged);
+  if (!block) return block.take_error().context("the slots");
+  slots_device_ = Buffer(&device_, *block, staged);
+  for (const SlotCopy& c : slot_copies_) refs_[static_cast<size_t>(c.value)].data = static_cast<char*>(*block) + c.offset;
   return {};
 }
 
@@ -785,10 +789,7 @@ Result<int64_t> CudaExecutor::ids_rows(const std::string& name, int64_t row) {
     return invalid_input("exec/cuda: output '", name, "' is not rows of ", row);
   }
   const int64_t rows = it->second.device.numel / row;
-  if (ids_device_.bytes() < rows * 4) {
-    Result<void*> d = device_.allocate_zeroed(rows * 4);
-    if (!d) return d.take_error().context("token ids");
-    ids_device_ = Buffer(&device_, *d, rows * 4);
+  if (ids_host_.bytes() < rows * 4) {
     Result<void*> h = pinned_memory().allocate_zeroed(rows * 4);
     if (!h) return h.take_error().context("token ids");
     ids_host_ = Buffer(&pinned_memory(), *h, rows * 4);
@@ -840,10 +841,7 @@ void CudaExecutor::stage_slots(const SlotValues& slots) {
 
 Status CudaExecutor::enqueue_step_start() {
   Status s = device_.clear_fault();
-  for (const SlotCopy& c : slot_copies_) {
-    if (!s) return s;
-    s = device_.copy_to_device(c.device, static_cast<const char*>(slot_staging_.data()) + c.offset, c.bytes);
-  }
+  if (s && !slot_copies_.empty()) s = device_.copy_to_device(slots_device_.data(), slot_staging_.data(), slot_staging_.bytes());
   return s;
 }
 
@@ -870,14 +868,15 @@ Status CudaExecutor::run_step(const SlotValues& slots, const IdsOf* ids) {
     if (ids != nullptr && name == ids->name) {
       const Launch l{device_.stream(), device_.fault(), -1, tc_};
       auto* x = static_cast<float*>(copy.device.data);
-      auto* out = static_cast<int32_t*>(ids_device_.data());
+      // The kernel stores the ids in the pinned buffer itself (the device reaches page-locked
+      // memory at its host address): no copy behind it.
+      auto* out = static_cast<int32_t*>(ids_host_.data());
       if (ids->drawn) {
         draw_tokens(x, ids->rows, ids->row, static_cast<const RowDraw*>(draws_device_.data()),
                     static_cast<const LogitEdit*>(edits_device_.data()), out, l);
       } else {
         row_argmax(x, ids->rows, ids->row, out, l);
       }
-      s = device_.copy_to_host(ids_host_.data(), out, ids->rows * 4);
     } else {
       s = device_.copy_to_host(copy.host.data(), copy.device.data, copy.host.bytes());
     }

@@ -147,12 +147,13 @@ class CudaExecutor final : public Executor {
   std::vector<Op> body_;
   struct SlotCopy {
     ir::Slot slot;
-    void* device = nullptr;
-    int64_t offset = 0;  // into slot_staging_
+    int value = 0;       // its ir::ValueId
+    int64_t offset = 0;  // into slot_staging_ and slots_device_ alike
     int64_t bytes = 0;
   };
   std::vector<SlotCopy> slot_copies_;
-  Buffer slot_staging_;  // pinned: the step's slot values, which its first copies read
+  Buffer slot_staging_;  // pinned: the step's slot values, which its first copy reads
+  Buffer slots_device_;  // the slots on the device, laid out as slot_staging_
   // The validations as the host evaluates them before a step launches (exec/step_checks.h);
   // empty when the prelude reads what the host does not hold or more than it should, and
   // the step's graph checks the witnesses itself (check_witness).
@@ -164,7 +165,7 @@ class CudaExecutor final : public Executor {
     Buffer host;  // pinned_memory(): the copy back runs at the link's speed
   };
   std::map<std::string, HostCopy> outputs_;             // the f32 outputs, copied back each run
-  Buffer ids_device_, ids_host_;  // run_argmax's or run_sample's ids on the device, and their pinned copy
+  Buffer ids_host_;  // run_argmax's or run_sample's ids, pinned: the kernels store them there
   Buffer fault_host_;  // the step's fault record, copied back with its outputs (one wait a step, not two)
   Buffer draws_device_, edits_device_;  // run_sample's draws and their logit edits
   void* body_graph_ = nullptr;   // the body captured once (a cudaGraphExec_t), replayed per run
