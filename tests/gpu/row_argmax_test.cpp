@@ -32,7 +32,7 @@ TEST(GpuRowArgmax, MatchesTheHostScan) {
   std::mt19937_64 rng(testing::test_seed());
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (int r = 0; r < 9; ++r) {
-    const auto n = static_cast<size_t>(d + r % 4);  // rows read 16 bytes a load, and rows that cannot be
+    const auto n = static_cast<size_t>(d + r % 4);  // 32000..32003: rows read 16 bytes a load, and rows read a float at a time
     std::vector<float> v(n);
     for (float& x : v) x = normal(rng);
     const float top = 20.0f + static_cast<float>(r);
