@@ -18,10 +18,12 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "exec/cuda/attention.h"
 #include "gpu_testing.h"
+#include "late_copies.h"
 
 namespace kvf::exec::cuda {
 namespace {
@@ -210,11 +212,22 @@ void run_case_on(const Case& c, uint64_t sd) {
     KVF_CUDA_CHECK(cudaMemset(static_cast<char*>(dws.p) + pl.counter_bytes, 0xff,
                               pl.workspace_bytes - pl.counter_bytes));  // partials: NaN
   }
-  // Twice on the same workspace: the first decode must leave its split counters as it found them.
+  // Twice on the same workspace: the first decode must leave its split counters as it found
+  // them. The second runs as a programmatic dependent told that only keys from the longest
+  // row's last on are written in front (nothing is), so the tensor-core kernel's warps whose
+  // first tiles lie below it issue them before their wait.
+  DevBuf<int32_t> dwritten;
+  DevStream stream;
+  const int32_t written_from = std::max(0, max_len - 1);
+  KVF_CUDA_CHECK(cudaStreamCreate(&stream.s));
+  KVF_CUDA_CHECK(cudaMalloc(&dwritten.p, 4));
+  KVF_CUDA_CHECK(cudaMemcpy(dwritten.p, &written_from, 4, cudaMemcpyHostToDevice));
   double num = 0, den = 0;
   for (int rep = 0; rep < 2; ++rep) {
     KVF_CUDA_CHECK(cudaMemset(dout.p, 0xff, ref.size() * 4));  // NaN
-    Status st = decode_attention(a, pl, dws.p, nullptr);
+    a.programmatic = rep == 1;
+    a.keys_written_from = rep == 1 ? dwritten.p : nullptr;
+    Status st = decode_attention(a, pl, dws.p, rep == 1 ? stream.s : nullptr);
     ASSERT_TRUE(st.ok()) << st.error().to_string();
     KVF_CUDA_CHECK(cudaGetLastError());
     KVF_CUDA_CHECK(cudaDeviceSynchronize());
@@ -360,6 +373,142 @@ TEST(CudaDecode, ChunksFromEachRowsLength) {
       c.tolerance = 1e-5;
       run_case(c, sd + splits + page);
     }
+}
+
+// The decode behind a step's cache writes, which write q and each head's newest key and
+// value: here a kernel in front that lets the decode launch at once and writes those only
+// after a spin. How the decode is told what may be read early: kWait, nothing (it waits
+// first); kNewest, keys from the newest row on are written; kNothing, no key is (untrue).
+enum class Told { kWait, kNewest, kNothing };
+
+// The outputs' ‖Δ‖/‖ref‖ (infinity when one is not finite) of a one-row f16 decode of `len`
+// keys on the tensor cores, planned for the capacity and chunked by the length, as a step's.
+double early_keys_error(int d, int len, Told told, uint64_t sd) {
+  const int hq = 16, hkv = 2, cap = len + 5, n_rep = hq / hkv;
+  std::mt19937_64 rng(sd);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<uint16_t> k(static_cast<size_t>(hkv) * cap * d, kNaN16), v = k;
+  for (int g = 0; g < hkv; ++g)
+    for (int t = 0; t < len; ++t)
+      for (int e = 0; e < d; ++e) {
+        k[(static_cast<size_t>(g) * cap + t) * d + e] = f32_to_f16(uni(rng));
+        v[(static_cast<size_t>(g) * cap + t) * d + e] = f32_to_f16(uni(rng));
+      }
+  std::vector<float> q(static_cast<size_t>(hq) * d);
+  for (float& x : q) x = 3.0f * uni(rng);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<double> ref(static_cast<size_t>(hq) * d, 0.0);
+  for (int h = 0; h < hq; ++h) {
+    const size_t kv0 = static_cast<size_t>(h / n_rep) * cap * d;
+    std::vector<double> s(len);
+    for (int t = 0; t < len; ++t) {
+      double dot = 0;
+      for (int e = 0; e < d; ++e) dot += q[static_cast<size_t>(h) * d + e] * f16_to_f32(k[kv0 + static_cast<size_t>(t) * d + e]);
+      s[t] = dot * scale;
+    }
+    const double mx = *std::max_element(s.begin(), s.end());
+    double sum = 0;
+    for (double& x : s) sum += (x = std::exp(x - mx));
+    for (int t = 0; t < len; ++t)
+      for (int e = 0; e < d; ++e) ref[static_cast<size_t>(h) * d + e] += s[t] / sum * f16_to_f32(v[kv0 + static_cast<size_t>(t) * d + e]);
+  }
+
+  // On the device the newest rows and q are poison until the kernel in front writes them.
+  std::vector<uint16_t> k_old = k, v_old = v, k_new(static_cast<size_t>(hkv) * d), v_new = k_new;
+  for (int g = 0; g < hkv; ++g) {
+    const size_t at = (static_cast<size_t>(g) * cap + len - 1) * d;
+    std::copy_n(&k[at], d, &k_new[static_cast<size_t>(g) * d]);
+    std::copy_n(&v[at], d, &v_new[static_cast<size_t>(g) * d]);
+    std::fill_n(&k_old[at], d, kNaN16);
+    std::fill_n(&v_old[at], d, kNaN16);
+  }
+  DevBuf<float> dq, dq_new, dout;
+  DevBuf<uint16_t> dk, dv, dk_new, dv_new;
+  DevBuf<int32_t> dlen, dwritten;
+  DevBuf<char> dws;
+  DevStream stream;
+  const auto up = [](auto& buf, const auto& host) {
+    using T = std::remove_reference_t<decltype(host[0])>;
+    return cudaMalloc(&buf.p, host.size() * sizeof(T)) == cudaSuccess &&
+           cudaMemcpy(buf.p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess;
+  };
+  const std::vector<float> q_poison(q.size(), std::nanf(""));
+  const std::vector<int32_t> lens = {len}, written = {told == Told::kNothing ? cap : len - 1};
+  if (!up(dq, q_poison) || !up(dq_new, q) || !up(dk, k_old) || !up(dv, v_old) || !up(dk_new, k_new) ||
+      !up(dv_new, v_new) || !up(dlen, lens) || !up(dwritten, written) || !up(dout, q_poison) ||
+      cudaStreamCreate(&stream.s) != cudaSuccess) {
+    ADD_FAILURE() << "device setup";
+    return INFINITY;
+  }
+  DecodeAttentionArgs a;
+  a.kv_type = KvType::kF16;
+  a.q_heads = hq;
+  a.kv_heads = hkv;
+  a.dk = a.dv = d;
+  a.q = dq.p;
+  a.k = dk.p;
+  a.v = dv.p;
+  a.capacity = cap;
+  a.lens = dlen.p;
+  a.max_len = cap;
+  a.chunks_from_lens = true;
+  a.scale = static_cast<float>(scale);
+  a.out = dout.p;
+  a.kernel = DecodeKernel::kTensorCores;
+  a.programmatic = true;
+  a.keys_written_from = told == Told::kWait ? nullptr : dwritten.p;
+  Result<DecodePlan> plan = plan_decode_attention(a);
+  if (!plan.ok()) {
+    ADD_FAILURE() << plan.error().to_string();
+    return INFINITY;
+  }
+  if (plan.value().workspace_bytes > 0 && (cudaMalloc(&dws.p, plan.value().workspace_bytes) != cudaSuccess ||
+                                           !prepare_decode_workspace(plan.value(), dws.p).ok())) {
+    ADD_FAILURE() << "workspace";
+    return INFINITY;
+  }
+  kvf::testing::LateCopies late;
+  const size_t row = static_cast<size_t>(d) * 2, head = static_cast<size_t>(cap) * row, last = (len - 1) * row;
+  late.copy[0] = {dq.p, dq_new.p, q.size() * 4, 0, 0, 1};
+  late.copy[1] = {reinterpret_cast<char*>(dk.p) + last, dk_new.p, row, head, row, hkv};
+  late.copy[2] = {reinterpret_cast<char*>(dv.p) + last, dv_new.p, row, head, row, hkv};
+  late.n = 3;
+  late.spin_cycles = 400'000;  // ~0.2 ms: the decode's blocks are running long before
+  if (cudaDeviceSynchronize() != cudaSuccess || kvf::testing::launch_late_copies(late, stream.s) != cudaSuccess) {
+    ADD_FAILURE() << "the kernel in front";
+    return INFINITY;
+  }
+  Status st = decode_attention(a, plan.value(), dws.p, stream.s);
+  std::vector<float> out(ref.size());
+  if (!st.ok() || cudaStreamSynchronize(stream.s) != cudaSuccess ||
+      cudaMemcpy(out.data(), dout.p, out.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    ADD_FAILURE() << "decode: " << (st.ok() ? cudaGetErrorString(cudaGetLastError()) : st.error().to_string());
+    return INFINITY;
+  }
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+TEST(CudaDecode, EarlyKeysWaitForTheNewestRows) {
+  KVF_NEED_GPU();
+  const uint64_t sd = test_seed();
+  for (int d : {64, 128})
+    for (int len : {1, 100, 1300, 4097}) {
+      SCOPED_TRACE("d" + std::to_string(d) + " len " + std::to_string(len));
+      EXPECT_LE(early_keys_error(d, len, Told::kWait, sd + len), 1e-4);
+      EXPECT_LE(early_keys_error(d, len, Told::kNewest, sd + len), 1e-4);
+    }
+  // The test sees a read made too early: told that nothing is written in front, the warp
+  // whose first tiles hold the newest key reads it before it is written.
+  for (int d : {64, 128}) {
+    EXPECT_EQ(early_keys_error(d, 100, Told::kNothing, sd), INFINITY)
+        << "d" << d << ": no poison read; did the decode launch beside the kernel in front (PDL)?";
+  }
 }
 
 TEST(CudaDecode, SoftcapAlibiWindow) {

@@ -94,6 +94,17 @@ struct DevBuf {
   }
 };
 
+// A stream of the test's own (blocking: ordered with the legacy default stream's work).
+struct DevStream {
+  cudaStream_t s = nullptr;
+  DevStream() = default;
+  DevStream(const DevStream&) = delete;
+  DevStream& operator=(const DevStream&) = delete;
+  ~DevStream() {
+    if (s) (void)cudaStreamDestroy(s);
+  }
+};
+
 // The worst ‖Δ‖/‖ref‖ over one test's cases, printed when the test ends: the reference sees
 // the same 16-bit inputs, so this is the kernel's fp32 accumulation error alone.
 struct WorstError {

@@ -127,6 +127,7 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   p.kv_f16 = a.kv_type == KvType::kF16 ? 1 : 0;
   p.tensor_cores = plan.tensor_cores ? 1 : 0;
   p.programmatic = a.programmatic ? 1 : 0;
+  p.written_from = a.programmatic && plan.tensor_cores ? a.keys_written_from : nullptr;
   int rc = 0;
   if (a.dk == 64) rc = detail::launch_decode_d64(p, stream);
   else if (a.dk == 128) rc = detail::launch_decode_d128(p, stream);

@@ -60,6 +60,11 @@ struct DecodeAttentionArgs {
   // Launch as a programmatic dependent (PDL) of the kernel in front on the stream: the decode
   // waits for it on the device instead of at the launch, and lets the next kernel start early.
   bool programmatic = false;
+  // With programmatic: a device i32 [1] below which the kernel in front writes no key (its
+  // cache write's first row; read-map entries for a pool), where that kernel writes nothing
+  // else the decode reads but q and waited for every kernel before it. The tensor-core
+  // kernel then starts loading the older keys before it waits; null: it waits first.
+  const int32_t* keys_written_from = nullptr;
 };
 
 // What decode_attention() will launch: splits of `chunk` keys, query rows handled `rows`

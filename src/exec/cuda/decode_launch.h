@@ -29,6 +29,11 @@ struct DecodeParams {
   int kv_f16;              // 0: bf16, 1: f16
   int tensor_cores;        // 1: the mma.sync kernel (decode_mma.cuh), 0: the SIMT kernel
   int programmatic;        // 1: launched as a programmatic dependent (PDL) of the kernel in front
+  // PDL only: the kernel in front writes no key below *written_from (device i32 [1]) and
+  // nothing else this one reads but q, and every kernel before it has ended; the
+  // tensor-core kernel then issues its first tiles of older keys before it waits. Null:
+  // nothing is read before the wait.
+  const int32_t* written_from;
 };
 
 // Keys one block visits per pass (threads / threads-per-key) times the unroll: chunks are

@@ -101,7 +101,11 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   extern __shared__ __align__(128) unsigned char mma_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (KVF_DECODE_PROBE == 4) return;
-  await_kernel_in_front();  // launched as a programmatic dependent: q, K, V and the lengths come after
+  // Launched as a programmatic dependent: what the kernel in front writes is read after its
+  // wait. With written_from that is q and the keys from *written_from on, and the lengths
+  // were written before it: the older keys' first tiles are issued before the wait.
+  const bool early = p.written_from != nullptr;
+  if (!early) await_kernel_in_front();
   const SplitBlock blk(p);
   const int rb = blk.rb, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
   auto tile_start = [&](int it) { return t0 + (warp + it * W) * Tr::kKeys; };
@@ -214,8 +218,16 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
     wait<0>();  // the prologue's map entries
     __syncwarp();
   }
+  // A warp whose first S - 1 tiles hold only keys the kernel in front leaves alone has
+  // them on the way while that kernel ends (warp-uniform).
+  const bool ahead = early && min(tile_start(S - 2) + Tr::kKeys, t1) <= *p.written_from;
+  auto issue_first = [&] {
 #pragma unroll
-  for (int it = 0; it < S - 1; ++it) issue(it);
+    for (int it = 0; it < S - 1; ++it) issue(it);
+  };
+  if (ahead) issue_first();
+  if (early) await_kernel_in_front();
+  if (!ahead) issue_first();
 
   // q as A fragments (a0: row g, a1: row g + 8, a2/a3: the same rows 8 columns on), loaded
   // while the first tiles are in flight, pre-scaled into the log2 domain, split into 16-bit

@@ -422,12 +422,40 @@ bool CudaExecutor::decode_args(const Op& op, DecodeAttentionArgs& a) const {
   return true;
 }
 
+// Where the launch in front of a decode is a step's ropes and cache writes (a pack, or the
+// QKV group whose epilogue runs them), it writes q and the dense caches from one start row
+// on, and it waited for every launch before it (those kernels let the next launch only after
+// their wait): the decode may load the older keys before it waits. That start, or null
+// where the launch in front might write anything else the decode reads.
+const int32_t* CudaExecutor::keys_written_from(const Op& front, const DecodeAttentionArgs& a) {
+  if (a.read_map != nullptr || a.mask != nullptr || a.window != 0 || a.lq != 1) return nullptr;
+  const Pack& pack = front.grouped > 0 ? front.group.then : front.pack;
+  const int32_t* start = nullptr;
+  for (int i = 0; i < pack.tasks; ++i) {
+    const PackTask& t = pack.task[i];
+    const void* out = t.kind == PackKind::kRope                                        ? t.rope.out
+                      : t.kind == PackKind::kSlice || t.kind == PackKind::kRopeIntoSlice ? t.slice.out
+                                                                                         : t.scatter.out;
+    if (out == a.lens) return nullptr;
+    if (out != a.k && out != a.v) continue;  // q, or what the decode does not read
+    const SliceTask& w = t.slice;
+    const bool rows = t.kind == PackKind::kSlice || t.kind == PackKind::kRopeIntoSlice;
+    const int64_t d = out == a.k ? a.dk : a.dv;
+    if (!rows || w.outer != int64_t{a.batch} * a.kv_heads || w.extent != a.capacity || w.inner != d) return nullptr;
+    if (start != nullptr && w.start != start) return nullptr;
+    start = w.start;
+  }
+  return start;
+}
+
 Status CudaExecutor::bind_decode_attention() {
   size_t bytes = 0, counters = 0;
-  for (Op& op : body_) {
+  for (size_t i = 0; i < body_.size(); ++i) {
+    Op& op = body_[i];
     if (plan_.graph.eqns[static_cast<size_t>(op.eqn)].op != OpKind::kAttention) continue;
     DecodeAttentionArgs a;
     if (!decode_args(op, a)) continue;
+    if (i > 0) a.keys_written_from = keys_written_from(body_[i - 1], a);
     Result<DecodePlan> plan = plan_decode_attention(a);
     if (!plan) continue;  // a shape the kernel refuses: attention_rows runs it
     op.decode_kernel = true;
