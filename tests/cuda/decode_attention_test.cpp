@@ -213,20 +213,28 @@ void run_case_on(const Case& c, uint64_t sd) {
                               pl.workspace_bytes - pl.counter_bytes));  // partials: NaN
   }
   // Twice on the same workspace: the first decode must leave its split counters as it found
-  // them. The second runs as a programmatic dependent told that only keys from the longest
-  // row's last on are written in front (nothing is), so the tensor-core kernel's warps whose
-  // first tiles lie below it issue them before their wait.
+  // them. The second runs as a programmatic dependent told that the kernel in front writes
+  // each row's last key (nothing is in front): a dense cache's keys from the longest row's
+  // last on, or those rows' pool slots. The tensor-core kernel's warps whose first tiles
+  // hold none of them issue them before their wait.
+  std::vector<int32_t> written = {std::max(0, max_len - 1)};
+  if (c.page > 0) {
+    written.clear();
+    for (int b = 0; b < c.batch; ++b)
+      if (c.lens[b] > 0) written.push_back(map[static_cast<size_t>(b) * keys + c.lens[b] - 1]);
+  }
   DevBuf<int32_t> dwritten;
   DevStream stream;
-  const int32_t written_from = std::max(0, max_len - 1);
   KVF_CUDA_CHECK(cudaStreamCreate(&stream.s));
-  KVF_CUDA_CHECK(cudaMalloc(&dwritten.p, 4));
-  KVF_CUDA_CHECK(cudaMemcpy(dwritten.p, &written_from, 4, cudaMemcpyHostToDevice));
+  KVF_CUDA_CHECK(cudaMalloc(&dwritten.p, 4 * std::max<size_t>(1, written.size())));
+  KVF_CUDA_CHECK(cudaMemcpy(dwritten.p, written.data(), 4 * written.size(), cudaMemcpyHostToDevice));
   double num = 0, den = 0;
   for (int rep = 0; rep < 2; ++rep) {
     KVF_CUDA_CHECK(cudaMemset(dout.p, 0xff, ref.size() * 4));  // NaN
     a.programmatic = rep == 1;
-    a.keys_written_from = rep == 1 ? dwritten.p : nullptr;
+    a.keys_written_from = rep == 1 && c.page == 0 ? dwritten.p : nullptr;
+    a.written_slots = rep == 1 && c.page > 0 ? dwritten.p : nullptr;
+    a.written_slot_count = c.page > 0 ? static_cast<int>(written.size()) : 0;
     Status st = decode_attention(a, pl, dws.p, rep == 1 ? stream.s : nullptr);
     ASSERT_TRUE(st.ok()) << st.error().to_string();
     KVF_CUDA_CHECK(cudaGetLastError());
@@ -378,16 +386,18 @@ TEST(CudaDecode, ChunksFromEachRowsLength) {
 // The decode behind a step's cache writes, which write q and each head's newest key and
 // value: here a kernel in front that lets the decode launch at once and writes those only
 // after a spin. How the decode is told what may be read early: kWait, nothing (it waits
-// first); kNewest, keys from the newest row on are written; kNothing, no key is (untrue).
+// first); kNewest, the newest row (a dense cache's keys from it on, or its pool slot);
+// kNothing, untrue: no key is written (from the capacity on, or a slot no key uses).
 enum class Told { kWait, kNewest, kNothing };
 
 // The outputs' ‖Δ‖/‖ref‖ (infinity when one is not finite) of a one-row f16 decode of `len`
-// keys on the tensor cores, planned for the capacity and chunked by the length, as a step's.
-double early_keys_error(int d, int len, Told told, uint64_t sd) {
+// keys on the tensor cores, planned for the capacity and chunked by the length as a step's,
+// over a dense cache or (page > 0) a pool of shuffled pages.
+double early_keys_error(int d, int len, int page, Told told, uint64_t sd) {
   const int hq = 16, hkv = 2, cap = len + 5, n_rep = hq / hkv;
   std::mt19937_64 rng(sd);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<uint16_t> k(static_cast<size_t>(hkv) * cap * d, kNaN16), v = k;
+  std::vector<uint16_t> k(static_cast<size_t>(hkv) * cap * d, kNaN16), v = k;  // [Hkv, cap, d]
   for (int g = 0; g < hkv; ++g)
     for (int t = 0; t < len; ++t)
       for (int e = 0; e < d; ++e) {
@@ -413,29 +423,49 @@ double early_keys_error(int d, int len, Told told, uint64_t sd) {
       for (int e = 0; e < d; ++e) ref[static_cast<size_t>(h) * d + e] += s[t] / sum * f16_to_f32(v[kv0 + static_cast<size_t>(t) * d + e]);
   }
 
-  // On the device the newest rows and q are poison until the kernel in front writes them.
-  std::vector<uint16_t> k_old = k, v_old = v, k_new(static_cast<size_t>(hkv) * d), v_new = k_new;
-  for (int g = 0; g < hkv; ++g) {
-    const size_t at = (static_cast<size_t>(g) * cap + len - 1) * d;
-    std::copy_n(&k[at], d, &k_new[static_cast<size_t>(g) * d]);
-    std::copy_n(&v[at], d, &v_new[static_cast<size_t>(g) * d]);
-    std::fill_n(&k_old[at], d, kNaN16);
-    std::fill_n(&v_old[at], d, kNaN16);
+  // The device's keys: dense [Hkv, cap, d], or a pool [slots, Hkv, d] of shuffled pages
+  // (spares poison). The newest key's rows and q are poison until the kernel in front
+  // writes them.
+  std::vector<int32_t> map(cap);
+  std::iota(map.begin(), map.end(), 0);
+  int slots = cap;
+  if (page > 0) {
+    const int pages = (cap + page - 1) / page + 3;
+    std::vector<int> order(pages);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int t = 0; t < cap; ++t) map[t] = order[t / page] * page + t % page;
+    slots = pages * page;
   }
+  const auto at = [&](int g, int t) {  // the first element of head g's row of key t on the device
+    return page > 0 ? (static_cast<size_t>(map[t]) * hkv + g) * d : (static_cast<size_t>(g) * cap + t) * d;
+  };
+  std::vector<uint16_t> k_dev(static_cast<size_t>(slots) * hkv * d, kNaN16), v_dev = k_dev;
+  std::vector<uint16_t> k_new(static_cast<size_t>(hkv) * d), v_new = k_new;
+  for (int g = 0; g < hkv; ++g)
+    for (int t = 0; t < len; ++t) {
+      const size_t from = (static_cast<size_t>(g) * cap + t) * d;
+      uint16_t* kd = t == len - 1 ? &k_new[static_cast<size_t>(g) * d] : &k_dev[at(g, t)];
+      uint16_t* vd = t == len - 1 ? &v_new[static_cast<size_t>(g) * d] : &v_dev[at(g, t)];
+      std::copy_n(&k[from], d, kd);
+      std::copy_n(&v[from], d, vd);
+    }
+  int32_t told_value = told == Told::kNothing ? cap : len - 1;  // dense: a row
+  if (page > 0) told_value = told == Told::kNothing ? slots + 1 : map[len - 1];  // pool: a slot
   DevBuf<float> dq, dq_new, dout;
   DevBuf<uint16_t> dk, dv, dk_new, dv_new;
-  DevBuf<int32_t> dlen, dwritten;
+  DevBuf<int32_t> dmap, dlen, dtold;
   DevBuf<char> dws;
   DevStream stream;
   const auto up = [](auto& buf, const auto& host) {
-    using T = std::remove_reference_t<decltype(host[0])>;
+    using T = std::remove_cv_t<std::remove_reference_t<decltype(host[0])>>;
     return cudaMalloc(&buf.p, host.size() * sizeof(T)) == cudaSuccess &&
            cudaMemcpy(buf.p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess;
   };
-  const std::vector<float> q_poison(q.size(), std::nanf(""));
-  const std::vector<int32_t> lens = {len}, written = {told == Told::kNothing ? cap : len - 1};
-  if (!up(dq, q_poison) || !up(dq_new, q) || !up(dk, k_old) || !up(dv, v_old) || !up(dk_new, k_new) ||
-      !up(dv_new, v_new) || !up(dlen, lens) || !up(dwritten, written) || !up(dout, q_poison) ||
+  const std::vector<float> poison(q.size(), std::nanf(""));
+  const std::vector<int32_t> lens = {len}, told_host = {told_value};
+  if (!up(dq, poison) || !up(dq_new, q) || !up(dk, k_dev) || !up(dv, v_dev) || !up(dk_new, k_new) ||
+      !up(dv_new, v_new) || !up(dmap, map) || !up(dlen, lens) || !up(dtold, told_host) || !up(dout, poison) ||
       cudaStreamCreate(&stream.s) != cudaSuccess) {
     ADD_FAILURE() << "device setup";
     return INFINITY;
@@ -448,7 +478,9 @@ double early_keys_error(int d, int len, Told told, uint64_t sd) {
   a.q = dq.p;
   a.k = dk.p;
   a.v = dv.p;
-  a.capacity = cap;
+  a.capacity = page > 0 ? 0 : cap;
+  a.read_map = page > 0 ? dmap.p : nullptr;
+  a.map_stride = page > 0 ? cap : 0;
   a.lens = dlen.p;
   a.max_len = cap;
   a.chunks_from_lens = true;
@@ -456,7 +488,11 @@ double early_keys_error(int d, int len, Told told, uint64_t sd) {
   a.out = dout.p;
   a.kernel = DecodeKernel::kTensorCores;
   a.programmatic = true;
-  a.keys_written_from = told == Told::kWait ? nullptr : dwritten.p;
+  if (told != Told::kWait && page == 0) a.keys_written_from = dtold.p;
+  if (told != Told::kWait && page > 0) {
+    a.written_slots = dtold.p;
+    a.written_slot_count = 1;
+  }
   Result<DecodePlan> plan = plan_decode_attention(a);
   if (!plan.ok()) {
     ADD_FAILURE() << plan.error().to_string();
@@ -467,11 +503,13 @@ double early_keys_error(int d, int len, Told told, uint64_t sd) {
     ADD_FAILURE() << "workspace";
     return INFINITY;
   }
+  // The newest key's row of each head: hkv rows a head row apart in a pool, a cache row
+  // (cap rows) apart in a dense cache.
   kvf::testing::LateCopies late;
-  const size_t row = static_cast<size_t>(d) * 2, head = static_cast<size_t>(cap) * row, last = (len - 1) * row;
+  const size_t row = static_cast<size_t>(d) * 2, apart = page > 0 ? row : cap * row, first = at(0, len - 1) * 2;
   late.copy[0] = {dq.p, dq_new.p, q.size() * 4, 0, 0, 1};
-  late.copy[1] = {reinterpret_cast<char*>(dk.p) + last, dk_new.p, row, head, row, hkv};
-  late.copy[2] = {reinterpret_cast<char*>(dv.p) + last, dv_new.p, row, head, row, hkv};
+  late.copy[1] = {reinterpret_cast<char*>(dk.p) + first, dk_new.p, row, apart, row, hkv};
+  late.copy[2] = {reinterpret_cast<char*>(dv.p) + first, dv_new.p, row, apart, row, hkv};
   late.n = 3;
   late.spin_cycles = 400'000;  // ~0.2 ms: the decode's blocks are running long before
   if (cudaDeviceSynchronize() != cudaSuccess || kvf::testing::launch_late_copies(late, stream.s) != cudaSuccess) {
@@ -498,17 +536,19 @@ TEST(CudaDecode, EarlyKeysWaitForTheNewestRows) {
   KVF_NEED_GPU();
   const uint64_t sd = test_seed();
   for (int d : {64, 128})
-    for (int len : {1, 100, 1300, 4097}) {
-      SCOPED_TRACE("d" + std::to_string(d) + " len " + std::to_string(len));
-      EXPECT_LE(early_keys_error(d, len, Told::kWait, sd + len), 1e-4);
-      EXPECT_LE(early_keys_error(d, len, Told::kNewest, sd + len), 1e-4);
-    }
+    for (int page : {0, 16})
+      for (int len : {1, 100, 1300, 4097}) {
+        SCOPED_TRACE("d" + std::to_string(d) + " page " + std::to_string(page) + " len " + std::to_string(len));
+        EXPECT_LE(early_keys_error(d, len, page, Told::kWait, sd + len), 1e-4);
+        EXPECT_LE(early_keys_error(d, len, page, Told::kNewest, sd + len), 1e-4);
+      }
   // The test sees a read made too early: told that nothing is written in front, the warp
   // whose first tiles hold the newest key reads it before it is written.
-  for (int d : {64, 128}) {
-    EXPECT_EQ(early_keys_error(d, 100, Told::kNothing, sd), INFINITY)
-        << "d" << d << ": no poison read; did the decode launch beside the kernel in front (PDL)?";
-  }
+  for (int d : {64, 128})
+    for (int page : {0, 16}) {
+      EXPECT_EQ(early_keys_error(d, 100, page, Told::kNothing, sd), INFINITY)
+          << "d" << d << " page " << page << ": no poison read; did the decode launch beside the kernel in front (PDL)?";
+    }
 }
 
 TEST(CudaDecode, SoftcapAlibiWindow) {

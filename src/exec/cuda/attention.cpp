@@ -127,7 +127,11 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   p.kv_f16 = a.kv_type == KvType::kF16 ? 1 : 0;
   p.tensor_cores = plan.tensor_cores ? 1 : 0;
   p.programmatic = a.programmatic ? 1 : 0;
-  p.written_from = a.programmatic && plan.tensor_cores ? a.keys_written_from : nullptr;
+  const bool early = a.programmatic && plan.tensor_cores;
+  p.written_from = early && a.read_map == nullptr ? a.keys_written_from : nullptr;
+  p.written_slots = early && a.read_map != nullptr && a.written_slot_count <= a.kMaxWrittenSlots ? a.written_slots
+                                                                                                 : nullptr;
+  p.written_slot_count = p.written_slots != nullptr ? a.written_slot_count : 0;
   int rc = 0;
   if (a.dk == 64) rc = detail::launch_decode_d64(p, stream);
   else if (a.dk == 128) rc = detail::launch_decode_d128(p, stream);

@@ -60,11 +60,16 @@ struct DecodeAttentionArgs {
   // Launch as a programmatic dependent (PDL) of the kernel in front on the stream: the decode
   // waits for it on the device instead of at the launch, and lets the next kernel start early.
   bool programmatic = false;
-  // With programmatic: a device i32 [1] below which the kernel in front writes no key (its
-  // cache write's first row; read-map entries for a pool), where that kernel writes nothing
-  // else the decode reads but q and waited for every kernel before it. The tensor-core
-  // kernel then starts loading the older keys before it waits; null: it waits first.
+  // With programmatic, the keys the kernel in front writes, where that kernel writes nothing
+  // else the decode reads but q and waited for every kernel before it: a dense cache's rows
+  // from *keys_written_from on (a device i32 [1]: its cache write's start), or a pool's rows
+  // written_slots[0..written_slot_count) (device i32, at most kMaxWrittenSlots). The
+  // tensor-core kernel then starts loading the other keys before it waits; with neither it
+  // waits first.
   const int32_t* keys_written_from = nullptr;
+  const int32_t* written_slots = nullptr;
+  int written_slot_count = 0;
+  static constexpr int kMaxWrittenSlots = 64;
 };
 
 // What decode_attention() will launch: splits of `chunk` keys, query rows handled `rows`

@@ -29,11 +29,14 @@ struct DecodeParams {
   int kv_f16;              // 0: bf16, 1: f16
   int tensor_cores;        // 1: the mma.sync kernel (decode_mma.cuh), 0: the SIMT kernel
   int programmatic;        // 1: launched as a programmatic dependent (PDL) of the kernel in front
-  // PDL only: the kernel in front writes no key below *written_from (device i32 [1]) and
-  // nothing else this one reads but q, and every kernel before it has ended; the
-  // tensor-core kernel then issues its first tiles of older keys before it waits. Null:
-  // nothing is read before the wait.
+  // PDL only: the keys the kernel in front writes, where it writes nothing else this one
+  // reads but q and every kernel before it has ended: a dense cache's from *written_from on
+  // (device i32 [1]), or the pool rows written_slots[0..written_slot_count) (at most 64).
+  // The tensor-core kernel then issues its first tiles of other keys before it waits. Both
+  // null: nothing is read before the wait.
   const int32_t* written_from;
+  const int32_t* written_slots;
+  int written_slot_count;
 };
 
 // Keys one block visits per pass (threads / threads-per-key) times the unroll: chunks are

@@ -102,9 +102,9 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (KVF_DECODE_PROBE == 4) return;
   // Launched as a programmatic dependent: what the kernel in front writes is read after its
-  // wait. With written_from that is q and the keys from *written_from on, and the lengths
-  // were written before it: the older keys' first tiles are issued before the wait.
-  const bool early = p.written_from != nullptr;
+  // wait. Where the host says which keys that is (and that else it writes only q), the
+  // older keys' first tiles are issued before the wait.
+  const bool early = p.written_from != nullptr || p.written_slots != nullptr;
   if (!early) await_kernel_in_front();
   const SplitBlock blk(p);
   const int rb = blk.rb, hkv = blk.hkv, b = blk.b, len = blk.len, t0 = blk.t0, t1 = blk.t1;
@@ -133,6 +133,11 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
     for (int it = 0; it < R - 1; ++it) copy_map(it, p.map_stride);
     commit();
   }
+  // The pool rows the kernel in front writes (at most 64), lane j holding j and j + 32.
+  int written[2] = {-1, -1};
+  if (PAGED && p.written_slots != nullptr)
+    for (int j = 0; j < 2; ++j)
+      if (lane + 32 * j < p.written_slot_count) written[j] = p.written_slots[lane + 32 * j];
   if (blk.skip) {
     wait<0>();
     return;
@@ -220,7 +225,21 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   }
   // A warp whose first S - 1 tiles hold only keys the kernel in front leaves alone has
   // them on the way while that kernel ends (warp-uniform).
-  const bool ahead = early && min(tile_start(S - 2) + Tr::kKeys, t1) <= *p.written_from;
+  bool ahead = early;
+  if (p.written_from != nullptr) ahead = min(tile_start(S - 2) + Tr::kKeys, t1) <= *p.written_from;
+  if (PAGED && p.written_slots != nullptr) {
+    bool hit = false;
+    for (int e0 = 0; e0 < (S - 1) * Tr::kKeys; e0 += 32) {
+      const int e = e0 + lane, it = e / Tr::kKeys, r = e % Tr::kKeys;
+      const bool read = e < (S - 1) * Tr::kKeys && it < n_it && tile_start(it) + r < t1;
+      const int row = read ? map_ring[(it % R) * Tr::kKeys + r] : -1;
+      for (int j = 0; j < 32; ++j) {
+        const int w0 = __shfl_sync(0xffffffffu, written[0], j), w1 = __shfl_sync(0xffffffffu, written[1], j);
+        hit = hit || (read && (row == w0 || row == w1));
+      }
+    }
+    ahead = !__any_sync(0xffffffffu, hit);
+  }
   auto issue_first = [&] {
 #pragma unroll
     for (int it = 0; it < S - 1; ++it) issue(it);

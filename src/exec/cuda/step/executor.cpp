@@ -423,29 +423,43 @@ bool CudaExecutor::decode_args(const Op& op, DecodeAttentionArgs& a) const {
 }
 
 // Where the launch in front of a decode is a step's ropes and cache writes (a pack, or the
-// QKV group whose epilogue runs them), it writes q and the dense caches from one start row
-// on, and it waited for every launch before it (those kernels let the next launch only after
-// their wait): the decode may load the older keys before it waits. That start, or null
-// where the launch in front might write anything else the decode reads.
-const int32_t* CudaExecutor::keys_written_from(const Op& front, const DecodeAttentionArgs& a) {
-  if (a.read_map != nullptr || a.mask != nullptr || a.window != 0 || a.lq != 1) return nullptr;
+// QKV group whose epilogue runs them), it writes q and the newest keys and values, and it
+// waited for every launch before it (those kernels let the next launch only after their
+// wait): the decode may load the other keys before it waits. Tells it which keys those
+// writes reach (a dense cache's rows from one start on, or a pool's slots), unless the
+// launch might write anything else the decode reads.
+void CudaExecutor::tell_written_keys(const Op& front, DecodeAttentionArgs& a) {
+  if (a.window != 0 || a.lq != 1) return;
+  const bool pool = a.read_map != nullptr;
   const Pack& pack = front.grouped > 0 ? front.group.then : front.pack;
-  const int32_t* start = nullptr;
+  const int32_t* start = nullptr;  // dense: the cache writes' start row
+  const int32_t* slots = nullptr;  // pool: the rows written
+  int64_t n_slots = 0;
   for (int i = 0; i < pack.tasks; ++i) {
     const PackTask& t = pack.task[i];
-    const void* out = t.kind == PackKind::kRope                                        ? t.rope.out
-                      : t.kind == PackKind::kSlice || t.kind == PackKind::kRopeIntoSlice ? t.slice.out
-                                                                                         : t.scatter.out;
-    if (out == a.lens) return nullptr;
-    if (out != a.k && out != a.v) continue;  // q, or what the decode does not read
-    const SliceTask& w = t.slice;
     const bool rows = t.kind == PackKind::kSlice || t.kind == PackKind::kRopeIntoSlice;
+    const bool scatter = t.kind == PackKind::kScatter || t.kind == PackKind::kRopeIntoScatter;
+    const void* out = rows ? t.slice.out : scatter ? t.scatter.out : t.rope.out;
+    if (out == a.lens || out == a.mask || out == a.read_map) return;
+    if (out != a.k && out != a.v) continue;  // q, or what the decode does not read
     const int64_t d = out == a.k ? a.dk : a.dv;
-    if (!rows || w.outer != int64_t{a.batch} * a.kv_heads || w.extent != a.capacity || w.inner != d) return nullptr;
-    if (start != nullptr && w.start != start) return nullptr;
-    start = w.start;
+    if (pool) {
+      const ScatterTask& w = t.scatter;
+      if (!scatter || w.row != int64_t{a.kv_heads} * d || (slots != nullptr && (w.idx != slots || w.m != n_slots))) return;
+      slots = w.idx;
+      n_slots = w.m;
+    } else {
+      const SliceTask& w = t.slice;
+      if (!rows || w.outer != int64_t{a.batch} * a.kv_heads || w.extent != a.capacity || w.inner != d) return;
+      if (start != nullptr && w.start != start) return;
+      start = w.start;
+    }
   }
-  return start;
+  if (pool && slots != nullptr && n_slots <= DecodeAttentionArgs::kMaxWrittenSlots) {
+    a.written_slots = slots;
+    a.written_slot_count = static_cast<int>(n_slots);
+  }
+  if (!pool) a.keys_written_from = start;
 }
 
 Status CudaExecutor::bind_decode_attention() {
@@ -455,7 +469,7 @@ Status CudaExecutor::bind_decode_attention() {
     if (plan_.graph.eqns[static_cast<size_t>(op.eqn)].op != OpKind::kAttention) continue;
     DecodeAttentionArgs a;
     if (!decode_args(op, a)) continue;
-    if (i > 0) a.keys_written_from = keys_written_from(body_[i - 1], a);
+    if (i > 0) tell_written_keys(body_[i - 1], a);
     Result<DecodePlan> plan = plan_decode_attention(a);
     if (!plan) continue;  // a shape the kernel refuses: attention_rows runs it
     op.decode_kernel = true;

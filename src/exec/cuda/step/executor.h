@@ -119,7 +119,7 @@ class CudaExecutor final : public Executor {
   Status hand_off_rounded_x();
   Status bind_decode_attention();
   bool decode_args(const Op& op, DecodeAttentionArgs& a) const;
-  static const int32_t* keys_written_from(const Op& front, const DecodeAttentionArgs& a);
+  static void tell_written_keys(const Op& front, DecodeAttentionArgs& a);
   Status bind_tile_attention();
   AttentionRows attention_rows_of(const Op& op) const;
   void stage_slots(const SlotValues& slots);
