@@ -543,10 +543,11 @@ TEST(CudaDecode, EarlyKeysWaitForTheNewestRows) {
         EXPECT_LE(early_keys_error(d, len, page, Told::kNewest, sd + len), 1e-4);
       }
   // The test sees a read made too early: told that nothing is written in front, the warp
-  // whose first tiles hold the newest key reads it before it is written.
+  // whose first tiles hold the newest key reads its poison before it is written (a NaN sum
+  // leaves the rows at zero, as a row that sees no key: an error of 1).
   for (int d : {64, 128})
     for (int page : {0, 16}) {
-      EXPECT_EQ(early_keys_error(d, 100, page, Told::kNothing, sd), INFINITY)
+      EXPECT_GT(early_keys_error(d, 100, page, Told::kNothing, sd), 0.5)
           << "d" << d << " page " << page << ": no poison read; did the decode launch beside the kernel in front (PDL)?";
     }
 }
