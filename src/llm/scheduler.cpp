@@ -112,6 +112,8 @@ Status Scheduler::pick_rows(Phase phase, std::vector<RowRequest>& rows, bool& pr
 }
 
 Result<std::vector<Completion>> Scheduler::step() {
+  const Clock::time_point entry = Clock::now();
+  bool steady = false;  // a steady decode step: its whole time counts
   std::vector<RowRequest> rows;
   bool preempted = false;
   // Unmixed, the kind that did not run last goes first; the other if it has no rows.
@@ -130,7 +132,6 @@ Result<std::vector<Completion>> Scheduler::step() {
     const bool decodes = all_decodes(rows);
     const int64_t shapes = driver_.runner().shapes_prepared();
     const double run_before = driver_.runner().run_seconds();
-    const Clock::time_point start = Clock::now();
     Result<std::vector<RowResult>> results = driver_.step(rows);
     if (!results) return results.take_error();
     Status s = driver_.commit(*results);
@@ -138,9 +139,9 @@ Result<std::vector<Completion>> Scheduler::step() {
     ++steps_;
     const Clock::time_point now = Clock::now();
     if (decodes && driver_.runner().shapes_prepared() == shapes) {
+      steady = true;
       ++steady_decode_.steps;
       steady_decode_.tokens += static_cast<int64_t>(rows.size());
-      steady_decode_.seconds += std::chrono::duration<double>(now - start).count();
       steady_decode_.executor_seconds += driver_.runner().run_seconds() - run_before;
     }
     for (const RowResult& r : *results) {
@@ -166,6 +167,7 @@ Result<std::vector<Completion>> Scheduler::step() {
     if (!r) return r.take_error();
     running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   }
+  if (steady) steady_decode_.seconds += std::chrono::duration<double>(Clock::now() - entry).count();
   return done;
 }
 

@@ -51,7 +51,8 @@ struct SchedulerOptions {
 
 // The steps whose rows were all decodes of running requests and whose shape had run
 // before (a step that met a new shape also traced and compiled it): the steady decode rate,
-// what llama-batched-bench's S_TG measures.
+// what llama-batched-bench's S_TG measures. A step's seconds are all of step(): picking its
+// rows, running them, committing, and releasing the requests that finished.
 struct DecodeStats {
   int64_t steps = 0, tokens = 0;
   double seconds = 0;
