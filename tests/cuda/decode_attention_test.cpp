@@ -64,38 +64,15 @@ struct Case {
   }
 };
 
-// Runs one case on c.kernel: every output finite and ‖Δ‖/‖ref‖ within c.tolerance.
-void run_case_on(const Case& c, uint64_t sd) {
-  SCOPED_TRACE(c.name() + " seed " + std::to_string(sd));
-  std::mt19937_64 rng(sd);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+// The f64 attention of case c: q [B, Hq, Lq, dk]; kl, vl [B, Hkv, keys, d] 16-bit words;
+// slopes [Hq] (ALiBi, zeros without); mask [B or 1, keys] when c.mask. Out [B, Hq, Lq, dv].
+std::vector<double> reference(const Case& c, int keys, const std::vector<float>& q, const std::vector<uint16_t>& kl,
+                              const std::vector<uint16_t>& vl, const std::vector<float>& slopes,
+                              const std::vector<float>& mask) {
   const int n_rep = c.hq / c.hkv;
-  const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
-  const int keys = c.capacity > 0 ? c.capacity : max_len + 5;  // capacity, or read-map stride
-  auto round16 = [&](float x) { return c.type == KvType::kBF16 ? f32_to_bf16(x) : f32_to_f16(x); };
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.dk));  // as the kernel is given it
   auto widen16 = [&](uint16_t b) { return c.type == KvType::kBF16 ? bf16_to_f32(b) : f16_to_f32(b); };
-
-  // Logical keys and values [B, Hkv, keys, d] as 16-bit words; NaN past each row's length.
-  std::vector<uint16_t> kl(static_cast<size_t>(c.batch) * c.hkv * keys * c.dk, kNaN16);
-  std::vector<uint16_t> vl(static_cast<size_t>(c.batch) * c.hkv * keys * c.dv, kNaN16);
-  for (int b = 0; b < c.batch; ++b)
-    for (int g = 0; g < c.hkv; ++g)
-      for (int t = 0; t < c.lens[b]; ++t) {
-        for (int d = 0; d < c.dk; ++d) kl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dk + d] = round16(uni(rng));
-        for (int d = 0; d < c.dv; ++d) vl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dv + d] = round16(uni(rng));
-      }
-  // q with a spread that makes the softmax peaked, not flat.
-  std::vector<float> q(static_cast<size_t>(c.batch) * c.hq * c.lq * c.dk);
-  for (float& x : q) x = 3.0f * uni(rng);
-  std::vector<float> slopes(c.hq);
-  for (int h = 0; h < c.hq; ++h) slopes[h] = c.alibi ? std::pow(2.0f, -8.0f * (h + 1) / c.hq) : 0.0f;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
-  const int mask_rows = c.mask ? (c.shared_mask ? 1 : c.batch) : 0;
-  std::vector<float> mask(static_cast<size_t>(mask_rows) * keys);
-  for (float& x : mask) x = uni(rng) < -0.6f ? -INFINITY : uni(rng) - 1.0f;
   const auto mask_at = [&](int b, int t) { return c.mask ? mask[static_cast<size_t>(c.shared_mask ? 0 : b) * keys + t] : 0.0f; };
-
-  // f64 reference.
   std::vector<double> ref(static_cast<size_t>(c.batch) * c.hq * c.lq * c.dv, 0.0);
   for (int b = 0; b < c.batch; ++b)
     for (int h = 0; h < c.hq; ++h)
@@ -124,6 +101,38 @@ void run_case_on(const Case& c, uint64_t sd) {
           for (int d = 0; d < c.dv; ++d)
             o[d] += s[j] / sum * widen16(vl[((static_cast<size_t>(b) * c.hkv + g) * keys + ts[j]) * c.dv + d]);
       }
+  return ref;
+}
+
+// Runs one case on c.kernel: every output finite and ‖Δ‖/‖ref‖ within c.tolerance.
+void run_case_on(const Case& c, uint64_t sd) {
+  SCOPED_TRACE(c.name() + " seed " + std::to_string(sd));
+  std::mt19937_64 rng(sd);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const int max_len = *std::max_element(c.lens.begin(), c.lens.end());
+  const int keys = c.capacity > 0 ? c.capacity : max_len + 5;  // capacity, or read-map stride
+  auto round16 = [&](float x) { return c.type == KvType::kBF16 ? f32_to_bf16(x) : f32_to_f16(x); };
+
+  // Logical keys and values [B, Hkv, keys, d] as 16-bit words; NaN past each row's length.
+  std::vector<uint16_t> kl(static_cast<size_t>(c.batch) * c.hkv * keys * c.dk, kNaN16);
+  std::vector<uint16_t> vl(static_cast<size_t>(c.batch) * c.hkv * keys * c.dv, kNaN16);
+  for (int b = 0; b < c.batch; ++b)
+    for (int g = 0; g < c.hkv; ++g)
+      for (int t = 0; t < c.lens[b]; ++t) {
+        for (int d = 0; d < c.dk; ++d) kl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dk + d] = round16(uni(rng));
+        for (int d = 0; d < c.dv; ++d) vl[((static_cast<size_t>(b) * c.hkv + g) * keys + t) * c.dv + d] = round16(uni(rng));
+      }
+  // q with a spread that makes the softmax peaked, not flat.
+  std::vector<float> q(static_cast<size_t>(c.batch) * c.hq * c.lq * c.dk);
+  for (float& x : q) x = 3.0f * uni(rng);
+  std::vector<float> slopes(c.hq);
+  for (int h = 0; h < c.hq; ++h) slopes[h] = c.alibi ? std::pow(2.0f, -8.0f * (h + 1) / c.hq) : 0.0f;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
+  const int mask_rows = c.mask ? (c.shared_mask ? 1 : c.batch) : 0;
+  std::vector<float> mask(static_cast<size_t>(mask_rows) * keys);
+  for (float& x : mask) x = uni(rng) < -0.6f ? -INFINITY : uni(rng) - 1.0f;
+
+  const std::vector<double> ref = reference(c, keys, q, kl, vl, slopes, mask);
 
   // Device layout: dense as is; paged pools of shuffled pages plus spare NaN pages.
   std::vector<uint16_t> kdev = kl, vdev = vl;
@@ -394,7 +403,7 @@ enum class Told { kWait, kNewest, kNothing };
 // keys on the tensor cores, planned for the capacity and chunked by the length as a step's,
 // over a dense cache or (page > 0) a pool of shuffled pages.
 double early_keys_error(int d, int len, int page, Told told, uint64_t sd) {
-  const int hq = 16, hkv = 2, cap = len + 5, n_rep = hq / hkv;
+  const int hq = 16, hkv = 2, cap = len + 5;
   std::mt19937_64 rng(sd);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<uint16_t> k(static_cast<size_t>(hkv) * cap * d, kNaN16), v = k;  // [Hkv, cap, d]
@@ -406,22 +415,14 @@ double early_keys_error(int d, int len, int page, Told told, uint64_t sd) {
       }
   std::vector<float> q(static_cast<size_t>(hq) * d);
   for (float& x : q) x = 3.0f * uni(rng);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  std::vector<double> ref(static_cast<size_t>(hq) * d, 0.0);
-  for (int h = 0; h < hq; ++h) {
-    const size_t kv0 = static_cast<size_t>(h / n_rep) * cap * d;
-    std::vector<double> s(len);
-    for (int t = 0; t < len; ++t) {
-      double dot = 0;
-      for (int e = 0; e < d; ++e) dot += q[static_cast<size_t>(h) * d + e] * f16_to_f32(k[kv0 + static_cast<size_t>(t) * d + e]);
-      s[t] = dot * scale;
-    }
-    const double mx = *std::max_element(s.begin(), s.end());
-    double sum = 0;
-    for (double& x : s) sum += (x = std::exp(x - mx));
-    for (int t = 0; t < len; ++t)
-      for (int e = 0; e < d; ++e) ref[static_cast<size_t>(h) * d + e] += s[t] / sum * f16_to_f32(v[kv0 + static_cast<size_t>(t) * d + e]);
-  }
+  Case c;
+  c.type = KvType::kF16;
+  c.batch = 1;
+  c.hq = hq;
+  c.hkv = hkv;
+  c.dk = c.dv = d;
+  c.lens = {len};
+  const std::vector<double> ref = reference(c, cap, q, k, v, std::vector<float>(hq, 0.0f), {});
 
   // The device's keys: dense [Hkv, cap, d], or a pool [slots, Hkv, d] of shuffled pages
   // (spares poison). The newest key's rows and q are poison until the kernel in front
@@ -484,7 +485,7 @@ double early_keys_error(int d, int len, int page, Told told, uint64_t sd) {
   a.lens = dlen.p;
   a.max_len = cap;
   a.chunks_from_lens = true;
-  a.scale = static_cast<float>(scale);
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
   a.out = dout.p;
   a.kernel = DecodeKernel::kTensorCores;
   a.programmatic = true;

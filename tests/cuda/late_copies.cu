@@ -1,10 +1,12 @@
 #include "late_copies.h"
 
+#include "exec/cuda/programmatic_launch.cuh"
+
 namespace kvf::testing {
 namespace {
 
 __global__ void late_copies_kernel(const LateCopies c) {
-  asm volatile("griddepcontrol.launch_dependents;");
+  exec::cuda::let_next_kernel_launch();
   const long long t0 = clock64();
   while (clock64() - t0 < c.spin_cycles) {
   }

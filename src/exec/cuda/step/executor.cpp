@@ -455,11 +455,12 @@ void CudaExecutor::tell_written_keys(const Op& front, DecodeAttentionArgs& a) {
       start = w.start;
     }
   }
-  if (pool && slots != nullptr && n_slots <= DecodeAttentionArgs::kMaxWrittenSlots) {
+  if (pool) {  // more rows than the decode checks: it waits first (decode_attention)
     a.written_slots = slots;
-    a.written_slot_count = static_cast<int>(n_slots);
+    a.written_slot_count = static_cast<int>(std::min<int64_t>(n_slots, INT32_MAX));
+  } else {
+    a.keys_written_from = start;
   }
-  if (!pool) a.keys_written_from = start;
 }
 
 Status CudaExecutor::bind_decode_attention() {
