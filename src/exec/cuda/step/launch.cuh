@@ -20,6 +20,30 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
 }
 
+// The indices of [0, n) this thread takes in a grid-stride loop:
+// `for (const int64_t i : grid_stride(n))`.
+class GridStride {
+ public:
+  struct Index {
+    int64_t i, step;
+    __device__ int64_t operator*() const { return i; }
+    __device__ Index& operator++() {
+      i += step;
+      return *this;
+    }
+    __device__ bool operator!=(const Index& end) const { return i < end.i; }  // past the end ends too
+  };
+  __device__ explicit GridStride(int64_t n) : n_(n) {}
+  __device__ Index begin() const {
+    return {blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, static_cast<int64_t>(gridDim.x) * blockDim.x};
+  }
+  __device__ Index end() const { return {n_, 0}; }
+
+ private:
+  int64_t n_;
+};
+__device__ inline GridStride grid_stride(int64_t n) { return GridStride(n); }
+
 // Element offset of output element i in operand k.
 __device__ inline int64_t walk_offset(const Walk& w, int k, int64_t i) {
   int64_t off = 0;

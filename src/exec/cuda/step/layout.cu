@@ -9,8 +9,7 @@ namespace {
 
 template <class T>
 __global__ void strided_copy_kernel(const T* src, int64_t src_base, T* dst, int64_t dst_base, Walk w) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < w.numel;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(w.numel)) {
     dst[dst_base + walk_offset(w, 1, i)] = src[src_base + walk_offset(w, 0, i)];
   }
 }
@@ -53,8 +52,7 @@ __global__ void update_slice_kernel(const U* upd, T* out, int64_t outer, int64_t
   }
   if (faulted(l.fault)) return;  // state is not written after a failure in this step
   const int64_t total = outer * n * inner;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(total)) {
     const int64_t o = i / (n * inner), rest = i % (n * inner);
     out[(o * extent + start) * inner + rest] = store_as<T>(upd[i]);
   }
@@ -87,8 +85,7 @@ __global__ void scatter_check_kernel(const int32_t* idx, int64_t m, int64_t rows
 template <class T, class U>
 __global__ void scatter_write_kernel(const int32_t* idx, int64_t m, const U* upd, T* out, int64_t row, Launch l) {
   if (faulted(l.fault)) return;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < m * row;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t e : grid_stride(m * row)) {
     const int64_t i = e / row, j = e % row;
     const int32_t r = idx[i];
     if (r >= 0) out[r * row + j] = store_as<T>(upd[e]);

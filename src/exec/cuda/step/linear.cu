@@ -145,8 +145,7 @@ __global__ void __launch_bounds__(256) gemm_kernel(const float* x, int64_t m, in
 // One product of [m, k] x [k, n] per batch entry; the batch walk maps entries to matrices.
 __global__ void matmul_kernel(const float* a, const float* b, float* out, int64_t m, int64_t k, int64_t n, Walk batch) {
   const int64_t total = batch.numel * m * n;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(total)) {
     const int64_t bi = i / (m * n), r = (i / n) % m, c = i % n;
     const float* ar = a + walk_offset(batch, 0, bi) * m * k + r * k;
     const float* bm = b + walk_offset(batch, 1, bi) * k * n + c;

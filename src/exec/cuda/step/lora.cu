@@ -36,8 +36,7 @@ __global__ void __launch_bounds__(kWarps * 32) lora_down(LoraRows a) {
 
 template <class T>
 __global__ void lora_up(LoraRows a) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.rows * a.out;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(a.rows * a.out)) {
     const int64_t t = i / a.out, c = i % a.out, id = a.ids[t];
     if (id == 0) {
       a.result[i] = a.y[i];

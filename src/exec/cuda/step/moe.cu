@@ -69,8 +69,7 @@ __global__ void __launch_bounds__(kWarps * 32) expert_direct(MoeArgs a, int64_t 
 // out[r][c] = sum over the experts row r picked, in expert order, of round(y * weight).
 __global__ void combine_direct(MoeArgs a) {
   const float* y = direct_outputs(a);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.rows * a.dim;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(a.rows * a.dim)) {
     const int64_t r = i / a.dim, c = i % a.dim;
     float o = 0.0f;
     for (int64_t e = 0; e < a.experts; ++e) {
@@ -330,8 +329,7 @@ __global__ void __launch_bounds__(128) expert_tiles_tc(MoeArgs a, Pass p) {
 
 // The pass's terms added to out (the first pass starts from 0), in expert order.
 __global__ void combine_gathered(MoeArgs a, Pass p) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.rows * a.dim;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(a.rows * a.dim)) {
     const int64_t r = i / a.dim, c = i % a.dim;
     float o = p.first == 0 ? 0.0f : a.out[i];
     for (int64_t j = 0; j < p.per && p.first + j < a.experts; ++j) {

@@ -8,9 +8,6 @@
 namespace kvf::exec::cuda::step {
 namespace {
 
-#define KVF_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 __device__ float unary_f32(UnaryOp op, float x) {
   switch (op) {
     case UnaryOp::kNeg: return -x;
@@ -29,13 +26,13 @@ __device__ float unary_f32(UnaryOp op, float x) {
 }
 
 __global__ void unary_f32_kernel(UnaryOp op, const float* x, float* out, int64_t n) {
-  KVF_GRID_LOOP(i, n) out[i] = unary_f32(op, x[i]);
+  for (const int64_t i : grid_stride(n)) out[i] = unary_f32(op, x[i]);
 }
 
 __device__ int32_t unary_i32(UnaryOp op, int32_t v) { return op == UnaryOp::kNeg ? -v : (v < 0 ? -v : v); }
 
 __global__ void unary_i32_kernel(UnaryOp op, const int32_t* x, int32_t* out, int64_t n) {
-  KVF_GRID_LOOP(i, n) out[i] = unary_i32(op, x[i]);
+  for (const int64_t i : grid_stride(n)) out[i] = unary_i32(op, x[i]);
 }
 
 template <class T>
@@ -59,7 +56,7 @@ __device__ T arith(BinaryOp op, T x, T y, bool& div_zero) {
 
 template <class T>
 __global__ void arith_kernel(BinaryOp op, const T* a, const T* b, T* out, Walk w, Launch l) {
-  KVF_GRID_LOOP(i, w.numel) {
+  for (const int64_t i : grid_stride(w.numel)) {
     bool div_zero = false;
     out[i] = arith(op, a[walk_offset(w, 0, i)], b[walk_offset(w, 1, i)], div_zero);
     if (div_zero) raise_fault(l.fault, DeviceFault::kDivideByZero, l.eqn, i);
@@ -81,11 +78,11 @@ __device__ bool compare(BinaryOp dir, T x, T y) {
 
 template <class T>
 __global__ void compare_kernel(BinaryOp dir, const T* a, const T* b, uint8_t* out, Walk w) {
-  KVF_GRID_LOOP(i, w.numel) out[i] = compare(dir, a[walk_offset(w, 0, i)], b[walk_offset(w, 1, i)]);
+  for (const int64_t i : grid_stride(w.numel)) out[i] = compare(dir, a[walk_offset(w, 0, i)], b[walk_offset(w, 1, i)]);
 }
 
 __global__ void logic_kernel(bool is_and, const uint8_t* a, const uint8_t* b, uint8_t* out, Walk w) {
-  KVF_GRID_LOOP(i, w.numel) {
+  for (const int64_t i : grid_stride(w.numel)) {
     const uint8_t x = a[walk_offset(w, 0, i)], y = b[walk_offset(w, 1, i)];
     out[i] = is_and ? (x & y) : (x | y);
   }
@@ -93,18 +90,18 @@ __global__ void logic_kernel(bool is_and, const uint8_t* a, const uint8_t* b, ui
 
 template <class T>
 __global__ void select_kernel(const uint8_t* p, const T* a, const T* b, T* out, Walk w) {
-  KVF_GRID_LOOP(i, w.numel) out[i] = p[walk_offset(w, 0, i)] ? a[walk_offset(w, 1, i)] : b[walk_offset(w, 2, i)];
+  for (const int64_t i : grid_stride(w.numel)) out[i] = p[walk_offset(w, 0, i)] ? a[walk_offset(w, 1, i)] : b[walk_offset(w, 2, i)];
 }
 
 __global__ void to_f32_kernel(DType from, const void* x, float* out, int64_t n) {
-  KVF_GRID_LOOP(i, n) out[i] = load_stored(from, x, i);
+  for (const int64_t i : grid_stride(n)) out[i] = load_stored(from, x, i);
 }
 
 // Launched as a programmatic dependent: it rounds a linear's x, so the linear behind it (a
 // programmatic dependent too) can request its first weights while this runs.
 __global__ void to_half_kernel(bool bf16, const float* x, void* out, int64_t n) {
   await_kernel_in_front();
-  KVF_GRID_LOOP(i, n) store_half(out, i, x[i], bf16);
+  for (const int64_t i : grid_stride(n)) store_half(out, i, x[i], bf16);
 }
 
 // Element i of x (f32, i32 or pred) cast to `to` (f32, i32 or pred) into out.
@@ -131,7 +128,7 @@ __device__ void to_word(DType from, DType to, const void* x, void* out, int64_t 
 }
 
 __global__ void to_word_kernel(DType from, DType to, const void* x, void* out, int64_t n, Launch l) {
-  KVF_GRID_LOOP(i, n) to_word(from, to, x, out, i, l.fault, l.eqn);
+  for (const int64_t i : grid_stride(n)) to_word(from, to, x, out, i, l.fault, l.eqn);
 }
 
 // Element i of a chain's binary task.
@@ -183,11 +180,11 @@ __global__ void chain_kernel(const ChainTask* tasks, int n, FaultRecord* fault) 
 
 template <class T>
 __global__ void iota_kernel(int64_t inner, int64_t extent, T* out, int64_t n) {
-  KVF_GRID_LOOP(i, n) out[i] = static_cast<T>((i / inner) % extent);
+  for (const int64_t i : grid_stride(n)) out[i] = static_cast<T>((i / inner) % extent);
 }
 
 __global__ void glu_kernel(GluAct act, const float* g, const float* u, float* out, void* out16, bool bf16, int64_t n) {
-  KVF_GRID_LOOP(i, n) {
+  for (const int64_t i : grid_stride(n)) {
     const float v = glu_value(act, g[i]) * u[i];
     out[i] = v;
     if (out16 != nullptr) store_half(out16, i, v, bf16);
@@ -196,7 +193,7 @@ __global__ void glu_kernel(GluAct act, const float* g, const float* u, float* ou
 
 __global__ void rope_kernel(RopeTask t) {
   const int64_t half = t.rotary / 2, per_row = half + (t.d - t.rotary);
-  KVF_GRID_LOOP(i, t.rows * per_row) {
+  for (const int64_t i : grid_stride(t.rows * per_row)) {
     const int64_t r = i / per_row, j = i % per_row;
     const float* xr = t.x + r * t.d;
     float* o = t.out + r * t.d;
@@ -215,7 +212,7 @@ __global__ void rope_kernel(RopeTask t) {
 }
 
 __global__ void witness_kernel(const uint8_t* w, int64_t n, int validation, FaultRecord* fault) {
-  KVF_GRID_LOOP(i, n) {
+  for (const int64_t i : grid_stride(n)) {
     if (w[i] == 0) raise_fault(fault, DeviceFault::kValidation, validation, i);
   }
 }

@@ -15,8 +15,7 @@ int64_t aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Each stored element widened to f32 and rounded to f16: a q8_0/q4_0 matrix as f16 [n, k].
 __global__ void widen_to_f16_kernel(DType dt, const uint8_t* w, int64_t row_bytes, int64_t n, int64_t k, __half* out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n * k;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (const int64_t i : grid_stride(n * k)) {
     out[i] = __float2half_rn(load_stored(dt, w + (i / k) * row_bytes, i % k));
   }
 }
