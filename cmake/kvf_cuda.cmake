@@ -25,8 +25,4 @@ function(kvf_add_cuda_library src core)
   target_compile_options(kvf_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror>
     $<$<COMPILE_LANGUAGE:CUDA>:${cuda_flags}>)
-  if(KVF_CUDA_DEFINES)  # tile overrides for bench/cuda/run.sh's variant sweeps
-    target_compile_definitions(kvf_cuda PRIVATE ${KVF_CUDA_DEFINES})
-    target_compile_definitions(kvf_cuda_sm90a PRIVATE ${KVF_CUDA_DEFINES})
-  endif()
 endfunction()

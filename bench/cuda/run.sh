@@ -77,69 +77,38 @@ clocks "$BUILD/bench_cuda_prefill" "$REPS" extra 2>&1 | tee -a "$OUT/prefill.log
 "$BUILD/bench_cuda_decode" "$REPS" 2>&1 | tee "$OUT/bench.log"
 PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 2>&1 | tee "$OUT/torch.log"
 
-# A variant build: bench/cuda configured with KVF_CUDA_DEFINES=$2 ("A=1;B=2") into
-# $BUILD-$1, building targets $3...; says why and returns 1 when the build fails.
-build_variant() {
-  local name=$1 defs=$2 vb="$BUILD-$1"
-  shift 2
-  cmake -S "$ROOT/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${GT[@]}" \
-    "-DKVF_CUDA_DEFINES=$defs" >"$vb.log" 2>&1 && cmake --build "$vb" -j "$(nproc)" --target "$@" >>"$vb.log" 2>&1 \
-    || { echo "variant $name: build failed"; grep -E "error|spill" "$vb.log" | head -5; return 1; }
+# Variants (KVF_BENCH_PATCHES="name:file.patch[:decode|prefill|extra] ..."): each a copy of the
+# sources with one patch applied (a tile shape, a stage count, a probe that switches part of
+# a kernel off), built in its own directory. Its tests of the kernel family run first
+# (printed, prefixed with its name; a probe's fail by design), then its timings: decode
+# (default) the quick decode shapes, labelled kvforge-<name>; prefill the d128 shapes of the
+# mma.sync kernel, labelled kvforge-mma.sync-<name>; extra the extra prefill shapes,
+# labelled kvforge-<name>-<shape>.
+build_variant() {  # name, patch: the patched tree in $BUILD-$1-src, its build in $BUILD-$1
+  local name=$1 patch=$2 tree="$BUILD-$1-src" vb="$BUILD-$1"
+  rm -rf "$tree" && mkdir -p "$tree" && cp -r "$ROOT/src" "$ROOT/cmake" "$ROOT/bench" "$ROOT/tests" "$tree/" \
+    && (cd "$tree" && git apply "$patch") >"$vb.log" 2>&1 \
+    && cmake -S "$tree/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+      "${GT[@]}" >>"$vb.log" 2>&1 \
+    && cmake --build "$vb" -j "$(nproc)" --target bench_cuda_decode bench_cuda_prefill test_cuda >>"$vb.log" 2>&1 \
+    || { echo "variant $name: build failed"; grep -E "error|spill|patch" "$vb.log" | head -5; return 1; }
 }
-# The variant's gpu tests matching filter $2, one line per test, prefixed with its name.
-variant_tests() {
-  KVF_REQUIRE_GPU=1 "$BUILD-$1/test_cuda" --gtest_filter="$2" 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$1: /"
-}
-
-# Variants of the d128 tensor-core decode kernel (KVF_BENCH_VARIANTS="W4S3E1 W4S4E0 ..."): W warps
-# per block, S pipeline stages per warp, E 1/0 for q and P split into two 16-bit parts or
-# rounded to one; quick shapes only, after the variant's decode tests.
-for v in ${KVF_BENCH_VARIANTS:-}; do
-  [[ $v =~ ^W([0-9]+)S([0-9]+)E([01])$ ]] || { echo "bad variant $v"; continue; }
-  build_variant "$v" "KVF_DMMA_W=${BASH_REMATCH[1]};KVF_DMMA_S=${BASH_REMATCH[2]};KVF_DMMA_EXACT=${BASH_REMATCH[3]}" \
-    bench_cuda_decode test_cuda || continue
-  variant_tests "$v" 'CudaDecode.*'
-  "$BUILD-$v/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$v/" | tee -a "$OUT/variants.log"
-done
-
-# Define variants of the decode kernels (KVF_BENCH_DEFS="name:MACRO=V,MACRO=V ..."): any of the
-# KVF_* compile-time switches, e.g. "w4s3:KVF_DMMA_W=4,KVF_DMMA_S=3" or the measurement probes
-# "noloop:KVF_DECODE_PROBE=2" (decode_merge.cuh); the variant's decode tests (not for probes),
-# then the quick shapes, labelled kvforge-<name>.
-for v in ${KVF_BENCH_DEFS:-}; do
-  [[ $v =~ ^([A-Za-z0-9_]+):([A-Za-z0-9_=,]+)$ ]] || { echo "bad define variant $v"; continue; }
-  name=${BASH_REMATCH[1]}
-  defs=${BASH_REMATCH[2]//,/;}
-  build_variant "$name" "$defs" bench_cuda_decode test_cuda || continue
-  [[ $defs == *KVF_DECODE_PROBE* ]] || variant_tests "$name" 'CudaDecode.*'  # probes compute wrong results by design
-  "$BUILD-$name/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$name/" | tee -a "$OUT/variants.log"
-done
-
-# Tile variants of the d128 mma.sync prefill kernel (KVF_PREFILL_VARIANTS="M128N32W4B2 ..."):
-# M query rows per block, N keys per K/V tile, W warps (M / (16 W) m tiles per warp), B min
-# blocks; q stays in registers when a warp has one m tile. Each variant's prefill tests run
-# too; only its mma.sync lines are kept (the wgmma kernel does not take these tiles).
-for v in ${KVF_PREFILL_VARIANTS:-}; do
-  [[ $v =~ ^M([0-9]+)N([0-9]+)W([0-9]+)B([0-9]+)$ ]] || { echo "bad prefill variant $v"; continue; }
-  qr=false; [ "${BASH_REMATCH[1]}" -eq $(( 16 * ${BASH_REMATCH[3]} )) ] && qr=true
-  build_variant "$v" \
-    "KVF_PF128_M=${BASH_REMATCH[1]};KVF_PF128_N=${BASH_REMATCH[2]};KVF_PF128_W=${BASH_REMATCH[3]};KVF_PF128_B=${BASH_REMATCH[4]};KVF_PF128_Q=$qr" \
-    bench_cuda_prefill test_cuda || continue
-  variant_tests "$v" 'CudaPrefill*'
-  "$BUILD-$v/bench_cuda_prefill" "$REPS" 2>&1 | grep "impl=kvforge-mma.sync" \
-    | sed "s/^prefill impl=kvforge-mma.sync/prefill impl=kvforge-$v/" | tee -a "$OUT/prefill_variants.log"
-done
-
-# Define variants of the wgmma prefill kernel (KVF_PREFILL_DEFS="name:MACRO=V,MACRO=V ..."), e.g.
-# "c3:KVF_WG64_C=3,KVF_WG64_P=0" (prefill_attention_sm90a.cu's KVF_WG<D>_* shapes); the
-# variant's prefill tests, then the extra shapes (d 64/256 ...), labelled kvforge-<name>.
-for v in ${KVF_PREFILL_DEFS:-}; do
-  [[ $v =~ ^([A-Za-z0-9_]+):([A-Za-z0-9_=,]+)$ ]] || { echo "bad prefill define variant $v"; continue; }
-  name=${BASH_REMATCH[1]}
-  build_variant "$name" "${BASH_REMATCH[2]//,/;}" bench_cuda_prefill test_cuda || continue
-  variant_tests "$name" 'CudaPrefill*'
-  "$BUILD-$name/bench_cuda_prefill" "$REPS" extra 2>&1 | grep "impl=kvforge-d\|impl=kvforge-f16\|impl=kvforge-varlen" \
-    | sed "s/^prefill impl=kvforge-/prefill impl=kvforge-$name-/" | tee -a "$OUT/prefill_variants.log"
+for v in ${KVF_BENCH_PATCHES:-}; do
+  IFS=: read -r name patch what <<<"$v"
+  what=${what:-decode}
+  [[ $name =~ ^[A-Za-z0-9_.]+$ && -f $patch ]] || { echo "bad variant $v (name:file.patch[:decode|prefill|extra])"; continue; }
+  build_variant "$name" "$(realpath "$patch")" || continue
+  family='CudaDecode.*'
+  [ "$what" = decode ] || family='CudaPrefill*'
+  KVF_REQUIRE_GPU=1 "$BUILD-$name/test_cuda" --gtest_filter="$family" 2>&1 | grep -E "^\[ +(OK|FAILED|PASSED|worst) |Failure" | sed "s/^/$name: /"
+  case $what in
+    decode) "$BUILD-$name/bench_cuda_decode" "$REPS" quick 2>&1 | sed "s/^decode impl=kvforge/decode impl=kvforge-$name/" | tee -a "$OUT/variants.log" ;;
+    prefill) "$BUILD-$name/bench_cuda_prefill" "$REPS" 2>&1 | grep "impl=kvforge-mma.sync" \
+      | sed "s/^prefill impl=kvforge-mma.sync/prefill impl=kvforge-mma.sync-$name/" | tee -a "$OUT/prefill_variants.log" ;;
+    extra) "$BUILD-$name/bench_cuda_prefill" "$REPS" extra 2>&1 | grep "impl=kvforge-d\|impl=kvforge-f16\|impl=kvforge-varlen" \
+      | sed "s/^prefill impl=kvforge-/prefill impl=kvforge-$name-/" | tee -a "$OUT/prefill_variants.log" ;;
+    *) echo "variant $name: what is one of decode, prefill, extra" ;;
+  esac
 done
 
 echo

@@ -97,7 +97,7 @@ if pre:
             kt, mt, ft, ct = (f(x.get("TFLOPs")) for x in (k, ms, fl, cu))
             print(f"| {c} | {L // 1024}k | {f(k.get('us')):.0f} | {kt:.1f} | {mt:.1f} | {ft:.1f} | {kt / ft:.2f} | "
                   f"{ct:.1f} | {kt / ct:.2f} |")
-    variants = sorted({i for (i, _, _) in pre if i.startswith("kvforge-M")})
+    variants = sorted({i for (i, _, _) in pre if i.startswith("kvforge-mma.sync-")})
     if variants:
         print()
         print("d128 mma.sync prefill tile variants, TFLOP/s (x the default mma.sync tile)")
@@ -108,7 +108,7 @@ if pre:
             for c, L in ((1, 4096), (1, 16384), (0, 4096), (0, 16384)):
                 t, base = f(pre.get((i, c, L), {}).get("TFLOPs")), f(pre.get(("kvforge-mma.sync", c, L), {}).get("TFLOPs"))
                 cells.append(f"{t:.1f} ({t / base:.2f})")
-            print(f"| {i[len('kvforge-'):]} | " + " | ".join(cells) + " |")
+            print(f"| {i[len('kvforge-mma.sync-'):]} | " + " | ".join(cells) + " |")
 if extra:
     print()
     print("prefill beyond the issue's shapes (Hq/Hkv 32/8, causal; L = total tokens; TFLOP/s summed per sequence)")

@@ -31,19 +31,7 @@ template <int DK, int DV>
 struct Tile;
 // S: cp.async pipeline stages (each thread keeps (S - 1) * U keys in flight).
 template <> struct Tile<64, 64>   { static constexpr int G = 8,  U = 4, S = 3, kMaxRows = 8; };
-#ifndef KVF_D128_G  // bench/cuda/run.sh's variant sweep overrides these
-#define KVF_D128_G 8
-#endif
-#ifndef KVF_D128_U
-#define KVF_D128_U 2
-#endif
-#ifndef KVF_D128_S
-#define KVF_D128_S 4
-#endif
-#ifndef KVF_MIN_BLOCKS
-#define KVF_MIN_BLOCKS 3
-#endif
-template <> struct Tile<128, 128> { static constexpr int G = KVF_D128_G, U = KVF_D128_U, S = KVF_D128_S, kMaxRows = 8; };
+template <> struct Tile<128, 128> { static constexpr int G = 8,  U = 2, S = 4, kMaxRows = 8; };
 template <> struct Tile<256, 256> { static constexpr int G = 32, U = 4, S = 3, kMaxRows = 8; };
 template <> struct Tile<192, 128> { static constexpr int G = 8,  U = 2, S = 3, kMaxRows = 4; };
 
@@ -100,7 +88,7 @@ __device__ __forceinline__ void to_float8(const uint4& u, float* f) {
 }
 
 template <typename T, int DK, int DV, int RB, bool PAGED>
-__global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : KVF_MIN_BLOCKS) decode_split_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : 3) decode_split_kernel(const DecodeParams p) {
   constexpr int G = Tile<DK, DV>::G, U = Tile<DK, DV>::U;
   constexpr int NK = DK / (8 * G), NV = DV / (8 * G);
   constexpr int KPP = kThreads / G;

@@ -11,15 +11,6 @@
 #include "exec/cuda/mma_ptx.cuh"
 #include "exec/cuda/programmatic_launch.cuh"
 
-// Measurement probes for bench/cuda/run.sh's define variants, wrong results by design (the
-// decode tests fail under them): 1 skips the merge of the splits, 2 the key loop, 3 takes
-// every row's length to be the capacity (no dependent load of lens before the first K/V
-// copies; right only for full dense rows, as the benchmark's), 4 returns at once (the
-// launch floor). 0: the kernel.
-#ifndef KVF_DECODE_PROBE
-#define KVF_DECODE_PROBE 0
-#endif
-
 namespace kvf::exec::cuda::detail {
 
 // Keys per split of a row of `len` keys: fixed by the plan, or (chunks_from_lens) the row's
@@ -44,7 +35,7 @@ struct SplitBlock {
         split(static_cast<int>(blockIdx.x) / p.row_blocks),
         hkv(static_cast<int>(blockIdx.y)),
         b(static_cast<int>(blockIdx.z)),
-        len(KVF_DECODE_PROBE == 3 ? p.cap : p.lens[b]),
+        len(p.lens[b]),
         chunk(row_chunk(p, len)),
         t0(split * chunk),
         t1(split == p.splits - 1 ? len : min(t0 + chunk, len)),
@@ -163,7 +154,7 @@ __device__ void merge_and_store(const DecodeParams& p, const SplitBlock& blk, co
       }
     }
   }
-  if (!direct && KVF_DECODE_PROBE != 1) merge_if_last<DV>(p, blk, rows);
+  if (!direct) merge_if_last<DV>(p, blk, rows);
 }
 
 }  // namespace kvf::exec::cuda::detail

@@ -39,30 +39,9 @@ namespace kvf::exec::cuda::detail {
 // 64 paged sequences +2% (8 x 2 spills); dense, 8 x 4 against 8 x 3: tg128 +1.6%, at depth
 // 32768 +3.8%, while 64 paged sequences at 8 x 4 lost 7% (one 128 KB block an SM, not two),
 // so the paged kernel keeps 3 stages.
-// KVF_DMMA_* override d128 and KVF_DMMA64_* d64 for bench/cuda/run.sh's decode variants.
-#ifndef KVF_DMMA_W
-#define KVF_DMMA_W 8
-#endif
-#ifndef KVF_DMMA_S
-#define KVF_DMMA_S 2
-#endif
-#ifndef KVF_DMMA_EXACT  // 0: q and P rounded to 16 bits (one MMA per product, as FlashAttention)
-#define KVF_DMMA_EXACT 1
-#endif
-#ifndef KVF_DMMA64_W
-#define KVF_DMMA64_W 8
-#endif
-#ifndef KVF_DMMA64_S
-#define KVF_DMMA64_S 3
-#endif
-#ifndef KVF_DMMA64_DENSE_S
-#define KVF_DMMA64_DENSE_S 4
-#endif
 template <int D, bool PAGED> struct MmaDecodeShape;
-template <bool PAGED> struct MmaDecodeShape<64, PAGED> {
-  static constexpr int kWarps = KVF_DMMA64_W, kStages = PAGED ? KVF_DMMA64_S : KVF_DMMA64_DENSE_S;
-};
-template <bool PAGED> struct MmaDecodeShape<128, PAGED> { static constexpr int kWarps = KVF_DMMA_W, kStages = KVF_DMMA_S; };
+template <bool PAGED> struct MmaDecodeShape<64, PAGED> { static constexpr int kWarps = 8, kStages = PAGED ? 3 : 4; };
+template <bool PAGED> struct MmaDecodeShape<128, PAGED> { static constexpr int kWarps = 8, kStages = 2; };
 
 template <int D, bool PAGED>
 struct MmaDecode {
@@ -96,11 +75,9 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   using Tr = MmaDecode<D, PAGED>;
   using namespace ptx;
   constexpr bool kF16 = std::is_same_v<T, __half>;
-  constexpr bool kExact = KVF_DMMA_EXACT != 0;
   constexpr int W = Tr::kWarps, S = Tr::kStages, KT = D / 16;
   extern __shared__ __align__(128) unsigned char mma_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (KVF_DECODE_PROBE == 4) return;
   // Launched as a programmatic dependent: what the kernel in front writes is read after its
   // wait. Where the host says which keys that is (and that else it writes only q), the
   // older keys' first tiles are issued before the wait.
@@ -193,7 +170,7 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   }
 
   const int n_tiles = (t1 - t0 + Tr::kKeys - 1) / Tr::kKeys;
-  const int n_it = n_tiles > warp && KVF_DECODE_PROBE != 2 ? (n_tiles - warp + W - 1) / W : 0;
+  const int n_it = n_tiles > warp ? (n_tiles - warp + W - 1) / W : 0;
   const uint32_t s_pipe = static_cast<uint32_t>(__cvta_generic_to_shared(mma_smem)) + warp * S * Tr::kStageBytes;
   auto issue = [&](int it) {
     const uint32_t sk = s_pipe + (it % S) * Tr::kStageBytes, sv = sk + Tr::kTileBytes;
@@ -286,10 +263,8 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
       ldsm_x4(sk + k_row + k_ch.at(kk), b0, b1, b2, b3);
       mma<kF16>(s[0], qh[kk], b0, b1);
       mma<kF16>(s[1], qh[kk], b2, b3);
-      if constexpr (kExact) {
-        mma<kF16>(s[0], ql[kk], b0, b1);
-        mma<kF16>(s[1], ql[kk], b2, b3);
-      }
+      mma<kF16>(s[0], ql[kk], b0, b1);
+      mma<kF16>(s[1], ql[kk], b2, b3);
     }
     // Masks only where a key of this tile is past t1 or hidden from some row (warp-uniform).
     const int tb = tile_start(it);
@@ -348,10 +323,8 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
       ldsm_x4_t(sv + v_row + v_ch.at(dd), b0, b1, b2, b3);
       mma<kF16>(o[2 * dd], ph, b0, b1);
       mma<kF16>(o[2 * dd + 1], ph, b2, b3);
-      if constexpr (kExact) {
-        mma<kF16>(o[2 * dd], pl, b0, b1);
-        mma<kF16>(o[2 * dd + 1], pl, b2, b3);
-      }
+      mma<kF16>(o[2 * dd], pl, b0, b1);
+      mma<kF16>(o[2 * dd + 1], pl, b2, b3);
     }
   }
   wait<0>();

@@ -45,18 +45,9 @@ struct PrefillTraits {
 //         270; 256 x 32 x 8 warps x 32 rows: 265 / 275; 64 x 32, 3 blocks/SM: 233 / 244.
 //         128 x 64 x 4 warps x 32 rows spills (255 registers).
 //   d256: 64 x 32, 4 warps x 16 rows, q re-read from smem, 239 registers, 96 KB smem, 2 blocks/SM.
-// KVF_PF128_{M,N,W,B,Q} override the d128 entry for bench/cuda/run.sh's prefill variants.
-#ifndef KVF_PF128_M
-#define KVF_PF128_M 128
-#define KVF_PF128_N 32
-#define KVF_PF128_W 4
-#define KVF_PF128_B 2
-#define KVF_PF128_Q false
-#endif
 template <int D> struct PrefillTraitsFor;
 template <> struct PrefillTraitsFor<64> : PrefillTraits<64, 64, 64, 4, 3, true> {};
-template <> struct PrefillTraitsFor<128>
-    : PrefillTraits<128, KVF_PF128_M, KVF_PF128_N, KVF_PF128_W, KVF_PF128_B, KVF_PF128_Q> {};
+template <> struct PrefillTraitsFor<128> : PrefillTraits<128, 128, 32, 4, 2, false> {};
 template <> struct PrefillTraitsFor<256> : PrefillTraits<256, 64, 32, 4, 2, false> {};
 
 namespace prefill {

@@ -36,39 +36,20 @@ namespace {
 // setmaxnreg moves registers at run time, ptxas does not plan for it: docs/cuda.md): O
 // (D / 2), S and P (3 kBlockN / 4) and the addresses fit for d 64 and 128. At d 256, O alone
 // is 128 registers: the first consumer thread issues the loads instead (256 threads, up to
-// 255 registers) with 64-key tiles. KVF_WG64_{C,N,S,P,B} and KVF_WG256_{N,S} override
-// them for bench/cuda/run.sh's prefill variants (docs/cuda.md has what those measured).
-#define KVF_WG_SHAPE(D, C, N, S, P, B)                                                                \
-  template <> struct WgShape<D> {                                                                  \
-    static constexpr int kConsumerWgs = C, kBlockN = N, kStages = S, kMinBlocks = B;               \
-    static constexpr bool kProducer = P;                                                           \
-  };
-#ifndef KVF_WG64_C
-#define KVF_WG64_C 2
-#endif
-#ifndef KVF_WG64_N
-#define KVF_WG64_N 128
-#endif
-#ifndef KVF_WG64_S
-#define KVF_WG64_S 4
-#endif
-#ifndef KVF_WG64_P
-#define KVF_WG64_P 1
-#endif
-#ifndef KVF_WG64_B
-#define KVF_WG64_B 1
-#endif
-#ifndef KVF_WG256_N
-#define KVF_WG256_N 64
-#endif
-#ifndef KVF_WG256_S
-#define KVF_WG256_S 2
-#endif
+// 255 registers) with 64-key tiles. docs/cuda.md has what the other shapes measured.
 template <int D> struct WgShape;
-KVF_WG_SHAPE(64, KVF_WG64_C, KVF_WG64_N, KVF_WG64_S, KVF_WG64_P, KVF_WG64_B)
-KVF_WG_SHAPE(128, 2, 128, 3, true, 1)
-KVF_WG_SHAPE(256, 2, KVF_WG256_N, KVF_WG256_S, false, 1)
-#undef KVF_WG_SHAPE
+template <> struct WgShape<64> {
+  static constexpr int kConsumerWgs = 2, kBlockN = 128, kStages = 4, kMinBlocks = 1;
+  static constexpr bool kProducer = true;
+};
+template <> struct WgShape<128> {
+  static constexpr int kConsumerWgs = 2, kBlockN = 128, kStages = 3, kMinBlocks = 1;
+  static constexpr bool kProducer = true;
+};
+template <> struct WgShape<256> {
+  static constexpr int kConsumerWgs = 2, kBlockN = 64, kStages = 2, kMinBlocks = 1;
+  static constexpr bool kProducer = false;
+};
 
 // setmaxnreg (the producer layout): the producer's warps down to 40, the consumers' up to
 // what that frees (232 with two consumer warpgroups), a multiple of 8, at most 256.
