@@ -164,25 +164,14 @@ void run_case_on(const Case& c, uint64_t sd) {
   DevBuf<uint16_t> dk, dv;
   DevBuf<int32_t> dmap, dlens;
   DevBuf<char> dws;
-  KVF_CUDA_CHECK(cudaMalloc(&dq.p, q.size() * 4));
+  KVF_CUDA_CHECK(upload(dq, q));
   KVF_CUDA_CHECK(cudaMalloc(&dout.p, ref.size() * 4));
-  KVF_CUDA_CHECK(cudaMalloc(&dslopes.p, slopes.size() * 4));
-  KVF_CUDA_CHECK(cudaMalloc(&dk.p, kdev.size() * 2));
-  KVF_CUDA_CHECK(cudaMalloc(&dv.p, vdev.size() * 2));
-  KVF_CUDA_CHECK(cudaMalloc(&dlens.p, c.lens.size() * 4));
-  KVF_CUDA_CHECK(cudaMemcpy(dq.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dslopes.p, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dk.p, kdev.data(), kdev.size() * 2, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dv.p, vdev.data(), vdev.size() * 2, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dlens.p, c.lens.data(), c.lens.size() * 4, cudaMemcpyHostToDevice));
-  if (!mask.empty()) {
-    KVF_CUDA_CHECK(cudaMalloc(&dmask.p, mask.size() * 4));
-    KVF_CUDA_CHECK(cudaMemcpy(dmask.p, mask.data(), mask.size() * 4, cudaMemcpyHostToDevice));
-  }
-  if (!map.empty()) {
-    KVF_CUDA_CHECK(cudaMalloc(&dmap.p, map.size() * 4));
-    KVF_CUDA_CHECK(cudaMemcpy(dmap.p, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
-  }
+  KVF_CUDA_CHECK(upload(dslopes, slopes));
+  KVF_CUDA_CHECK(upload(dk, kdev));
+  KVF_CUDA_CHECK(upload(dv, vdev));
+  KVF_CUDA_CHECK(upload(dlens, c.lens));
+  if (!mask.empty()) KVF_CUDA_CHECK(upload(dmask, mask));
+  if (!map.empty()) KVF_CUDA_CHECK(upload(dmap, map));
 
   DecodeAttentionArgs a;
   a.kv_type = c.type;
@@ -235,8 +224,7 @@ void run_case_on(const Case& c, uint64_t sd) {
   DevBuf<int32_t> dwritten;
   DevStream stream;
   KVF_CUDA_CHECK(cudaStreamCreate(&stream.s));
-  KVF_CUDA_CHECK(cudaMalloc(&dwritten.p, 4 * std::max<size_t>(1, written.size())));
-  KVF_CUDA_CHECK(cudaMemcpy(dwritten.p, written.data(), 4 * written.size(), cudaMemcpyHostToDevice));
+  KVF_CUDA_CHECK(upload(dwritten, written, 1));
   double num = 0, den = 0;
   for (int rep = 0; rep < 2; ++rep) {
     KVF_CUDA_CHECK(cudaMemset(dout.p, 0xff, ref.size() * 4));  // NaN
@@ -458,11 +446,7 @@ double early_keys_error(int d, int len, int page, Told told, uint64_t sd) {
   DevBuf<int32_t> dmap, dlen, dtold;
   DevBuf<char> dws;
   DevStream stream;
-  const auto up = [](auto& buf, const auto& host) {
-    using T = std::remove_cv_t<std::remove_reference_t<decltype(host[0])>>;
-    return cudaMalloc(&buf.p, host.size() * sizeof(T)) == cudaSuccess &&
-           cudaMemcpy(buf.p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess;
-  };
+  const auto up = [](auto& buf, const auto& host) { return upload(buf, host) == cudaSuccess; };
   const std::vector<float> poison(q.size(), std::nanf(""));
   const std::vector<int32_t> lens = {len}, told_host = {told_value};
   if (!up(dq, poison) || !up(dq_new, q) || !up(dk, k_dev) || !up(dv, v_dev) || !up(dk_new, k_new) ||

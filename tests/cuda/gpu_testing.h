@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "test_seed.h"
 
@@ -93,6 +94,14 @@ struct DevBuf {
     if (p) (void)cudaFree(p);
   }
 };
+
+// A device copy of `host`, min_elems elements allocated at the least (a kernel may take the
+// address of an empty tensor): KVF_CUDA_CHECK(upload(d, host)).
+template <class T>
+cudaError_t upload(DevBuf<T>& d, const std::vector<T>& host, size_t min_elems = 0) {
+  if (const cudaError_t e = cudaMalloc(&d.p, std::max(host.size(), min_elems) * sizeof(T)); e != cudaSuccess) return e;
+  return cudaMemcpy(d.p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+}
 
 // A stream of the test's own (blocking: ordered with the legacy default stream's work).
 struct DevStream {

@@ -118,21 +118,13 @@ void run_case_on(const Case& c, uint64_t sd) {
   DevBuf<uint16_t> dq, dk, dv, dout;
   DevBuf<int32_t> dcq, dck;
   DevBuf<float> dslopes;
-  KVF_CUDA_CHECK(cudaMalloc(&dslopes.p, slopes.size() * 4));
-  KVF_CUDA_CHECK(cudaMemcpy(dslopes.p, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMalloc(&dq.p, std::max<size_t>(2, q.size() * 2)));
-  KVF_CUDA_CHECK(cudaMalloc(&dk.p, std::max<size_t>(2, k.size() * 2)));
-  KVF_CUDA_CHECK(cudaMalloc(&dv.p, std::max<size_t>(2, v.size() * 2)));
-  KVF_CUDA_CHECK(cudaMalloc(&dout.p, std::max<size_t>(2, q.size() * 2)));
-  KVF_CUDA_CHECK(cudaMalloc(&dcq.p, cu_q.size() * 4));
-  KVF_CUDA_CHECK(cudaMalloc(&dck.p, cu_k.size() * 4));
-  KVF_CUDA_CHECK(cudaMemcpy(dq.p, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dk.p, k.data(), k.size() * 2, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dv.p, v.data(), v.size() * 2, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dcq.p, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dck.p, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice));
-  const std::vector<uint16_t> poison(q.size(), kNaN16);
-  KVF_CUDA_CHECK(cudaMemcpy(dout.p, poison.data(), poison.size() * 2, cudaMemcpyHostToDevice));
+  KVF_CUDA_CHECK(upload(dslopes, slopes));
+  KVF_CUDA_CHECK(upload(dq, q, 1));
+  KVF_CUDA_CHECK(upload(dk, k, 1));
+  KVF_CUDA_CHECK(upload(dv, v, 1));
+  KVF_CUDA_CHECK(upload(dout, std::vector<uint16_t>(q.size(), kNaN16), 1));
+  KVF_CUDA_CHECK(upload(dcq, cu_q));
+  KVF_CUDA_CHECK(upload(dck, cu_k));
 
   PrefillAttentionArgs a;
   a.kv_type = c.type;

@@ -110,19 +110,12 @@ void run_step_case(const StepCase& c, uint64_t sd) {
   DevBuf<float> dq, dout;
   DevBuf<uint16_t> dk, dv;
   DevBuf<int32_t> dlens, dpos;
-  KVF_CUDA_CHECK(cudaMalloc(&dq.p, q.size() * 4));
-  KVF_CUDA_CHECK(cudaMalloc(&dout.p, q.size() * 4));
-  KVF_CUDA_CHECK(cudaMalloc(&dk.p, cache * 2));
-  KVF_CUDA_CHECK(cudaMalloc(&dv.p, cache * 2));
-  KVF_CUDA_CHECK(cudaMalloc(&dlens.p, c.lens.size() * 4));
-  KVF_CUDA_CHECK(cudaMalloc(&dpos.p, pos.size() * 4));
-  KVF_CUDA_CHECK(cudaMemcpy(dq.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dk.p, k.data(), cache * 2, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dv.p, v.data(), cache * 2, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dlens.p, c.lens.data(), c.lens.size() * 4, cudaMemcpyHostToDevice));
-  KVF_CUDA_CHECK(cudaMemcpy(dpos.p, pos.data(), pos.size() * 4, cudaMemcpyHostToDevice));
-  const std::vector<float> poison(q.size(), NAN);
-  KVF_CUDA_CHECK(cudaMemcpy(dout.p, poison.data(), q.size() * 4, cudaMemcpyHostToDevice));
+  KVF_CUDA_CHECK(upload(dq, q));
+  KVF_CUDA_CHECK(upload(dout, std::vector<float>(q.size(), NAN)));
+  KVF_CUDA_CHECK(upload(dk, k));
+  KVF_CUDA_CHECK(upload(dv, v));
+  KVF_CUDA_CHECK(upload(dlens, c.lens));
+  KVF_CUDA_CHECK(upload(dpos, pos));
 
   StepPrefillArgs a;
   a.kv_type = c.type;
