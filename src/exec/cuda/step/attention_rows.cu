@@ -20,6 +20,22 @@ __device__ float load_kv(bool f16, const void* p, int64_t i) {
   return f16 ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
 }
 
+// Element offset of key t's row of KV head g in a K or V of `width` elements a head: at pool
+// row `slot` when the keys are paged (slot >= 0), else in batch row b's dense cache.
+__device__ int64_t kv_row(const AttentionRows& a, int64_t slot, int64_t b, int64_t g, int64_t t, int64_t width) {
+  return slot >= 0 ? (slot * a.hkv + g) * width : ((b * a.hkv + g) * a.lk + t) * width;
+}
+
+// This lane's elements (lane + 32 c) of the V row at `off`; zeros past dv.
+template <int NV>
+__device__ void load_v_row(const AttentionRows& a, int64_t off, int lane, float (&v)[NV]) {
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int64_t e = lane + 32 * c;
+    v[c] = e < a.dv ? load_kv(a.kv_f16, a.v, off + e) : 0.0f;
+  }
+}
+
 // Keys per split over the row's live keys (not the capacity), so that a short row still
 // spreads over every split; at least 8 keys a split.
 __device__ int64_t live_chunk(int64_t keys, int64_t splits) {
@@ -119,7 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
     float s = -INFINITY;
     if (t < end) {
       slot = a.read != nullptr ? a.read[b * a.lk + t] : -1;
-      const int64_t k_off = slot >= 0 ? (slot * a.hkv + g) * a.dk : ((b * a.hkv + g) * a.lk + t) * a.dk;
+      const int64_t k_off = kv_row(a, slot, b, g, t, a.dk);
       float dot[1] = {0.0f};
       dot_rows<1>(qs, dq, a.kv_f16, a.k, k_off, a.dk, dot);
       if (a.ds > 0) dot_rows<1>(qs + a.dk, dq, a.kv_f16, a.k_shared, slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds, a.ds, dot);
@@ -148,12 +164,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
         const float pu = __shfl_sync(0xffffffffu, p, j);
         pj[u] = j0 + u < n ? pu : 0.0f;
         const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
-        const int64_t v_off = sj >= 0 ? (sj * a.hkv + g) * a.dv : ((b * a.hkv + g) * a.lk + t0 + j) * a.dv;
-#pragma unroll
-        for (int c = 0; c < NV; ++c) {
-          const int64_t e = lane + 32 * c;
-          vj[u][c] = e < a.dv ? load_kv(a.kv_f16, a.v, v_off + e) : 0.0f;
-        }
+        load_v_row(a, kv_row(a, sj, b, g, t0 + j, a.dv), lane, vj[u]);
       }
 #pragma unroll
       for (int u = 0; u < kKeys; ++u) {
@@ -243,7 +254,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionR
     for (int r = 0; r < R; ++r) s[r] = -INFINITY;
     if (t < end) {
       slot = a.read != nullptr ? a.read[b * a.lk + t] : -1;
-      const int64_t k_off = slot >= 0 ? (slot * a.hkv + g) * a.dk : ((b * a.hkv + g) * a.lk + t) * a.dk;
+      const int64_t k_off = kv_row(a, slot, b, g, t, a.dk);
       const int64_t s_off = slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds;
       float dot[R] = {};
       dot_rows<R>(qs, dq, a.kv_f16, a.k, k_off, a.dk, dot);
@@ -280,12 +291,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionR
       for (int u = 0; u < 4; ++u) {
         const int j = j0 + u < n ? j0 + u : 0;  // past the end: key 0 of the tile, weight 0
         const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
-        const int64_t v_off = sj >= 0 ? (sj * a.hkv + g) * a.dv : ((b * a.hkv + g) * a.lk + t0 + j) * a.dv;
-#pragma unroll
-        for (int c = 0; c < NV; ++c) {
-          const int64_t e = lane + 32 * c;
-          vj[u][c] = e < a.dv ? load_kv(a.kv_f16, a.v, v_off + e) : 0.0f;
-        }
+        load_v_row(a, kv_row(a, sj, b, g, t0 + j, a.dv), lane, vj[u]);
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
