@@ -25,7 +25,7 @@
 namespace kvf {
 namespace {
 
-using exec::cpu::AttentionArgs;
+using exec::AttentionArgs;
 using exec::cpu::AttentionSchedule;
 using exec::cpu::AttentionScheduleKind;
 

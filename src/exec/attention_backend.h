@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "exec/cpu/attention.h"
+#include "exec/attention_args.h"
 #include "plan/request.h"
 
 namespace kvf::exec {
@@ -25,7 +25,7 @@ class AttentionBackend {
   // q, the K/V cache as the host holds it, the live lengths, the mask, scale, n_rep =
   // hq / hkv) and writes a.out. A data-dependent case it does not cover (a mask that is not
   // causal over the visited keys) is kUnsupported, never a silently different answer.
-  virtual Status run(const cpu::AttentionArgs& a, int index) = 0;
+  virtual Status run(const AttentionArgs& a, int index) = 0;
 };
 
 }  // namespace kvf::exec

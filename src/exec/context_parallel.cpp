@@ -34,7 +34,7 @@ Status ContextParallelAttention::check(const plan::AttentionRequest& r, int) {
   return covers(r.lq, r.kv_dtype, r.hq, r.hkv);
 }
 
-void ContextParallelAttention::run_row(const cpu::AttentionArgs& a, int64_t b) {
+void ContextParallelAttention::run_row(const AttentionArgs& a, int64_t b) {
   const int64_t n = a.len != nullptr ? std::clamp<int64_t>(a.len[b], 0, a.lk) : a.lk;
   const int ranks = shards_.ranks;
   if (n != split_keys_) {  // every layer of a step, and every row of one length, splits the same keys
@@ -57,7 +57,7 @@ void ContextParallelAttention::run_row(const cpu::AttentionArgs& a, int64_t b) {
   ++stats_.rows;
 }
 
-Status ContextParallelAttention::run(const cpu::AttentionArgs& a, int) {
+Status ContextParallelAttention::run(const AttentionArgs& a, int) {
   if (Status s = covers(a.lq, a.kv_dtype, a.hq, a.hkv); !s) {
     return internal_error("context parallel: run() on an Attention eqn that check() refuses: ", s.error().message());
   }

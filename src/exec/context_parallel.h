@@ -36,7 +36,7 @@ class ContextParallelAttention final : public AttentionBackend {
   Status check(const plan::AttentionRequest& r, int index) override;
   // For each batch row: the keys below its live length split by owner, one partial per rank
   // and query head, merged. A row with no visible key is NaN, as on the CPU kernel.
-  Status run(const cpu::AttentionArgs& a, int index) override;
+  Status run(const AttentionArgs& a, int index) override;
 
   const plan::KvShards& shards() const { return shards_; }
   const ContextParallelStats& stats() const { return stats_; }
@@ -44,7 +44,7 @@ class ContextParallelAttention final : public AttentionBackend {
 
  private:
   explicit ContextParallelAttention(plan::KvShards shards) : shards_(shards) { reset_stats(); }
-  void run_row(const cpu::AttentionArgs& a, int64_t b);
+  void run_row(const AttentionArgs& a, int64_t b);
 
   plan::KvShards shards_;
   ContextParallelStats stats_;

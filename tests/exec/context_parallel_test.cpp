@@ -37,7 +37,7 @@ struct Inputs {
   std::vector<float> q, k, v, mask;
   std::vector<uint16_t> k16, v16;
   std::vector<int32_t> len, read;
-  cpu::AttentionArgs args;
+  AttentionArgs args;
 };
 
 std::vector<float> draw(std::mt19937_64& rng, int64_t n, float spread) {
@@ -75,7 +75,7 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
   in.k = draw(rng, rows * c.hkv * c.dk, 1.0f);
   in.v = draw(rng, rows * c.hkv * c.dv, 1.0f);
   in.len = c.len;
-  cpu::AttentionArgs& a = in.args;
+  AttentionArgs& a = in.args;
   a.batch = c.batch, a.hq = c.hq, a.hkv = c.hkv, a.lq = c.lq, a.lk = c.lk, a.dk = c.dk, a.dv = c.dv;
   a.q = in.q.data();
   a.kv_dtype = c.kv;
@@ -100,7 +100,7 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
 }
 
 // The single-device answer: the CPU kernel, streaming schedule.
-std::vector<float> kernel_out(cpu::AttentionArgs a) {
+std::vector<float> kernel_out(AttentionArgs a) {
   std::vector<float> out(static_cast<size_t>(a.batch * a.hq * a.lq * a.dv), std::nanf(""));
   a.out = out.data();
   Status s = cpu::attention_check(a, {});
@@ -125,7 +125,7 @@ double compare(const std::vector<float>& got, const std::vector<float>& want) {
 }
 
 // Decode row 0 of every head the way R ranks would: each over its own keys, then merged.
-std::vector<float> sharded_decode(const cpu::AttentionArgs& a, int64_t n, int ranks) {
+std::vector<float> sharded_decode(const AttentionArgs& a, int64_t n, int ranks) {
   const plan::KvShards shards = testing::must(plan::KvShards::create(ranks, 16));
   std::vector<float> out(static_cast<size_t>(a.hq * a.dv)), o(static_cast<size_t>(ranks * a.dv));
   std::vector<float> lse(static_cast<size_t>(ranks));
@@ -210,7 +210,7 @@ TEST_P(ContextParallelBackend, EqualsTheKernel) {
   const std::vector<float> want = kernel_out(in.args);
   auto cp = testing::must(ContextParallelAttention::create(p.ranks, 16));
   std::vector<float> got(want.size(), std::nanf(""));
-  cpu::AttentionArgs a = in.args;
+  AttentionArgs a = in.args;
   a.out = got.data();
   Status s = cp->run(a, 0);
   ASSERT_TRUE(s.ok()) << s.error().to_string();
@@ -266,7 +266,7 @@ TEST(RingPrefill, PartialsOverTheScheduleMergeToTheKernel) {
   for (int ranks : {1, 2, 3, 4}) {
     for (int64_t n : {1, 16, 50, 130}) {
       Inputs in = make_inputs({.hq = 4, .hkv = 2, .lq = n, .lk = n, .dk = 16, .dv = 16, .mask = true}, rng);
-      const cpu::AttentionArgs& a = in.args;
+      const AttentionArgs& a = in.args;
       const std::vector<float> want = kernel_out(a);
       const plan::KvShards shards = testing::must(plan::KvShards::create(ranks, 16));
       // Per query row, per head: the partials of every pair that covers it.

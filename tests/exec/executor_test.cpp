@@ -11,6 +11,7 @@
 #include "cpu_vs_oracle.h"
 #include "exec/cpu/executor.h"
 #include "ir/ops.h"
+#include "plan/attention_schedule.h"
 #include "plan/plan.h"
 #include "testing.h"
 

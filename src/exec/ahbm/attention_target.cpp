@@ -66,7 +66,7 @@ Status AhbmAttention::check(const plan::AttentionRequest& r, int) {
   return {};
 }
 
-Result<int64_t> AhbmAttention::visible_keys(const exec::cpu::AttentionArgs& a, int64_t row) const {
+Result<int64_t> AhbmAttention::visible_keys(const exec::AttentionArgs& a, int64_t row) const {
   const int64_t bound = a.len != nullptr ? std::clamp<int64_t>(a.len[row], 0, a.lk) : a.lk;
   int64_t n = bound;
   if (a.mask != nullptr) {  // [mask_batch, 1, 1, Lk]: a prefix of zeros, then -inf up to the bound
@@ -85,7 +85,7 @@ Result<int64_t> AhbmAttention::visible_keys(const exec::cpu::AttentionArgs& a, i
   return n;
 }
 
-Status AhbmAttention::run(const exec::cpu::AttentionArgs& a, int) {
+Status AhbmAttention::run(const exec::AttentionArgs& a, int) {
   if (a.lq != 1 || a.ds != 0 || a.read != nullptr || a.softcap != 0 || a.mask_heads != 1 || a.dk != a.dv ||
       (a.kv_dtype != DType::kF32 && a.kv_dtype != DType::kF16)) {
     return internal_error("ahbm: run() on an Attention eqn that check() refuses");

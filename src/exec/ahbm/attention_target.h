@@ -43,7 +43,7 @@ class AhbmAttention final : public exec::AttentionBackend {
   Status check(const plan::AttentionRequest& r, int index) override;
   // One launch per batch row over its visible keys: those below its live length, of which
   // the mask must show a causal prefix (0 then -inf); anything else is kUnsupported.
-  Status run(const exec::cpu::AttentionArgs& a, int index) override;
+  Status run(const exec::AttentionArgs& a, int index) override;
 
   const TargetOptions& options() const { return opts_; }
   const TargetStats& stats() const { return stats_; }
@@ -51,7 +51,7 @@ class AhbmAttention final : public exec::AttentionBackend {
 
  private:
   explicit AhbmAttention(TargetOptions opts) : opts_(std::move(opts)) {}
-  Result<int64_t> visible_keys(const exec::cpu::AttentionArgs& a, int64_t row) const;
+  Result<int64_t> visible_keys(const exec::AttentionArgs& a, int64_t row) const;
 
   TargetOptions opts_;
   TargetStats stats_;

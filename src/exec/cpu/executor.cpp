@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "exec/attention_operands.h"
 #include "exec/cpu/attention.h"
 #include "exec/cpu/indexer_scores.h"
 #include "exec/cpu/kernels_generic.h"
@@ -21,40 +22,6 @@ using ir::ValueKind;
 namespace {
 
 Ref ref_of(void* data, const ir::TensorType& t) { return Ref{data, t, numel(t.shape)}; }
-
-AttentionArgs attention_args(const ir::Eqn& e, const plan::AttentionRequest& r, const std::vector<Ref>& in,
-                             const Ref& out) {
-  AttentionArgs a;
-  a.batch = r.batch;
-  a.hq = r.hq;
-  a.hkv = r.hkv;
-  a.lq = r.lq;
-  a.lk = r.lk;
-  a.dk = r.dk;
-  a.ds = r.ds;
-  a.dv = r.dv;
-  a.q = in[0].f32();
-  a.kv_dtype = r.kv_dtype;
-  a.k = in[1].data;
-  a.v = in[2].data;
-  size_t next = 3;
-  if (e.params.attn.has_shared) a.k_shared = in[next++].data;
-  if (e.params.attn.has_mask) {
-    const Ref& m = in[next++];
-    a.mask = m.f32();
-    a.mask_batch = m.dim(0);
-    a.mask_heads = m.dim(1);
-  }
-  if (e.params.attn.has_len) a.len = in[next++].i32();
-  if (e.params.attn.has_read) {  // paged keys: the pools and the read map
-    a.read = in[next++].i32();
-    a.pool_rows = r.pool_rows;
-  }
-  a.scale = static_cast<float>(r.scale);
-  a.softcap = static_cast<float>(r.softcap);
-  a.out = out.f32();
-  return a;
-}
 
 AttentionSchedule kernel_schedule(const plan::AttentionRequest& r) {
   AttentionSchedule s;
@@ -261,11 +228,11 @@ Status CpuExecutor::run_op(const Op& op) {
     case OpKind::kAttention: {
       const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
       if (op.placed >= 0) {
-        Status s = attention_->run(attention_args(e, r, op.in, op.out), op.placed);
+        Status s = attention_->run(attention_operands(e.params.attn, r, op.in, op.out.data), op.placed);
         if (!s) return s.take_error().context("placed attention ", op.placed);
         return {};
       }
-      attention(pool_, attention_args(e, r, op.in, op.out), kernel_schedule(r), op.scratch);
+      attention(pool_, attention_operands(e.params.attn, r, op.in, op.out.data), kernel_schedule(r), op.scratch);
       return {};
     }
     case OpKind::kRmsNorm: rmsnorm_rows(pool_, op.in[0], op.in[1], e.params.eps, e.params.unit_offset, op.out); return {};
@@ -291,7 +258,7 @@ Status CpuExecutor::run_op(const Op& op) {
     case OpKind::kSelectedAttention: {
       const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
       const Ref& sel = op.in[op.in.size() - 2];
-      selected_attention(pool_, {.attn = attention_args(e, r, op.in, op.out), .selected = sel.pred(),
+      selected_attention(pool_, {.attn = attention_operands(e.params.attn, r, op.in, op.out.data), .selected = sel.pred(),
                                  .pos = op.in.back().i32(), .blocks = sel.dim(2), .ratio = e.params.ratio},
                          op.scratch);
       return {};

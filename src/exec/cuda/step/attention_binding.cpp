@@ -2,42 +2,17 @@
 // arguments), which decodes the split-KV decode kernel takes (and which of their keys it may
 // load before its wait), and which prefills go on tiles. Launching them is executor.cpp's.
 #include "exec/cuda/step/executor.h"
+
+#include "exec/attention_operands.h"
 #include "ir/printer.h"
 
 namespace kvf::exec::cuda::step {
 
 using ir::OpKind;
 
-AttentionRows CudaExecutor::attention_rows_of(const Op& op) const {
-  const ir::Eqn& e = plan_.graph.eqns[static_cast<size_t>(op.eqn)];
-  const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
-  AttentionRows a;
-  a.batch = r.batch;
-  a.hq = r.hq;
-  a.hkv = r.hkv;
-  a.lq = r.lq;
-  a.lk = r.lk;
-  a.dk = r.dk;
-  a.ds = r.ds;
-  a.dv = r.dv;
-  a.q = static_cast<const float*>(op.in[0].data);
-  a.kv_f16 = r.kv_dtype == DType::kF16;
-  a.k = op.in[1].data;
-  a.v = op.in[2].data;
-  size_t next = 3;
-  if (e.params.attn.has_shared) a.k_shared = op.in[next++].data;
-  if (e.params.attn.has_mask) {
-    const Ref& m = op.in[next++];
-    a.mask = static_cast<const float*>(m.data);
-    a.mask_batch = m.type.shape[0];
-    a.mask_heads = m.type.shape[1];
-  }
-  if (e.params.attn.has_len) a.len = static_cast<const int32_t*>(op.in[next++].data);
-  if (e.params.attn.has_read) a.read = static_cast<const int32_t*>(op.in[next++].data);
-  a.scale = static_cast<float>(r.scale);
-  a.softcap = static_cast<float>(r.softcap);
-  a.out = static_cast<float*>(op.out.data);
-  return a;
+AttentionArgs CudaExecutor::attention_args_of(const Op& op) const {
+  const size_t eqn = static_cast<size_t>(op.eqn);
+  return attention_operands(plan_.graph.eqns[eqn].params.attn, plan_.requests[eqn].attention, op.in, op.out.data);
 }
 
 // A decode over a dense or paged f16 cache with a live length: the split-KV decode kernel
@@ -49,8 +24,8 @@ AttentionRows CudaExecutor::attention_rows_of(const Op& op) const {
 // lacks) stays on attention_rows.
 bool CudaExecutor::decode_args(const Op& op, DecodeAttentionArgs& a) const {
   const ir::AttnParams& p = plan_.graph.eqns[static_cast<size_t>(op.eqn)].params.attn;
-  const AttentionRows r = attention_rows_of(op);
-  if (!p.has_len || p.has_shared || r.lq != 1 || !r.kv_f16 || (p.has_mask && r.mask_heads != 1)) return false;
+  const AttentionArgs r = attention_args_of(op);
+  if (!p.has_len || p.has_shared || r.lq != 1 || r.kv_dtype != DType::kF16 || (p.has_mask && r.mask_heads != 1)) return false;
   if (r.lk > INT32_MAX || r.batch > INT32_MAX || r.hq > INT32_MAX) return false;
   a.kv_type = KvType::kF16;
   a.batch = static_cast<int>(r.batch);
@@ -154,7 +129,7 @@ Status CudaExecutor::bind_tile_attention() {
     const plan::AttentionRequest& r = plan_.requests[static_cast<size_t>(op.eqn)].attention;
     if (plan_.graph.eqns[static_cast<size_t>(op.eqn)].op != OpKind::kAttention) continue;
     if (r.schedule != plan::AttentionSchedule::kTiles) continue;
-    const AttentionRows rows = attention_rows_of(op);
+    const AttentionArgs rows = attention_args_of(op);
     StepPrefillArgs& a = op.tile_args;
     a.kv_type = KvType::kF16;
     a.batch = static_cast<int>(r.batch);

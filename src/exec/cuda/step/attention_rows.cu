@@ -22,17 +22,17 @@ __device__ float load_kv(bool f16, const void* p, int64_t i) {
 
 // Element offset of key t's row of KV head g in a K or V of `width` elements a head: at pool
 // row `slot` when the keys are paged (slot >= 0), else in batch row b's dense cache.
-__device__ int64_t kv_row(const AttentionRows& a, int64_t slot, int64_t b, int64_t g, int64_t t, int64_t width) {
+__device__ int64_t kv_row(const AttentionArgs& a, int64_t slot, int64_t b, int64_t g, int64_t t, int64_t width) {
   return slot >= 0 ? (slot * a.hkv + g) * width : ((b * a.hkv + g) * a.lk + t) * width;
 }
 
 // This lane's elements (lane + 32 c) of the V row at `off`; zeros past dv.
 template <int NV>
-__device__ void load_v_row(const AttentionRows& a, int64_t off, int lane, float (&v)[NV]) {
+__device__ void load_v_row(const AttentionArgs& a, int64_t off, int lane, float (&v)[NV]) {
 #pragma unroll
   for (int c = 0; c < NV; ++c) {
     const int64_t e = lane + 32 * c;
-    v[c] = e < a.dv ? load_kv(a.kv_f16, a.v, off + e) : 0.0f;
+    v[c] = e < a.dv ? load_kv(a.kv_dtype == DType::kF16, a.v, off + e) : 0.0f;
   }
 }
 
@@ -107,7 +107,7 @@ __device__ void dot_rows(const float* qs, int64_t dq, bool f16, const void* base
 
 // NV: value elements per lane (dv <= 32 * NV). partial: null when the grid has one split.
 template <int NV>
-__global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRows a, float* partial) {
+__global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionArgs a, float* partial) {
   extern __shared__ float smem[];
   const int64_t dq = a.dk + a.ds;
   float* qs = smem;                          // [dq]
@@ -137,8 +137,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
       slot = a.read != nullptr ? a.read[b * a.lk + t] : -1;
       const int64_t k_off = kv_row(a, slot, b, g, t, a.dk);
       float dot[1] = {0.0f};
-      dot_rows<1>(qs, dq, a.kv_f16, a.k, k_off, a.dk, dot);
-      if (a.ds > 0) dot_rows<1>(qs + a.dk, dq, a.kv_f16, a.k_shared, slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds, a.ds, dot);
+      dot_rows<1>(qs, dq, a.kv_dtype == DType::kF16, a.k, k_off, a.dk, dot);
+      if (a.ds > 0) dot_rows<1>(qs + a.dk, dq, a.kv_dtype == DType::kF16, a.k_shared, slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds, a.ds, dot);
       s = dot[0] * a.scale;
       if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
       if (mrow != nullptr) s += mrow[t];
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionRo
 // all of them. Otherwise as attention_rows_kernel: one key per lane, online softmax per
 // head, the warps merged at the end (lane-partial sums l are reduced only there).
 template <int NV, int R>
-__global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionRows a, float* partial) {
+__global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionArgs a, float* partial) {
   extern __shared__ float smem[];
   const int64_t dq = a.dk + a.ds;
   float* qs = smem;                       // [R][dq]
@@ -257,8 +257,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionR
       const int64_t k_off = kv_row(a, slot, b, g, t, a.dk);
       const int64_t s_off = slot >= 0 ? slot * a.ds : (b * a.lk + t) * a.ds;
       float dot[R] = {};
-      dot_rows<R>(qs, dq, a.kv_f16, a.k, k_off, a.dk, dot);
-      if (a.ds > 0) dot_rows<R>(qs + a.dk, dq, a.kv_f16, a.k_shared, s_off, a.ds, dot);
+      dot_rows<R>(qs, dq, a.kv_dtype == DType::kF16, a.k, k_off, a.dk, dot);
+      if (a.ds > 0) dot_rows<R>(qs + a.dk, dq, a.kv_dtype == DType::kF16, a.k_shared, s_off, a.ds, dot);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float v = dot[r] * a.scale;
@@ -374,12 +374,12 @@ namespace {
 // Value elements per lane for the value width.
 int value_lanes(int64_t dv) { return dv <= 64 ? 2 : dv <= 128 ? 4 : dv <= 256 ? 8 : 32; }
 
-size_t group_smem(const AttentionRows& a, int r) {
+size_t group_smem(const AttentionArgs& a, int r) {
   return static_cast<size_t>(r * (a.dk + a.ds) + kWarps * r * (a.dv + 2)) * sizeof(float);
 }
 
 // Query heads per key head that the GQA kernel serves in one block, or 0 (the row kernel).
-int group_heads(const AttentionRows& a) {
+int group_heads(const AttentionArgs& a) {
   const int64_t r = a.hq / a.hkv;
   if (r != 1 && r != 2 && r != 4 && r != 8) return 0;
   if (a.dv > 256 || r * value_lanes(a.dv) > 32 || group_smem(a, static_cast<int>(r)) > 48 * 1024) return 0;
@@ -387,12 +387,12 @@ int group_heads(const AttentionRows& a) {
 }
 
 template <int NV, int R>
-void launch_group(const AttentionRows& a, dim3 grid, float* partial, cudaStream_t s) {
+void launch_group(const AttentionArgs& a, dim3 grid, float* partial, cudaStream_t s) {
   attention_group_kernel<NV, R><<<grid, kWarps * 32, group_smem(a, R), s>>>(a, partial);
 }
 
 template <int NV>
-void launch_group_nv(const AttentionRows& a, int r, dim3 grid, float* partial, cudaStream_t s) {
+void launch_group_nv(const AttentionArgs& a, int r, dim3 grid, float* partial, cudaStream_t s) {
   switch (r) {
     case 1: launch_group<NV, 1>(a, grid, partial, s); return;
     case 2: launch_group<NV, 2>(a, grid, partial, s); return;
@@ -405,7 +405,7 @@ void launch_group_nv(const AttentionRows& a, int r, dim3 grid, float* partial, c
 
 }  // namespace
 
-void attention_rows(const AttentionRows& a, int splits, float* workspace, const Launch& l) {
+void attention_rows(const AttentionArgs& a, int splits, float* workspace, const Launch& l) {
   const int64_t rows = a.batch * a.hq * a.lq;
   if (rows == 0) return;
   float* partial = splits > 1 ? workspace : nullptr;

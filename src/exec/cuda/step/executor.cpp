@@ -624,7 +624,7 @@ Status CudaExecutor::launch(const Op& op) {
     }
     case OpKind::kSelectedAttention: {
       const Ref& sel = op.in[op.in.size() - 2];
-      selected_attention({.attn = attention_rows_of(op), .selected = static_cast<const uint8_t*>(sel.data),
+      selected_attention({.attn = attention_args_of(op), .selected = static_cast<const uint8_t*>(sel.data),
                           .pos = static_cast<const int32_t*>(op.in.back().data), .blocks = sel.type.shape[2],
                           .ratio = e.params.ratio, .scratch = op.scratch},
                          l);
@@ -633,7 +633,7 @@ Status CudaExecutor::launch(const Op& op) {
     case OpKind::kAttention:
       if (op.decode_kernel) return decode_attention(op.decode, op.decode_plan, decode_workspace_.data(), device_.stream());
       if (op.tiles) return step_prefill_attention(op.tile_args, device_.stream());
-      attention_rows(attention_rows_of(op), plan_.requests[static_cast<size_t>(op.eqn)].attention.splits, op.scratch, l);
+      attention_rows(attention_args_of(op), plan_.requests[static_cast<size_t>(op.eqn)].attention.splits, op.scratch, l);
       return {};
     default: break;
   }

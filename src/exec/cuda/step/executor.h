@@ -121,7 +121,7 @@ class CudaExecutor final : public Executor {
   bool decode_args(const Op& op, DecodeAttentionArgs& a) const;
   static void tell_written_keys(const Op& front, DecodeAttentionArgs& a);
   Status bind_tile_attention();
-  AttentionRows attention_rows_of(const Op& op) const;
+  AttentionArgs attention_args_of(const Op& op) const;
   void stage_slots(const SlotValues& slots);
   Status enqueue_step_start();  // the fault record cleared, the staged slots copied in
   Status enqueue_body();        // the step's start, then the body

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "exec/attention_args.h"
 #include "plan/linear_kernel.h"
 
 namespace kvf::exec {
@@ -350,28 +351,14 @@ struct LoraRows {
 };
 void lora(const LoraRows& a, const Launch& l);
 
-// ---- attention (attention_rows.cu): the fused op's full contract (exec/cpu/attention.h) ----
-struct AttentionRows {
-  int64_t batch = 1, hq = 1, hkv = 1, lq = 1, lk = 1;
-  int64_t dk = 0, ds = 0, dv = 0;
-  const float* q = nullptr;
-  bool kv_f16 = false;
-  const void* k = nullptr;
-  const void* k_shared = nullptr;
-  const void* v = nullptr;
-  const int32_t* read = nullptr;
-  const float* mask = nullptr;
-  int64_t mask_batch = 1, mask_heads = 1;
-  const int32_t* len = nullptr;
-  float scale = 1.0f, softcap = 0.0f;
-  float* out = nullptr;
-};
+// ---- attention (attention_rows.cu): the fused op's full contract (exec/cpu/attention.h), on
+// the operands every backend reads (exec/attention_args.h) ----
 inline constexpr int64_t kAttentionRowsMaxWidth = 1024;
 // `splits` > 1: the keys are split across blocks (Flash-Decoding; the count is the plan's,
 // plan/attention_schedule.cpp), each split taking an equal share of a row's live keys, and
 // the partials, (dv + 2) floats per query row and split, go to `workspace` before a second
 // kernel merges them.
-void attention_rows(const AttentionRows& a, int splits, float* workspace, const Launch& l);
+void attention_rows(const AttentionArgs& a, int splits, float* workspace, const Launch& l);
 
 // ---- selected attention (selection.cu): the fused ops of docs/ir.md, as exec/cpu/ runs them ----
 // indexer_scores: q [R, H, n, D], k [R, L, D] (f32 or f16), w [R, H, n] -> out [R, n, L]. A
@@ -398,7 +385,7 @@ void block_topk(const BlockTopKRows& a, const Launch& l);
 // selected_attention: the attention over each query row's visible keys, listed first into
 // scratch (plan::gpu_selected_attention_scratch_bytes); one block per (query row, head).
 struct SelectedAttentionRows {
-  AttentionRows attn;  // dense keys need hkv == 1 (rows b Lk + t)
+  AttentionArgs attn;  // dense keys need hkv == 1 (rows b Lk + t)
   const uint8_t* selected = nullptr;  // [B, Lq, blocks]
   const int32_t* pos = nullptr;       // [B * Lq]
   int64_t blocks = 0, ratio = 1;

@@ -133,7 +133,7 @@ struct ListScratch {
 };
 
 ListScratch list_scratch(const SelectedAttentionRows& a) {
-  const AttentionRows& at = a.attn;
+  const AttentionArgs& at = a.attn;
   const int64_t rows = at.batch * at.lq;
   auto* base = static_cast<char*>(a.scratch);
   ListScratch s;
@@ -146,7 +146,7 @@ ListScratch list_scratch(const SelectedAttentionRows& a) {
 __global__ void selected_list_kernel(SelectedAttentionRows a, ListScratch s) {
   using Scan = cub::BlockScan<int, kRowThreads>;
   __shared__ typename Scan::TempStorage scan;
-  const AttentionRows& at = a.attn;
+  const AttentionArgs& at = a.attn;
   const int64_t row = blockIdx.x, b = row / at.lq, i = row % at.lq;
   const int64_t p = a.pos[row];
   int64_t live = at.lk;
@@ -187,7 +187,7 @@ __global__ void selected_attention_kernel(SelectedAttentionRows a, ListScratch s
   extern __shared__ float shared[];
   __shared__ float tile[kTile];
   __shared__ float red[kAttentionThreads / 32];
-  const AttentionRows& at = a.attn;
+  const AttentionArgs& at = a.attn;
   const int64_t row = blockIdx.x, h = blockIdx.y, b = row / at.lq, i = row % at.lq;
   const int64_t g = h / (at.hq / at.hkv), dq = at.dk + at.ds;
   float* q = shared;  // [dq]
@@ -203,8 +203,8 @@ __global__ void selected_attention_kernel(SelectedAttentionRows a, ListScratch s
       const int64_t pr = s.rows[row * at.lk + j0 + jj];
       float dot = 0;
       const int64_t k0 = (pr * at.hkv + g) * at.dk;
-      for (int64_t c = 0; c < at.dk; ++c) dot += q[c] * key_value(at.kv_f16, at.k, k0 + c);
-      for (int64_t c = 0; c < at.ds; ++c) dot += q[at.dk + c] * key_value(at.kv_f16, at.k_shared, pr * at.ds + c);
+      for (int64_t c = 0; c < at.dk; ++c) dot += q[c] * key_value(at.kv_dtype == DType::kF16, at.k, k0 + c);
+      for (int64_t c = 0; c < at.ds; ++c) dot += q[at.dk + c] * key_value(at.kv_dtype == DType::kF16, at.k_shared, pr * at.ds + c);
       float sc = dot * at.scale;
       if (at.softcap > 0) sc = at.softcap * tanhf(sc / at.softcap);
       if (at.mask) sc += s.mask[(row * mask_heads + mh) * at.lk + j0 + jj];
@@ -225,7 +225,7 @@ __global__ void selected_attention_kernel(SelectedAttentionRows a, ListScratch s
 #pragma unroll
       for (int k = 0; k < kColumnsPerThread; ++k) {
         const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-        if (c < at.dv) o[k] += pj * key_value(at.kv_f16, at.v, v0 + c);
+        if (c < at.dv) o[k] += pj * key_value(at.kv_dtype == DType::kF16, at.v, v0 + c);
       }
     }
     m = m_new;
