@@ -8,7 +8,7 @@
 #include "core/thread_pool.h"
 #include "exec/attention_backend.h"
 #include "exec/cpu/linear.h"
-#include "exec/cpu/tensor_ref.h"
+#include "exec/tensor_ref.h"
 #include "exec/executor.h"
 #include "exec/state.h"
 #include "plan/plan.h"

@@ -5,7 +5,7 @@
 #include <span>
 
 #include "core/thread_pool.h"
-#include "exec/cpu/tensor_ref.h"
+#include "exec/tensor_ref.h"
 
 namespace kvf::exec::cpu {
 

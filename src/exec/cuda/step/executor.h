@@ -16,6 +16,7 @@
 #include "exec/cuda/step/device.h"
 #include "exec/executor.h"
 #include "exec/state.h"
+#include "exec/tensor_ref.h"
 #include "plan/plan.h"
 
 namespace kvf::exec::cuda::step {
@@ -44,11 +45,6 @@ class CudaExecutor final : public Executor {
   std::vector<std::string> launch_labels() const;
 
  private:
-  struct Ref {
-    void* data = nullptr;
-    ir::TensorType type;
-    int64_t numel = 0;
-  };
   struct Op {
     int eqn = -1;
     std::vector<Ref> in;

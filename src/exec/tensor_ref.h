@@ -1,4 +1,4 @@
-// A view of one executor buffer: contiguous row-major storage of `type`.
+// A view of one executor buffer (host or device): contiguous row-major storage of `type`.
 // f32 is float, i32 int32_t, pred uint8_t, f16/bf16 uint16_t, q8_0/q4_0 their blocks.
 #pragma once
 
@@ -6,7 +6,7 @@
 
 #include "ir/graph.h"
 
-namespace kvf::exec::cpu {
+namespace kvf::exec {
 
 struct Ref {
   void* data = nullptr;
@@ -22,4 +22,4 @@ struct Ref {
   int64_t rank() const { return static_cast<int64_t>(type.shape.size()); }
 };
 
-}  // namespace kvf::exec::cpu
+}  // namespace kvf::exec
