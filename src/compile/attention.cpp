@@ -149,12 +149,17 @@ bool Matcher::attend(size_t root) {
   return typed(pv);
 }
 
-// softmax over the last axis: div(ex, reduce_sum(ex)), ex = exp(sub(x, reduce_max(x))).
+// ops::masked_softmax over the last axis: div(ex, select(none, 1, reduce_sum(ex))),
+// ex = exp(sub(x, select(none, 0, m))), m = reduce_max(x), none = compare(m, -inf, eq):
+// the guard is what makes a row that sees no key zeros, as the fused op defines it, so a
+// plain softmax (0/0 there) is not this chain.
 bool Matcher::softmax(ValueId p, ValueId& x) {
   const Eqn* div = take(def(p, OpKind::kDiv));
   if (!div) return decline("the matmul's left operand is not a softmax (no div)");
   const ValueId ex = div->in[0];
-  const Eqn* sum = take(def(div->in[1], OpKind::kReduceSum));
+  const Eqn* divisor = take(def(div->in[1], OpKind::kSelect));
+  if (!divisor || literal(divisor->in[1]) != 1.0) return decline("softmax: the divisor is not select(none, 1, sum)");
+  const Eqn* sum = take(def(divisor->in[2], OpKind::kReduceSum));
   if (!sum || sum->in[0] != ex) return decline("softmax: the divisor is not the sum of the same exp");
   if (!last_axis_keepdim(*sum)) return decline("softmax: the sum is not over the last axis with keepdim");
   const Eqn* exp = take(def(ex, OpKind::kExp));
@@ -162,9 +167,16 @@ bool Matcher::softmax(ValueId p, ValueId& x) {
   const Eqn* sub = take(def(exp->in[0], OpKind::kSub));
   if (!sub) return decline("softmax: the exp is not of max-subtracted scores");
   x = sub->in[0];
-  const Eqn* max = take(def(sub->in[1], OpKind::kReduceMax));
+  const Eqn* shift = take(def(sub->in[1], OpKind::kSelect));
+  if (!shift || literal(shift->in[1]) != 0.0) return decline("softmax: the subtracted value is not select(none, 0, max)");
+  const Eqn* max = take(def(shift->in[2], OpKind::kReduceMax));
   if (!max || max->in[0] != x) return decline("softmax: the subtracted value is not the max of the same scores");
   if (!last_axis_keepdim(*max)) return decline("softmax: the max is not over the last axis with keepdim");
+  const Eqn* none = take(def(shift->in[0], OpKind::kCompare));
+  if (!none || divisor->in[0] != shift->in[0] || none->in[0] != max->out || none->params.cmp != ir::CmpDir::kEq ||
+      literal(none->in[1]) != -kInf) {
+    return decline("softmax: the guard is not one compare(max, -inf, eq) for both selects");
+  }
   score_eqns_.insert(score_eqns_.end(), {div, exp, sub});
   return true;
 }
@@ -394,7 +406,8 @@ bool Matcher::check_types(const Eqn& qk) {
   const Shape& v = shape(v_exp_);
   if (v.size() != 4 || v[0] != batch || v[1] != hq || v[2] != lk) return decline("the value the output reads is not [B, Hq, Lk, Dv]");
   for (size_t e : chain_) {
-    if (g_.type(g_.eqns[e].out).dtype != DType::kF32) return decline(str_cat(ref(g_.eqns[e].out), " is not f32"));
+    const Eqn& eq = g_.eqns[e];
+    if (eq.op != OpKind::kCompare && g_.type(eq.out).dtype != DType::kF32) return decline(str_cat(ref(eq.out), " is not f32"));
   }
   return true;
 }

@@ -107,6 +107,7 @@ Result<Buffer> attend(const KernelArgs& a, const AttnView& in, const Selection* 
       for (int64_t i = 0; i < lq; ++i) {
         const double* qrow = in.q->data.data() + ((b * hq + h) * lq + i) * dq;
         double m = -kInf;
+        bool seen = false;  // a score other than -inf (NaN included, which the sum spreads)
         for (int64_t t = 0; t < live; ++t) {
           const double* krow = in.k->data.data() + rows.row(b, g, t) * dk;
           double dot = 0;
@@ -126,11 +127,13 @@ Result<Buffer> attend(const KernelArgs& a, const AttnView& in, const Selection* 
           if (in.mask || sel) s += added;
           scores[static_cast<size_t>(t)] = s;
           m = std::max(m, s);
+          seen = seen || s != -kInf;
         }
+        if (!seen) continue;  // no visible key: zeros, as ops::masked_softmax
         double sum = 0;
         for (int64_t t = 0; t < live; ++t) {
           double& e = scores[static_cast<size_t>(t)];
-          e = std::exp(e - m);  // a row with no visible key: exp(NaN), as the softmax chain
+          e = std::exp(e - m);
           sum += e;
         }
         double* orow = out->data.data() + ((b * hq + h) * lq + i) * dv;
@@ -139,7 +142,6 @@ Result<Buffer> attend(const KernelArgs& a, const AttnView& in, const Selection* 
           const double* vrow = in.v->data.data() + rows.row(b, g, t) * dv;
           for (int64_t c = 0; c < dv; ++c) orow[c] += w * vrow[c];
         }
-        if (live == 0) std::fill(orow, orow + dv, std::numeric_limits<double>::quiet_NaN());
       }
     }
   }

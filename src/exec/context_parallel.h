@@ -35,7 +35,7 @@ class ContextParallelAttention final : public AttentionBackend {
   // mask (ALiBi, windows, sinks: a masked key adds nothing on whichever rank holds it).
   Status check(const plan::AttentionRequest& r, int index) override;
   // For each batch row: the keys below its live length split by owner, one partial per rank
-  // and query head, merged. A row with no visible key is NaN, as on the CPU kernel.
+  // and query head, merged. A row with no visible key is zeros, as on the CPU kernel.
   Status run(const AttentionArgs& a, int index) override;
 
   const plan::KvShards& shards() const { return shards_; }

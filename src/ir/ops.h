@@ -20,6 +20,7 @@ V swiglu(V gate, V up);      // silu(gate) * up
 V geglu(V gate, V up, bool tanh_form = true);  // gelu(gate) * up
 V softcap(V x, double cap);  // cap * tanh(x / cap)
 V softmax(V x);              // over the last axis: max-subtract, exp, sum, divide
+V masked_softmax(V x);       // softmax, but a row of -inf only (nothing visible) gives zeros, not 0/0
 
 // ---- norms (norm.cpp); weights have the size of the last axis
 V rmsnorm(V x, V weight, double eps, bool unit_offset = false);  // unit_offset: x̂ (1 + w), Gemma
@@ -99,7 +100,8 @@ struct AttnOpts {
   double softcap = 0.0;  // 0: none; else cap * tanh(score / cap) before the mask
 };
 V repeat_kv(V x, int64_t n_rep);  // [B, Hkv, L, D] -> [B, Hkv * n_rep, L, D]
-// The seed's chain over given keys/values: repeat_kv, q·kᵀ, scale, softcap, + mask, softmax, ·v.
+// The seed's chain over given keys/values: repeat_kv, q·kᵀ, scale, softcap, + mask,
+// masked_softmax (a row that sees no key gives zeros), ·v.
 // mask is [B|1, Hq|1, T, L] or an invalid V for none.
 V attention_prefill(V q, V k, V v, V mask, const AttnOpts& opts);
 // Writes k_new/v_new [B, Hkv, T, D] into the caches [B, Hkv, cap, D] at pos[0] by

@@ -102,7 +102,8 @@ TEST(PrinterGolden, ChainOpcodesFollowTheSeed) {
       OpKind::kReshape, OpKind::kBroadcast, OpKind::kReshape,                  // repeat_kv(v)
       OpKind::kTranspose, OpKind::kMatMul,                                     // q · kᵀ
       OpKind::kMul, OpKind::kAdd,                                              // scale, mask
-      OpKind::kReduceMax, OpKind::kSub, OpKind::kExp, OpKind::kReduceSum, OpKind::kDiv,  // softmax
+      OpKind::kReduceMax, OpKind::kCompare, OpKind::kSelect, OpKind::kSub, OpKind::kExp,  // softmax, with
+      OpKind::kReduceSum, OpKind::kSelect, OpKind::kDiv,  // the guard that makes a row with no key zeros
       OpKind::kMatMul};                                                        // p · v
   EXPECT_EQ(ops_after_mask, seed_chain);
   ASSERT_EQ(g.donations.size(), 2u);

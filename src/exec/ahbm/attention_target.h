@@ -42,7 +42,8 @@ class AhbmAttention final : public exec::AttentionBackend {
   // hold (a dry launch at this shape: SRAM, PEs per cube, IPCQ entries).
   Status check(const plan::AttentionRequest& r, int index) override;
   // One launch per batch row over its visible keys: those below its live length, of which
-  // the mask must show a causal prefix (0 then -inf); anything else is kUnsupported.
+  // the mask must show a causal prefix (0 then -inf); anything else is kUnsupported. A row
+  // with no visible key is zeros, with no launch.
   Status run(const exec::AttentionArgs& a, int index) override;
 
   const TargetOptions& options() const { return opts_; }

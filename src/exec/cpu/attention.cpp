@@ -78,6 +78,16 @@ void fold_piece(float* fo, float& fm, float& fl, const float* o, float m, float 
   fm = m_new;
 }
 
+// out = o / l. l is 0 only for a row that saw no key (a key seen adds e^0 = 1 at its
+// max): that row is zeros, not 0/0; a NaN l stays NaN.
+void normalize(const float* o, float l, int64_t dv, float* out) {
+  if (l == 0.0f) {
+    std::fill(out, out + dv, 0.0f);
+    return;
+  }
+  for (int64_t c = 0; c < dv; ++c) out[c] = o[c] / l;
+}
+
 // Where a task's rows go: the normalized output, or the split's slot of the partials
 // [B, Hq, Lq, splits, dv + 2] (o[dv], m, l).
 struct Sink {
@@ -115,7 +125,7 @@ void store_rows(const AttentionArgs& a, const Geometry& geo, int64_t b, int64_t 
     const float* o = st.o + r * geo.o_stride;
     if (!sink.partials) {
       float* out = a.out + row * a.dv;
-      for (int64_t c = 0; c < a.dv; ++c) out[c] = o[c] / st.l[r];  // l = 0: 0/0, as the oracle
+      normalize(o, st.l[r], a.dv, out);
       continue;
     }
     float* part = sink.partials + (row * sink.splits + sink.split) * (a.dv + 2);
@@ -193,7 +203,7 @@ void run_task(const AttentionArgs& a, const Geometry& geo, RowsFn body, int64_t 
 }
 
 // The split partials of each row folded in key order, then out = O / L: the streaming
-// schedule's answer to the bit. Every split neutral gives 0/0 like a lane that saw nothing.
+// schedule's answer to the bit. Every split neutral gives zeros, as a lane that saw nothing.
 void combine_rows(const AttentionArgs& a, int64_t splits, const float* partials, int64_t begin,
                   int64_t end) {
   const int64_t width = a.dv + 2;
@@ -206,7 +216,7 @@ void combine_rows(const AttentionArgs& a, int64_t splits, const float* partials,
       const float* o = part + s * width;
       fold_piece(out, m, l, o, o[a.dv], o[a.dv + 1], a.dv);
     }
-    for (int64_t c = 0; c < a.dv; ++c) out[c] /= l;
+    normalize(out, l, a.dv, out);
   }
 }
 

@@ -2,10 +2,10 @@
 // decode", "Split keys, paged keys and the live length"). One call computes, for every
 // batch row b, query head h and query row i:
 //   s[t] = transform(q[b,h,i,:] · key(b, h / n_rep, t) * scale) + mask[b,h,i,t]
-//   out[b,h,i,:] = sum_t softmax(s)[t] * value(b, h / n_rep, t)
+//   out[b,h,i,:] = sum_t masked_softmax(s)[t] * value(b, h / n_rep, t)
 // over keys t < min(len[b], Lk) (all Lk without a live length). transform is identity or
 // softcap * tanh(x / softcap). A key whose score is -inf adds exactly zero; a row with no
-// visible key gives 0/0 (NaN), as the oracle's softmax does.
+// visible key gives zeros, as ops::masked_softmax does.
 // Dense keys: key(b, g, t) = k[b, g, t, :] (then k_shared[b, 0, t, :]) and value(b, g, t) =
 // v[b, g, t, :]. Paged keys: k and v are pools [S, Hkv, d], and key t of row b is pool row
 // read[b, t]: key(b, g, t) = k[read[b, t], g, :] (then k_shared[read[b, t], 0, :]),

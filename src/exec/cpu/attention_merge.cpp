@@ -1,6 +1,7 @@
 // Partial attention over a subset of keys, and the log-sum-exp merge (attention_merge.h).
 #include "exec/cpu/attention_merge.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -74,15 +75,17 @@ float partial_attention(const AttentionArgs& a, int64_t b, int64_t h, int64_t i,
 float merge_partials(int64_t parts, int64_t dv, const float* o, const float* lse, float* out) {
   double m = kNegInf;
   for (int64_t r = 0; r < parts; ++r) m = std::max(m, static_cast<double>(lse[r]));
+  if (m == kNegInf) {  // every part is empty: zeros, as the kernel gives a row that sees no key
+    std::fill(out, out + dv, 0.0f);
+    return static_cast<float>(kNegInf);
+  }
   std::vector<double> acc(static_cast<size_t>(dv), 0.0);
   double l = 0;
-  if (m != kNegInf) {  // else every part is empty: acc and l stay 0, and out is 0/0
-    for (int64_t r = 0; r < parts; ++r) {
-      if (lse[r] == kNegInf) continue;  // an empty part adds nothing, whatever its o holds
-      const double w = std::exp(lse[r] - m);
-      for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] += w * o[r * dv + c];
-      l += w;
-    }
+  for (int64_t r = 0; r < parts; ++r) {
+    if (lse[r] == kNegInf) continue;  // an empty part adds nothing, whatever its o holds
+    const double w = std::exp(lse[r] - m);
+    for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] += w * o[r * dv + c];
+    l += w;
   }
   for (int64_t c = 0; c < dv; ++c) out[c] = static_cast<float>(acc[static_cast<size_t>(c)] / l);
   return static_cast<float>(m + std::log(l));

@@ -25,7 +25,7 @@ float partial_attention(const AttentionArgs& a, int64_t b, int64_t h, int64_t i,
 // Merges `parts` partials of one row, o [parts, dv] and lse [parts], into out [dv]: with
 // M = max lse, out = Σ e^(lse_r - M) o_r / Σ e^(lse_r - M), the (O, M, L) combine of the CPU
 // kernel's pieces written for normalized partials. A part with lse = -inf adds nothing;
-// when every part has, out is 0/0 (NaN), as the kernel gives a row that sees no key.
+// when every part has, out is zeros and lse -inf, as the kernel gives a row that sees no key.
 // Returns the merged lse, M + log Σ e^(lse_r - M), so merged rows merge again (a tree).
 float merge_partials(int64_t parts, int64_t dv, const float* o, const float* lse, float* out);
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "plan/selected_attention_schedule.h"
@@ -70,8 +69,8 @@ void selected_attention(ThreadPool& pool, const SelectedAttentionArgs& a, float*
       for (int64_t h = 0; h < at.hq; ++h) {
         std::memcpy(q + h * dq, at.q + ((b * at.hq + h) * at.lq + i) * dq, static_cast<size_t>(dq) * sizeof(float));
       }
-      if (n == 0) {  // no key to see: 0/0, as the chain's softmax gives
-        std::fill(out, out + at.hq * at.dv, std::numeric_limits<float>::quiet_NaN());
+      if (n == 0) {  // no key to see: zeros, as the chain's masked softmax gives
+        std::fill(out, out + at.hq * at.dv, 0.0f);
       } else {
         for (int64_t j = 0; j < n; ++j) rows[j] = at.read ? at.read[b * at.lk + keys[j]] : static_cast<int32_t>(b * at.lk + keys[j]);
         AttentionArgs one = at;

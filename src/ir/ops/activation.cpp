@@ -1,5 +1,7 @@
-// Activation compositions: silu, gelu (erf and tanh forms), gated units, softcap, softmax.
+// Activation compositions: silu, gelu (erf and tanh forms), gated units, softcap, softmax
+// and the masked softmax attention reads its scores with.
 #include <cmath>
+#include <limits>
 
 #include "ir/ops.h"
 
@@ -37,6 +39,20 @@ V softmax(V x) {
   V ex = b.unary(OpKind::kExp, x - m);
   V s = b.reduce_sum(ex, {-1}, true);
   return ex / s;
+}
+
+// A row of -inf has max -inf: it subtracts 0 instead (every exp is 0) and divides by 1
+// instead of its sum 0. A row with any finite entry has a max entry contributing exp(0) = 1,
+// so its sum is at least 1 and neither select changes it; a NaN max compares false.
+V masked_softmax(V x) {
+  Builder& b = *x.b;
+  V m = b.reduce_max(x, {-1}, true);
+  V none = b.compare(m, b.like(m, -std::numeric_limits<double>::infinity()), CmpDir::kEq);
+  V shift = b.select(none, b.like(m, 0.0), m);
+  V ex = b.unary(OpKind::kExp, x - shift);
+  V s = b.reduce_sum(ex, {-1}, true);
+  V divisor = b.select(none, b.like(s, 1.0), s);
+  return ex / divisor;
 }
 
 }  // namespace kvf::ir::ops

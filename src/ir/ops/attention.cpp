@@ -91,7 +91,7 @@ V attention_prefill(V q, V k, V v, V mask, const AttnOpts& opts) {
   V k_exp = repeat_kv(k, n_rep);
   V v_exp = repeat_kv(v, n_rep);
   V scores = b.matmul(q, b.transpose(k_exp, {0, 1, 3, 2}));  // [B, Hq, T, L]
-  V p = softmax(transform_scores(scores, mask, opts));
+  V p = masked_softmax(transform_scores(scores, mask, opts));
   return b.matmul(p, v_exp);  // [B, Hq, T, Dv]
 }
 
@@ -192,7 +192,7 @@ V attention_live(V q, V k, V v, V len, V mask, const AttnOpts& opts) {
   V scores = b.matmul(q, b.transpose(repeat_kv(k0, n_rep), {0, 1, 3, 2}));
   V s = transform_scores(scores, mask, opts);
   s = b.select(b.reshape(active, {batch, 1, 1, lk}), s, b.like(s, -kInf));
-  V p = softmax(s);
+  V p = masked_softmax(s);
   return b.matmul(p, repeat_kv(v0, n_rep));
 }
 

@@ -16,6 +16,10 @@ namespace {
 
 constexpr int kWarps = 4;
 
+// o / l, where l is 0 only for a row that saw no key (a key seen adds e^0 = 1 at its max):
+// that row is zeros, as every attention backend gives it.
+__device__ float normalized(float o, float l) { return l == 0.0f ? 0.0f : o / l; }
+
 __device__ float load_kv(bool f16, const void* p, int64_t i) {
   return f16 ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
 }
@@ -200,7 +204,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionAr
       if (mw != -INFINITY) o += part[w * (a.dv + 2) + e] * expf(mw - mx);
     }
     if (dst != nullptr) dst[e] = o;
-    else a.out[row * a.dv + e] = o / total;  // no visible key: 0/0, as the CPU kernel and the oracle
+    else a.out[row * a.dv + e] = normalized(o, total);
   }
   if (dst != nullptr && threadIdx.x == 0) {
     dst[a.dv] = mx;
@@ -338,7 +342,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionA
         if (mw != -INFINITY) o += part[(w * R + r) * stride + e] * expf(mw - mx);
       }
       if (dst != nullptr) dst[e] = o;
-      else a.out[row * a.dv + e] = o / total;  // no visible key: 0/0, as the CPU kernel and the oracle
+      else a.out[row * a.dv + e] = normalized(o, total);
     }
     if (dst != nullptr && threadIdx.x == 0) {
       dst[a.dv] = mx;
@@ -363,7 +367,7 @@ __global__ void merge_splits_kernel(const float* partial, int splits, int64_t dv
       const float ms = p[s * (dv + 2) + dv];
       if (ms != -INFINITY) o += p[s * (dv + 2) + e] * expf(ms - mx);
     }
-    out[static_cast<int64_t>(blockIdx.x) * dv + e] = o / total;
+    out[static_cast<int64_t>(blockIdx.x) * dv + e] = normalized(o, total);
   }
 }
 

@@ -235,7 +235,7 @@ __global__ void selected_attention_kernel(SelectedAttentionRows a, ListScratch s
 #pragma unroll
   for (int k = 0; k < kColumnsPerThread; ++k) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
-    if (c < at.dv) out[c] = o[k] / l;  // no visible key: 0/0, as the chain's softmax
+    if (c < at.dv) out[c] = l == 0.0f ? 0.0f : o[k] / l;  // no visible key: zeros, as the chain's masked softmax
   }
 }
 
