@@ -57,6 +57,94 @@ void print_kv_bill(const models::ModelConfig& c, int64_t live, const llm::Genera
                (long long)gen.capacity(), static_cast<double>(gen.state_bytes()) / kib, held.c_str());
 }
 
+// What the token loop made: the ids after the prompt, why it stopped, and its times.
+struct Generated {
+  std::vector<int32_t> ids;
+  std::string stop = "length";
+  double prefill_ms = 0, per_token_ms = 0;
+  std::unique_ptr<load::StreamDecoder> stream;  // holds the text not yet printed
+};
+
+// The prefill, then up to o.n tokens, each drawn on the GPU (only its id comes back) or
+// sampled here; streamed to stdout unless --json. The prompt's text goes through the same
+// decoder, so the first generated word keeps its leading space (SentencePiece strips one only
+// at the start); it is printed before the continuation, as llama.cpp does, once the prefill
+// has succeeded.
+Result<Generated> generate_tokens(const GenerateOptions& o, const models::Model& m, llm::Generator& gen,
+                                  const std::vector<int32_t>& prompt, TokenCycles& cycles) {
+  Generated g;
+  llm::Sampler sampler(o.sampler);
+  std::string prompt_text;
+  if (m.tokenizer) {
+    g.stream = std::make_unique<load::StreamDecoder>(*m.tokenizer);
+    for (int32_t id : prompt) prompt_text += g.stream->push(id);
+  }
+  std::vector<int32_t> history = prompt;
+  auto next_after = [&](const std::vector<int32_t>& in) -> Result<int32_t> {
+    if (gen.samples_on_device()) {
+      exec::StepDraws d;
+      d.rows.push_back(sampler.device_draw(history, history.size(), static_cast<size_t>(gen.vocab()), d.edits));
+      return gen.step_draw(in, d);
+    }
+    Result<std::vector<float>> logits = gen.step(in);
+    if (!logits) return logits.take_error();
+    return sampler.sample(last_row(*logits, gen.vocab()), history);
+  };
+  auto t0 = Clock::now();
+  Result<int32_t> token = next_after(prompt);
+  if (!token) return token.take_error().context("prefill");
+  g.prefill_ms = ms_since(t0);
+  if (!o.json) std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
+  t0 = Clock::now();
+  for (int64_t i = 0; i < o.n; ++i) {
+    const int32_t next = *token;
+    if (next == m.config.eos) {
+      g.stop = "eos";
+      break;
+    }
+    g.ids.push_back(next);
+    history.push_back(next);
+    if (!o.json) {
+      const std::string piece = g.stream ? g.stream->push(next) : str_cat(g.ids.size() > 1 ? " " : "", next);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (i + 1 == o.n) break;
+    cycles.begin();
+    token = next_after({next});
+    cycles.end();
+    if (!token) return token.take_error().context("decode step ", i);
+  }
+  g.per_token_ms = g.ids.empty() ? 0 : ms_since(t0) / static_cast<double>(g.ids.size());
+  return g;
+}
+
+// The run's end: one JSON object (--json), or the text's tail and the stats on stderr.
+void report(const GenerateOptions& o, const models::Model& m, const llm::Generator& gen,
+            const std::vector<int32_t>& prompt, Generated& g, const TokenCycles& cycles,
+            const ahbm::AhbmAttention* target, const exec::ContextParallelAttention* cp) {
+  if (o.json) {
+    nlohmann::json j{{"model", o.model.model}, {"prompt_ids", prompt}, {"ids", g.ids}, {"stop", g.stop},
+                     {"prefill_ms", g.prefill_ms}, {"decode_ms_per_token", g.per_token_ms}, {"tp_ranks", o.model.tp}};
+    if (m.tokenizer) j["text"] = continuation(*m.tokenizer, prompt, g.ids);
+    if (target) j["ahbm"] = cycles.json();
+    if (cp) j["cp"] = context_parallel_json(cp);
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return;
+  }
+  if (g.stream) {
+    const std::string tail = g.stream->flush();
+    std::fwrite(tail.data(), 1, tail.size(), stdout);
+  }
+  std::printf("\n");
+  std::fflush(stdout);  // the text ends before the stats on a shared terminal
+  std::fprintf(stderr, "kvforge: prefill %zu tokens %.1f ms; decode %zu tokens %.2f ms/token; stop: %s\n",
+               prompt.size(), g.prefill_ms, g.ids.size(), g.per_token_ms, g.stop.c_str());
+  print_kv_bill(m.config, static_cast<int64_t>(prompt.size() + g.ids.size()), gen);
+  if (target) std::fprintf(stderr, "%s\n", cycles.line().c_str());
+  if (cp) std::fprintf(stderr, "%s\n", context_parallel_line(cp).c_str());
+}
+
 Status run(const GenerateOptions& o) {
   Result<models::Model> m = open(o.model, o.ids.empty());
   if (!m) return m.take_error();
@@ -84,86 +172,17 @@ Status run(const GenerateOptions& o) {
     gopts.lora = &*lora;
     gopts.adapter = *id;
   }
-  Result<std::unique_ptr<llm::Generator>> opened = open_generator(o.model, *m, cap, gopts);
-  if (!opened) return opened.take_error();
-  llm::Generator& gen = **opened;
+  Result<std::unique_ptr<llm::Generator>> gen = open_generator(o.model, *m, cap, gopts);
+  if (!gen) return gen.take_error();
   if (gopts.decode_attention != nullptr) {  // a model the backend cannot run is refused before anything runs
-    Status s = gen.prepare_decode();
+    Status s = (*gen)->prepare_decode();
     const std::string flag = *target ? std::string("--attention-on ahbm") : str_cat("--cp ", o.attention.cp);
     if (!s) return s.take_error().context(flag);
   }
   TokenCycles cycles(target->get());
-  llm::Sampler sampler(o.sampler);
-  std::unique_ptr<load::StreamDecoder> stream;
-  std::string prompt_text;
-  if (m->tokenizer) {
-    // The prompt goes through the same decoder, so the first generated word keeps its
-    // leading space (SentencePiece strips one only at the start); it is printed before the
-    // continuation, as llama.cpp does, once the prefill has succeeded.
-    stream = std::make_unique<load::StreamDecoder>(*m->tokenizer);
-    for (int32_t id : *prompt) prompt_text += stream->push(id);
-  }
-
-  std::vector<int32_t> history = *prompt, generated;
-  // The token after `in`: drawn on the GPU, where only its id comes back, or sampled here.
-  auto next_after = [&](const std::vector<int32_t>& in) -> Result<int32_t> {
-    if (gen.samples_on_device()) {
-      exec::StepDraws d;
-      d.rows.push_back(sampler.device_draw(history, history.size(), static_cast<size_t>(gen.vocab()), d.edits));
-      return gen.step_draw(in, d);
-    }
-    Result<std::vector<float>> logits = gen.step(in);
-    if (!logits) return logits.take_error();
-    return sampler.sample(last_row(*logits, gen.vocab()), history);
-  };
-  auto t0 = Clock::now();
-  Result<int32_t> token = next_after(*prompt);
-  if (!token) return token.take_error().context("prefill");
-  const double prefill_ms = ms_since(t0);
-  if (!o.json) std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
-  std::string stop = "length";
-  t0 = Clock::now();
-  for (int64_t i = 0; i < o.n; ++i) {
-    const int32_t next = *token;
-    if (next == m->config.eos) {
-      stop = "eos";
-      break;
-    }
-    generated.push_back(next);
-    history.push_back(next);
-    if (!o.json) {
-      const std::string piece = stream ? stream->push(next) : str_cat(generated.size() > 1 ? " " : "", next);
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-    }
-    if (i + 1 == o.n) break;
-    cycles.begin();
-    token = next_after({next});
-    cycles.end();
-    if (!token) return token.take_error().context("decode step ", i);
-  }
-  const double decode_ms = ms_since(t0);
-  const double per_token = generated.empty() ? 0 : decode_ms / static_cast<double>(generated.size());
-  if (o.json) {
-    nlohmann::json j{{"model", o.model.model}, {"prompt_ids", *prompt}, {"ids", generated}, {"stop", stop},
-                     {"prefill_ms", prefill_ms}, {"decode_ms_per_token", per_token}, {"tp_ranks", o.model.tp}};
-    if (m->tokenizer) j["text"] = continuation(*m->tokenizer, *prompt, generated);
-    if (*target) j["ahbm"] = cycles.json();
-    if (*cp) j["cp"] = context_parallel_json(cp->get());
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
-    if (stream) {
-      const std::string tail = stream->flush();
-      std::fwrite(tail.data(), 1, tail.size(), stdout);
-    }
-    std::printf("\n");
-    std::fflush(stdout);  // the text ends before the stats on a shared terminal
-    std::fprintf(stderr, "kvforge: prefill %zu tokens %.1f ms; decode %zu tokens %.2f ms/token; stop: %s\n",
-                 prompt->size(), prefill_ms, generated.size(), per_token, stop.c_str());
-    print_kv_bill(m->config, static_cast<int64_t>(history.size()), gen);
-    if (*target) std::fprintf(stderr, "%s\n", cycles.line().c_str());
-    if (*cp) std::fprintf(stderr, "%s\n", context_parallel_line(cp->get()).c_str());
-  }
+  Result<Generated> g = generate_tokens(o, *m, **gen, *prompt, cycles);
+  if (!g) return g.take_error();
+  report(o, *m, **gen, *prompt, *g, cycles, target->get(), cp->get());
   return {};
 }
 
