@@ -159,18 +159,16 @@ Status run_e2e(const E2eCli& c) {
   return {};
 }
 
-}  // namespace
+// Each subcommand adds its options; its callback leaves the scenario to run in *run_fn.
+using RunSlot = std::shared_ptr<std::function<Status()>>;
 
-Command add_bench_command(CLI::App& parent) {
-  CLI::App* cmd = parent.add_subcommand("bench", "Benchmark scenarios (medians over repeats; docs/benchmarks.md)");
-  cmd->require_subcommand(1);
-  auto run_fn = std::make_shared<std::function<Status()>>();
-
+// bench attention: fused vs decomposed attention, or dense vs selected MLA decode (--selected).
+void add_attention_bench(CLI::App& cmd, const RunSlot& run_fn) {
   auto att = std::make_shared<std::pair<bench::AttentionBenchOptions, Output>>();
   auto sel = std::make_shared<bench::SelectedBenchOptions>();
   auto selected = std::make_shared<bool>(false);
   auto contexts = std::make_shared<std::string>();
-  CLI::App* a = cmd->add_subcommand("attention", "Fused attention vs the primitive decomposition, decode and prefill; "
+  CLI::App* a = cmd.add_subcommand("attention", "Fused attention vs the primitive decomposition, decode and prefill; "
                                                  "with --selected, dense vs selected (sparse) MLA decode attention");
   a->add_option("--threads", att->first.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
   a->add_option("--repeats", att->first.repeats, "timed repeats per case (median)")->capture_default_str();
@@ -207,10 +205,13 @@ Command add_bench_command(CLI::App& parent) {
       return plot_png(*t, att->second.png, {.x = 1, .ys = {2, 3}, .filter_col = 0, .filter = "decode"});
     };
   });
+}
 
+// bench decode-curve: per-token latency, naive vs cached vs cached+fused.
+void add_decode_curve_bench(CLI::App& cmd, const RunSlot& run_fn) {
   auto dc = std::make_shared<std::pair<bench::DecodeCurveOptions, Output>>();
   auto dc_contexts = std::make_shared<std::string>();
-  CLI::App* d = cmd->add_subcommand("decode-curve", "Per-token latency: naive vs cached vs cached+fused (seed 003)");
+  CLI::App* d = cmd.add_subcommand("decode-curve", "Per-token latency: naive vs cached vs cached+fused (seed 003)");
   d->add_option("-m,--model", dc->first.model, "model (any --model form)")->capture_default_str();
   d->add_option("--threads", dc->first.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
   d->add_option("--repeats", dc->first.repeats, "timed repeats per case (median)")->capture_default_str();
@@ -235,10 +236,13 @@ Command add_bench_command(CLI::App& parent) {
       return plot_png(*t, dc->second.png, {.ys = {1, 2, 3}});
     };
   });
+}
 
+// bench memory: the KV bill against what the paged pool holds.
+void add_memory_bench(CLI::App& cmd, const RunSlot& run_fn) {
   auto mem = std::make_shared<std::pair<bench::MemoryBenchOptions, Output>>();
   auto mem_kv = std::make_shared<std::string>("f32");
-  CLI::App* mc = cmd->add_subcommand("memory", "KV memory bill vs what the paged pool holds (seed 003)");
+  CLI::App* mc = cmd.add_subcommand("memory", "KV memory bill vs what the paged pool holds (seed 003)");
   mc->add_option("-m,--model", mem->first.model, "model (any --model form)")->capture_default_str();
   mc->add_option("--threads", mem->first.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
   mc->add_option("--requests", mem->first.requests, "requests of random lengths")->capture_default_str()->check(CLI::Range(1, 4096));
@@ -267,9 +271,12 @@ Command add_bench_command(CLI::App& parent) {
       return plot_png(steps, mem->second.png, {.ys = {3, 5, 7}});
     };
   });
+}
 
+// bench e2e: llama-bench-style pp/tg tokens per second, optionally beside the peer.
+void add_e2e_bench(CLI::App& cmd, const RunSlot& run_fn) {
   auto e2e = std::make_shared<E2eCli>();
-  CLI::App* e = cmd->add_subcommand("e2e", "llama-bench-style pp/tg tokens per second on one model file");
+  CLI::App* e = cmd.add_subcommand("e2e", "llama-bench-style pp/tg tokens per second on one model file");
   e->add_option("-m,--model", e2e->o.model, "model (any --model form)")->required();
   e->add_option("--threads", e2e->o.threads, "threads")->capture_default_str()->check(CLI::Range(1, 256));
   e->add_option("--pp", e2e->o.pp, "prompt tokens in the pp step (0: skip)")->capture_default_str();
@@ -303,7 +310,18 @@ Command add_bench_command(CLI::App& parent) {
     e2e->o.f32_compute = e2e->dtype == "f32";
     *run_fn = [=] { return run_e2e(*e2e); };
   });
+}
 
+}  // namespace
+
+Command add_bench_command(CLI::App& parent) {
+  CLI::App* cmd = parent.add_subcommand("bench", "Benchmark scenarios (medians over repeats; docs/benchmarks.md)");
+  cmd->require_subcommand(1);
+  auto run_fn = std::make_shared<std::function<Status()>>();
+  add_attention_bench(*cmd, run_fn);
+  add_decode_curve_bench(*cmd, run_fn);
+  add_memory_bench(*cmd, run_fn);
+  add_e2e_bench(*cmd, run_fn);
   return {cmd, [run_fn]() -> Status { return *run_fn ? (*run_fn)() : invalid_input("bench: no scenario"); }};
 }
 
