@@ -91,7 +91,11 @@ class CudaExecutor final : public Executor {
   Status bind_experts(Op& op);
   MoeArgs moe_args(const Op& op) const;
   Result<void*> own(const ir::TensorType& t);
-  Status launch(const Op& op);
+  Status launch(const Op& op);  // launch_eqn.cpp, by family:
+  Status launch_layout(const Op& op, const ir::Eqn& e, const Launch& l);
+  Status launch_state_write(const Op& op, const ir::Eqn& e, const Launch& l);
+  Status launch_math(const Op& op, const ir::Eqn& e, const Launch& l);
+  Status launch_attention(const Op& op, const ir::Eqn& e, const Launch& l);
   Status all_reduce(const Op& op);
   void group_linears();
   void fuse_rounding_casts();
