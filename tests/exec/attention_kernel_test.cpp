@@ -1,5 +1,5 @@
-// The fused CPU attention kernel (exec/cpu/attention.h) against a naive attention in double
-// (materialized scores, max-subtract softmax), on fresh random inputs: every body this CPU
+// The fused CPU attention kernel (exec/cpu/attention.h) against the op's definition on the
+// oracle (eval/, in double), on fresh random inputs: every body this CPU
 // runs, streaming and split-KV, outputs poisoned before each run and the split scratch NaN.
 // Paged cases read the same keys from pools of shuffled 16-token blocks through a read map:
 // a pool larger than the rows need, every row it should not read (spare blocks, keys past
@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "eval/kernels.h"
 #include "exec/cpu/attention.h"
 #include "plan/attention_schedule.h"
 #include "testing.h"
@@ -182,45 +183,27 @@ Inputs make_inputs(const Case& c, std::mt19937_64& rng) {
   return in;
 }
 
-// Naive attention in double: out [B, Hq, Lq, dv]. A row with no visible key is zeros.
+// What the kernel must give: the fused op's definition on the oracle (eval_attention, in
+// double) over the dense keys, which the paged cases' pools hold too.
 std::vector<double> reference(const Case& c, const Inputs& in) {
-  const int64_t n_rep = c.hq / c.hkv, dq = c.dk + c.ds;
-  std::vector<double> out(size_t(c.batch * c.hq * c.lq * c.dv));
-  std::vector<double> s(size_t(c.lk));
-  for (int64_t b = 0; b < c.batch; ++b) {
-    const int64_t live = in.len.empty() ? c.lk : std::clamp<int64_t>(in.len[size_t(b)], 0, c.lk);
-    for (int64_t h = 0; h < c.hq; ++h) {
-      const int64_t g = h / n_rep;
-      for (int64_t i = 0; i < c.lq; ++i) {
-        const float* q = &in.q[size_t(((b * c.hq + h) * c.lq + i) * dq)];
-        double m = -kInf;
-        for (int64_t t = 0; t < live; ++t) {
-          double dot = 0.0;
-          for (int64_t d = 0; d < c.dk; ++d) dot += double(q[d]) * in.k[size_t(((b * c.hkv + g) * c.lk + t) * c.dk + d)];
-          for (int64_t d = 0; d < c.ds; ++d) dot += double(q[c.dk + d]) * in.ks[size_t((b * c.lk + t) * c.ds + d)];
-          double x = dot * in.scale;
-          if (c.softcap != 0.0f) x = c.softcap * std::tanh(x / c.softcap);
-          if (!in.mask.empty()) {
-            const int64_t mb = in.mask_batch == 1 ? 0 : b, mh = in.mask_heads == 1 ? 0 : h;
-            x += in.mask[size_t(((mb * in.mask_heads + mh) * c.lq + i) * c.lk + t)];
-          }
-          s[size_t(t)] = x;
-          m = std::max(m, x);
-        }
-        double den = 0.0;
-        std::vector<double> num(size_t(c.dv), 0.0);
-        for (int64_t t = 0; t < live; ++t) {
-          const double p = std::exp(s[size_t(t)] - (m == -kInf ? 0.0 : m));  // no visible key: every p is 0
-          den += p;
-          for (int64_t d = 0; d < c.dv; ++d) num[size_t(d)] += p * in.v[size_t(((b * c.hkv + g) * c.lk + t) * c.dv + d)];
-        }
-        for (int64_t d = 0; d < c.dv; ++d) {
-          out[size_t(((b * c.hq + h) * c.lq + i) * c.dv + d)] = den == 0.0 ? 0.0 : num[size_t(d)] / den;
-        }
-      }
-    }
-  }
-  return out;
+  std::vector<eval::Buffer> ops;
+  const auto add = [&](Shape shape, const std::vector<float>& x) {
+    ops.push_back(testing::must(eval::Buffer::of(DType::kF32, std::move(shape), std::vector<double>(x.begin(), x.end()))));
+  };
+  add({c.batch, c.hq, c.lq, c.dk + c.ds}, in.q);
+  add({c.batch, c.hkv, c.lk, c.dk}, in.k);
+  add({c.batch, c.hkv, c.lk, c.dv}, in.v);
+  if (c.ds > 0) add({c.batch, 1, c.lk, c.ds}, in.ks);
+  if (!in.mask.empty()) add({in.mask_batch, in.mask_heads, c.lq, c.lk}, in.mask);
+  if (!in.len.empty()) ops.push_back(testing::must(eval::Buffer::i32({c.batch}, in.len)));
+  ir::Eqn e;
+  e.op = ir::OpKind::kAttention;
+  e.params.attn = {.scale = in.scale, .softcap = c.softcap, .n_rep = c.hq / c.hkv, .has_shared = c.ds > 0,
+                   .has_mask = !in.mask.empty(), .has_len = !in.len.empty()};
+  std::vector<const eval::Buffer*> ptrs;
+  for (const eval::Buffer& b : ops) ptrs.push_back(&b);
+  const ir::TensorType out{DType::kF32, {c.batch, c.hq, c.lq, c.dv}};
+  return testing::must(eval::eval_attention({.eqn = e, .in = ptrs, .out_type = out, .pool = nullptr})).data;
 }
 
 AttentionArgs make_args(const Case& c, const Inputs& in, float* out) {
