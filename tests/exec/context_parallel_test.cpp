@@ -1,8 +1,8 @@
 // Context parallelism on the CPU: partial attention over each rank's keys and the
-// log-sum-exp merge (exec/cpu/attention_merge.h), and the decode backend built on them
+// log-sum-exp merge (exec/cpu/attention_merge.h), and the backend built on them
 // (exec/context_parallel.h), each against the single-device CPU kernel (exec/cpu/attention.h)
 // on fresh random inputs; and the ring prefill schedule (plan/kv_shards.h) run through the
-// same partials and merge against the kernel's causal prefill.
+// same partials and merge, by hand and by the backend, against the kernel's causal prefill.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -233,7 +233,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(BackendCase{"gqa_f32", {.hq = 8, .hkv = 2, .lk = 333}, 3},
                       BackendCase{"mqa_f16", {.hq = 6, .hkv = 1, .lk = 200, .kv = DType::kF16}, 4},
                       BackendCase{"live_lengths", {.batch = 3, .lk = 300, .len = {300, 1, 77}}, 2},
-                      BackendCase{"len_zero_is_nan", {.batch = 2, .lk = 40, .len = {0, 40}}, 2},
+                      BackendCase{"len_zero_is_zeros", {.batch = 2, .lk = 40, .len = {0, 40}}, 2},
                       BackendCase{"paged", {.batch = 2, .lk = 96, .paged = true, .len = {96, 50}}, 4},
                       BackendCase{"paged_f16", {.batch = 2, .lk = 64, .kv = DType::kF16, .paged = true}, 3},
                       BackendCase{"mask_softcap", {.lk = 150, .mask = true, .softcap = 5.0f}, 2},
@@ -241,16 +241,13 @@ INSTANTIATE_TEST_SUITE_P(
                       BackendCase{"one_rank", {.lk = 50}, 1}),
     [](const ::testing::TestParamInfo<BackendCase>& info) { return std::string(info.param.name); });
 
-TEST(ContextParallelBackendRefuses, PrefillAndBf16CachesAndBadRanks) {
+TEST(ContextParallelBackendRefuses, Bf16CachesAndBadRanks) {
   auto cp = testing::must(ContextParallelAttention::create(2, 16));
   const plan::AttentionRequest base{.batch = 1, .hq = 8, .hkv = 2, .lq = 1, .lk = 64, .dk = 16, .dv = 16};
   EXPECT_TRUE(cp->check(base, 0).ok());
   plan::AttentionRequest r = base;
   r.lq = 5;
-  Status prefill = cp->check(r, 0);
-  ASSERT_FALSE(prefill.ok());
-  EXPECT_EQ(prefill.error().code(), ErrorCode::kUnsupported);
-  EXPECT_THAT(prefill.error().message(), ::testing::HasSubstr("5 query rows per head"));
+  EXPECT_TRUE(cp->check(r, 0).ok()) << "a chunk runs the ring";
   r = base;
   r.kv_dtype = DType::kBF16;
   Status bf16 = cp->check(r, 0);
@@ -301,6 +298,31 @@ TEST(RingPrefill, PartialsOverTheScheduleMergeToTheKernel) {
         }
       }
       EXPECT_LE(compare(got, want), 1e-5) << "ranks " << ranks << " n " << n << " seed " << seed;
+    }
+  }
+}
+
+// The backend's ring over a causal prefill: the kernel's answer, and only the pairs the causal
+// mask leaves (nb (nb + 1) / 2 of nb² for nb key blocks), each block's keys once per pair.
+TEST(RingPrefill, TheBackendEqualsTheKernelAndSkipsTheFuture) {
+  const uint64_t seed = testing::test_seed();
+  std::mt19937_64 rng(seed);
+  for (int ranks : {1, 2, 3, 4}) {
+    for (int64_t n : {2, 16, 50, 130}) {  // more than one query row: the ring, not the decode split
+      Inputs in = make_inputs({.hq = 4, .hkv = 2, .lq = n, .lk = n, .dk = 16, .dv = 16, .mask = true}, rng);
+      const std::vector<float> want = kernel_out(in.args);
+      auto cp = testing::must(ContextParallelAttention::create(ranks, 16));
+      std::vector<float> got(want.size(), std::nanf(""));
+      AttentionArgs a = in.args;
+      a.out = got.data();
+      ASSERT_TRUE(cp->run(a, 0).ok());
+      EXPECT_LE(compare(got, want), 1e-5) << "ranks " << ranks << " n " << n << " seed " << seed;
+      const int64_t nb = (n + 15) / 16;
+      EXPECT_EQ(cp->stats().pairs, nb * (nb + 1) / 2) << "ranks " << ranks << " n " << n;
+      int64_t keys = 0;  // block k's keys, once for each query block q >= k
+      for (int64_t k = 0; k < nb; ++k) keys += (nb - k) * (std::min(n, 16 * k + 16) - 16 * k);
+      const std::vector<int64_t>& held = cp->stats().keys;
+      EXPECT_EQ(std::accumulate(held.begin(), held.end(), int64_t{0}), keys);
     }
   }
 }
