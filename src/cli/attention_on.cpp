@@ -26,11 +26,12 @@ void add_attention_on_options(CLI::App& cmd, AttentionOnOptions& o) {
   cmd.add_option("--ahbm-request-id", o.request_id, "AHBM: request id r, the first key on PE r mod N (default 0)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--cp", o.cp,
-                 "context-parallel decode over N ranks (1: off): each decode step's attention computed as if the "
-                 "sequence's KV cache were spread over N ranks by position (16-token blocks dealt round-robin), each "
-                 "rank's partial attention over its own keys merged by log-sum-exp, giving the one-device answer. On "
-                 "this host the ranks run one after another in plain loops over one cache: it checks the sharding "
-                 "and the merge, it is slower than the CPU kernel; a longer prompt's prefill stays on the CPU kernel. Not "
+                 "context parallel over N ranks (1: off): every step's attention computed as if the sequence's KV "
+                 "cache were spread over N ranks by position (16-token blocks dealt round-robin): a decode step's "
+                 "as each rank's partial attention over its own keys, the prompt's prefill by ring attention (key "
+                 "blocks passed round the ranks, a query's future blocks skipped), the partials merged by "
+                 "log-sum-exp, giving the one-device answer. On this host the ranks run one after another in plain "
+                 "loops over one cache: it checks the sharding and the merge, it is slower than the CPU kernel. Not "
                  "with --attention-on ahbm, --executor oracle, --device cuda or --tp above 1")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -75,16 +76,16 @@ Result<std::unique_ptr<exec::ContextParallelAttention>> context_parallel(const A
 nlohmann::json context_parallel_json(const exec::ContextParallelAttention* cp) {
   if (cp == nullptr) return nullptr;
   return {{"ranks", cp->shards().ranks}, {"block_tokens", cp->shards().block_tokens},
-          {"keys_per_rank", cp->stats().keys}};
+          {"keys_per_rank", cp->stats().keys}, {"ring_pairs", cp->stats().pairs}};
 }
 
 std::string context_parallel_line(const exec::ContextParallelAttention* cp) {
   if (cp == nullptr) return "";
   std::string keys;
   for (int64_t k : cp->stats().keys) keys += str_cat(keys.empty() ? "" : " ", k);
-  return str_cat("kvforge: context-parallel decode attention over ", cp->shards().ranks, " ranks (",
-                 cp->shards().block_tokens, "-token blocks round-robin): ", cp->stats().rows,
-                 " rows merged; keys per rank, summed over layers and steps: ", keys);
+  return str_cat("kvforge: context-parallel attention over ", cp->shards().ranks, " ranks (",
+                 cp->shards().block_tokens, "-token blocks round-robin): ", cp->stats().rows, " rows merged, ",
+                 cp->stats().pairs, " ring prefill block pairs; keys per rank, summed over layers and steps: ", keys);
 }
 
 nlohmann::json TokenCycles::json() const {

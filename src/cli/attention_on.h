@@ -36,9 +36,10 @@ Result<std::unique_ptr<ahbm::AhbmAttention>> attention_target(const AttentionOnO
 Result<std::unique_ptr<exec::ContextParallelAttention>> context_parallel(const AttentionOnOptions& o,
                                                                          const std::string& executor,
                                                                          const std::string& device, int tp);
-// For --json: {"ranks", "block_tokens", "keys_per_rank"}; null without the backend.
+// For --json: {"ranks", "block_tokens", "keys_per_rank", "ring_pairs"}; null without the backend.
 nlohmann::json context_parallel_json(const exec::ContextParallelAttention* cp);
-// One line for stderr: the ranks and the keys each held, summed over layers and decode steps.
+// One line for stderr: the ranks, the rows merged, the ring's block pairs and the keys each
+// rank attended over, summed over layers and steps.
 std::string context_parallel_line(const exec::ContextParallelAttention* cp);
 
 // Simulated attention cycles per decode token: the target's cycle count read around each step.

@@ -165,6 +165,7 @@ Status run(const GenerateOptions& o) {
   llm::GeneratorOptions gopts = generator_options(o.model);
   gopts.last_logits = true;
   gopts.decode_attention = *target ? static_cast<exec::AttentionBackend*>(target->get()) : cp->get();
+  gopts.prefill_attention = cp->get();  // the ring prefill (null without --cp)
   if (!o.adapter.empty() && lora->empty()) return invalid_input("--adapter ", o.adapter, " needs a --lora");
   if (!lora->empty()) {
     Result<int32_t> id = o.adapter.empty() ? Result<int32_t>(1) : models::lora_id(&*lora, o.adapter);

@@ -16,6 +16,7 @@ RunnerOptions runner_options(const GeneratorOptions& o) {
   r.threads = o.threads;
   r.skip_passes = o.skip_passes;
   r.decode_attention = o.decode_attention;
+  r.prefill_attention = o.prefill_attention;
   return r;
 }
 

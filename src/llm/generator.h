@@ -22,7 +22,8 @@ struct GeneratorOptions {
   DType kv_dtype = DType::kF32;  // the KV cache's element type: f32, or f16 (half the bytes)
   int64_t window = 0, sinks = 0;  // a StreamingLLM mask over every layer (models::StepSpec)
   std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
-  exec::AttentionBackend* decode_attention = nullptr;  // decode steps' attention there (RunnerOptions)
+  exec::AttentionBackend* decode_attention = nullptr;   // decode steps' attention there (RunnerOptions)
+  exec::AttentionBackend* prefill_attention = nullptr;  // prefill and chunk steps' attention there
   // LoRA: the adapters the steps hold (outliving the generator) and the one this sequence
   // uses, 1-based (0: the base model, through the same steps).
   const models::LoraSet* lora = nullptr;

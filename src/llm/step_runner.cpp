@@ -103,8 +103,8 @@ Result<plan::DeviceCaps> StepRunner::caps() {
 Result<std::unique_ptr<exec::Executor>> StepRunner::bind(plan::Plan plan, const models::StepSpec& spec) {
   if (opts_.executor == ExecutorKind::kCuda) {
 #if KVF_WITH_CUDA
-    if (opts_.decode_attention != nullptr) {
-      return unsupported("placing attention on ", opts_.decode_attention->name(), " needs the CPU executor, not the GPU");
+    if (exec::AttentionBackend* b = opts_.placed_backend()) {
+      return unsupported("placing attention on ", b->name(), " needs the CPU executor, not the GPU");
     }
     auto& device = static_cast<exec::cuda::step::Device&>(*device_);
     Result<std::unique_ptr<exec::cuda::step::CudaExecutor>> ex =
@@ -115,7 +115,7 @@ Result<std::unique_ptr<exec::Executor>> StepRunner::bind(plan::Plan plan, const 
     return internal_error("no CUDA executor in this build");
 #endif
   }
-  exec::AttentionBackend* placed = spec.n_tokens == 1 ? opts_.decode_attention : nullptr;
+  exec::AttentionBackend* placed = opts_.attention_for(spec.n_tokens);
   // A batch's step shapes run again and again over the same weights: packing them once pays.
   // One sequence (generate) packs per call: its prefill runs once, and a second copy of its
   // quantized weights would cost more than it saves.
@@ -169,7 +169,7 @@ Result<std::span<const float>> StepRunner::run_oracle(const ir::Graph& g, const 
 
 Status StepRunner::prepare(const models::StepSpec& spec) {
   if (opts_.executor == ExecutorKind::kOracle) {
-    if (opts_.decode_attention != nullptr) return oracle_refuses_placement(*opts_.decode_attention);
+    if (exec::AttentionBackend* b = opts_.placed_backend()) return oracle_refuses_placement(*b);
     Result<const ir::Graph*> g = graph_for(spec);
     return g ? Status() : Status(g.take_error());
   }
@@ -179,7 +179,7 @@ Status StepRunner::prepare(const models::StepSpec& spec) {
 
 Result<std::span<const float>> StepRunner::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
   if (opts_.executor == ExecutorKind::kOracle) {
-    if (opts_.decode_attention != nullptr) return oracle_refuses_placement(*opts_.decode_attention);
+    if (exec::AttentionBackend* b = opts_.placed_backend()) return oracle_refuses_placement(*b);
     Result<const ir::Graph*> g = graph_for(spec);
     if (!g) return g.take_error();
     return run_oracle(**g, slots);

@@ -40,9 +40,16 @@ struct RunnerOptions {
   int threads = 0;  // 0: one per hardware thread
   std::vector<std::string> skip_passes;  // compiler passes left out (benchmarks: "attention")
   // Non-null (CPU executor only): the Attention eqns of decode steps (one new token per row)
-  // run on this backend, e.g. the AHBM simulator; prefill and chunk steps stay on the host.
-  // Not owned; it outlives the runner.
+  // run on this backend, e.g. the AHBM simulator; those of prefill and chunk steps on
+  // prefill_attention (null: the host's kernel). Not owned; they outlive the runner.
   exec::AttentionBackend* decode_attention = nullptr;
+  exec::AttentionBackend* prefill_attention = nullptr;
+  // The backend a step of n_tokens new tokens per row places its Attention eqns on, or null.
+  exec::AttentionBackend* attention_for(int64_t n_tokens) const {
+    return n_tokens == 1 ? decode_attention : prefill_attention;
+  }
+  // A backend placed on some step, or null: the executors other than the CPU's refuse it.
+  exec::AttentionBackend* placed_backend() const { return decode_attention ? decode_attention : prefill_attention; }
   // Non-null: this runner is one rank of a tensor-parallel group (llm/tp_group.h), and the
   // step's all_reduce eqns sum over it (every executor). Not owned.
   Collective* group = nullptr;

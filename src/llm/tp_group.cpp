@@ -15,8 +15,8 @@ namespace kvf::llm {
 
 Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int size, RunnerOptions opts) {
   if (size < 1) return invalid_input("tensor parallel: a group of ", size, " ranks");
-  if (opts.decode_attention != nullptr) {
-    return unsupported("tensor parallel: a decode-attention backend serves one runner, not a group's ranks at once");
+  if (opts.decode_attention != nullptr || opts.prefill_attention != nullptr) {
+    return unsupported("tensor parallel: an attention backend serves one runner, not a group's ranks at once");
   }
   std::unique_ptr<TpGroup> g(new TpGroup(size));
   Status gpus = g->open_gpus(opts);

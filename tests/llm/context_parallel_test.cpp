@@ -18,18 +18,22 @@ namespace {
 
 struct Run {
   std::vector<int32_t> ids;
+  std::vector<float> prefill;              // the prompt's last logits
   std::vector<std::vector<float>> logits;  // each decode step's
 };
 
-// The prompt's prefill, then `steps` greedy one-token steps.
-Run greedy(const models::Model& m, exec::AttentionBackend* cp, DType kv, const std::vector<int32_t>& prompt, int steps) {
+// The prompt's prefill (on `cp` too with ring_prefill), then `steps` greedy one-token steps.
+Run greedy(const models::Model& m, exec::AttentionBackend* cp, DType kv, const std::vector<int32_t>& prompt, int steps,
+           bool ring_prefill = false) {
   llm::GeneratorOptions o;
   o.last_logits = true;
   o.kv_dtype = kv;
   o.decode_attention = cp;
+  if (ring_prefill) o.prefill_attention = cp;
   llm::Generator gen(m, static_cast<int64_t>(prompt.size()) + steps + 1, o);
   Run r;
   std::vector<float> logits = testing::must(gen.step(prompt));
+  r.prefill = logits;
   for (int s = 0; s < steps; ++s) {
     r.ids.push_back(llm::argmax(logits));
     logits = testing::must(gen.step({r.ids.back()}));
@@ -67,6 +71,22 @@ TEST(ContextParallelGenerate, Stories260KGreedyIdsAndLogitsEqualOneDevice) {
 TEST(ContextParallelGenerate, SyntheticLlamaWithAnF16Cache) {
   const models::Model m = testing::must(models::open_model("synthetic:llama-260k", {.with_tokenizer = false}));
   expect_same_run(m, DType::kF16, {1, 2, 3, 4, 5, 6, 7}, 60);
+}
+
+// A 50-token prompt (4 blocks of 16) prefilled by the ring over 2 and 3 ranks, then decoded
+// context-parallel: the one-device logits and ids, from 10 of the 16 block pairs a layer.
+TEST(ContextParallelGenerate, ARingPrefillGivesTheOneDeviceRun) {
+  const models::Model m = testing::must(models::open_model("synthetic:llama-260k", {.with_tokenizer = false}));
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 50; ++i) prompt.push_back(1 + (i * 37) % 200);
+  const kvf::Run one = greedy(m, nullptr, DType::kF32, prompt, 8);
+  for (int ranks : {2, 3}) {
+    auto cp = testing::must(exec::ContextParallelAttention::create(ranks, llm::kv::kBlockTokens));
+    const kvf::Run ring = greedy(m, cp.get(), DType::kF32, prompt, 8, true);
+    EXPECT_LE(testing::max_error_of_largest(ring.prefill, one.prefill), 1e-5) << "ranks " << ranks;
+    EXPECT_EQ(ring.ids, one.ids) << "ranks " << ranks;
+    EXPECT_EQ(cp->stats().pairs, 10 * m.config.n_layers) << "ranks " << ranks;
+  }
 }
 
 TEST(ContextParallelGenerate, TheOracleAndTensorParallelRefuseIt) {
