@@ -86,7 +86,8 @@ PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/cuda/torch_peer.py" "$REPS" 
 # labelled kvforge-<name>-<shape>.
 build_variant() {  # name, patch: the patched tree in $BUILD-$1-src, its build in $BUILD-$1
   local name=$1 patch=$2 tree="$BUILD-$1-src" vb="$BUILD-$1"
-  rm -rf "$tree" && mkdir -p "$tree" && cp -r "$ROOT/src" "$ROOT/cmake" "$ROOT/bench" "$ROOT/tests" "$tree/" \
+  rm -rf "$tree" && mkdir -p "$tree/tests" && cp -r "$ROOT/src" "$ROOT/cmake" "$ROOT/bench" "$tree/" \
+    && cp -r "$ROOT/tests/cuda" "$ROOT/tests/test_seed.h" "$tree/tests/" \
     && (cd "$tree" && git apply "$patch") >"$vb.log" 2>&1 \
     && cmake -S "$tree/bench/cuda" -B "$vb" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
       "${GT[@]}" >>"$vb.log" 2>&1 \
