@@ -97,11 +97,11 @@ void ContextParallelAttention::run_ring(const AttentionArgs& a, int64_t b) {
         for (int64_t i : rows) {
           for (int64_t h = 0; h < a.hq; ++h) {
             const size_t at = static_cast<size_t>(i * a.hq + h);
-            std::copy(o_.begin() + static_cast<std::ptrdiff_t>(at * dv), o_.begin() + static_cast<std::ptrdiff_t>((at + 1) * dv),
-                      two.begin());
+            float* running = o_.data() + at * dv;
+            std::copy(running, running + dv, two.begin());  // (running, this pair's) -> running
             two_lse[0] = lse_[at];
             two_lse[1] = cpu::partial_attention(a, b, h, i, keys, two.data() + dv);
-            lse_[at] = cpu::merge_partials(2, a.dv, two.data(), two_lse.data(), o_.data() + at * dv);
+            lse_[at] = cpu::merge_partials(2, a.dv, two.data(), two_lse.data(), running);
           }
         }
       }
