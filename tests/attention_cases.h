@@ -1,7 +1,8 @@
 // The attention case table every backend is checked on: each ops:: form (prefill, masked,
 // live, cached) with GQA/MQA, key width != value width, the split (MLA) key, causal, window,
 // ALiBi and per-row masks (one row of which hides every key: zeros, ops::masked_softmax),
-// softcap, live lengths with NaN past them and stale caches with NaN past their clean rows.
+// softcap, live lengths with NaN past them, and stale f32 or f16 caches with NaN past their
+// clean rows.
 // build() traces a case into a graph of constants, slots and state; reference_attention is
 // a plain loop in double over what the graph should attend to. The compiler's test checks
 // the chain and its fused op against it on the oracle (eval/); the executors' tests run the
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <ostream>
@@ -20,6 +22,7 @@
 
 #include "compile/passes.h"
 #include "compile/pipeline.h"
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "exec/cpu/executor.h"
 #include "ir/ops.h"
@@ -107,6 +110,7 @@ struct Case {
   MaskKind mask = MaskKind::kNone;
   double softcap = 0;
   int64_t shared = 0;  // split key: the shared width s (prefill and live forms)
+  DType kv = DType::kF32;  // the caches' type (masked and cached forms): f32 or f16
 };
 
 inline std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
@@ -247,8 +251,8 @@ class FormBuilder {
     std::vector<double> k_new, v_new;
     const V kn = input("k_new", {c_.batch, c_.hkv, c_.lq, c_.dk}, k_new);
     const V vn = input("v_new", {c_.batch, c_.hkv, c_.lq, c_.dv}, v_new);
-    const V kc = b_.state("k_cache", DType::kF32, {c_.batch, c_.hkv, c_.lk, c_.dk}, ir::StateRole::kKeyCache, 0);
-    const V vc = b_.state("v_cache", DType::kF32, {c_.batch, c_.hkv, c_.lk, c_.dv}, ir::StateRole::kValueCache, 0);
+    const V kc = b_.state("k_cache", c_.kv, {c_.batch, c_.hkv, c_.lk, c_.dk}, ir::StateRole::kKeyCache, 0);
+    const V vc = b_.state("v_cache", c_.kv, {c_.batch, c_.hkv, c_.lk, c_.dv}, ir::StateRole::kValueCache, 0);
     const int64_t live = pos_.back() + 1;
     if (c_.form == Form::kCached) r_.len.assign(static_cast<size_t>(c_.batch), live);
     built_.state["k_cache"] = cache(c_.dk, k_new, r_.k, c_.form == Form::kCached ? live : c_.lk);
@@ -256,19 +260,21 @@ class FormBuilder {
     const auto attend = c_.form == Form::kCached ? ops::attention_cached : ops::attention_masked;
     return attend(q, kn, vn, kc, vc, pos_v_, mask, opts).out;
   }
-  // A stale cache (random rows, NaN from `clean` on), and on the host what it holds after the
-  // step's write at pos[0].
+  // A stale cache of the case's type (random rows, NaN from `clean` on), and on the host what
+  // it holds after the step's write at pos[0] (the new rows rounded to that type).
   Buffer cache(int64_t width, const std::vector<double>& rows, std::vector<double>& after, int64_t clean) {
     Buffer buf = testing::random_buffer(rng_, {c_.batch, c_.hkv, c_.lk, width});
     for (int64_t bh = 0; bh < c_.batch * c_.hkv; ++bh)
       for (int64_t t = clean; t < c_.lk; ++t)
         for (int64_t d = 0; d < width; ++d) buf.data[static_cast<size_t>((bh * c_.lk + t) * width + d)] = kNan;
+    for (double& x : buf.data) x = round_to_dtype(c_.kv, x);
+    buf = must(Buffer::of(c_.kv, buf.shape, std::move(buf.data)));
     after = buf.data;
     for (int64_t bh = 0; bh < c_.batch * c_.hkv; ++bh)
       for (int64_t i = 0; i < c_.lq; ++i)
         for (int64_t d = 0; d < width; ++d) {
           after[static_cast<size_t>((bh * c_.lk + pos_[0] + i) * width + d)] =
-              rows[static_cast<size_t>((bh * c_.lq + i) * width + d)];
+              round_to_dtype(c_.kv, rows[static_cast<size_t>((bh * c_.lq + i) * width + d)]);
         }
     return buf;
   }
@@ -306,6 +312,8 @@ inline const Case kCases[] = {
     {"cached_decode_gqa2", Form::kCached, 1, 4, 2, 1, 16, 8, 8, MaskKind::kCausal},
     {"cached_chunk_softcap", Form::kCached, 1, 4, 1, 3, 12, 8, 8, MaskKind::kCausal, 3.0},
     {"cached_no_key_row", Form::kCached, 1, 4, 2, 1, 16, 8, 8, MaskKind::kNoKeyRow},
+    {"cached_decode_f16", Form::kCached, 1, 4, 2, 1, 16, 8, 8, MaskKind::kCausal, 0, 0, DType::kF16},
+    {"masked_chunk_f16", Form::kMasked, 1, 4, 2, 3, 12, 8, 6, MaskKind::kCausal, 0, 0, DType::kF16},
 };
 
 // A test over the table: the case is its parameter; its inputs come from the test's seed.
@@ -343,13 +351,30 @@ void expect_zero_rows(const std::vector<T>& out, const Reference& r, const std::
   }
 }
 
-// The traced chain on the oracle in f64, from the case's state: what every backend is held to.
+// The traced chain on the oracle, from the case's state: what every backend is held to. Native
+// precision (each value rounded to its type, sums in f64), so that an f16 cache's new rows
+// are rounded as every backend's cache rounds them.
 inline std::vector<double> oracle_out(const Built& built) {
   eval::StateStore state = built.state;
   const Status allocated = eval::allocate_state(built.graph, state);
   EXPECT_TRUE(allocated.ok()) << allocated.error().to_string();
-  eval::Oracle oracle({.precision = eval::Precision::kF64, .threads = 1});
+  eval::Oracle oracle({.precision = eval::Precision::kNative, .threads = 1});
   return must(oracle.run(built.graph, built.slots, state)).at("out").data;
+}
+
+// A state buffer's bytes in its type (f32, or f16 bits), as an executor's state holds them.
+inline std::vector<uint8_t> state_bytes(const Buffer& b) {
+  std::vector<uint8_t> out(static_cast<size_t>(b.numel()) * (b.dtype == DType::kF16 ? 2 : 4));
+  for (size_t i = 0; i < b.data.size(); ++i) {
+    if (b.dtype == DType::kF16) {
+      const uint16_t h = f32_to_f16_bits(static_cast<float>(b.data[i]));
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    } else {
+      const auto f = static_cast<float>(b.data[i]);
+      std::memcpy(out.data() + 4 * i, &f, 4);
+    }
+  }
+  return out;
 }
 
 // The slots as an executor takes them (host i32 vectors).
@@ -376,16 +401,16 @@ inline Result<std::vector<float>> run_cpu(const Built& built, exec::AttentionBac
   if (!ex) return ex.take_error();
   for (const auto& [name, host] : built.state) {
     exec::StateBuffer* buf = state.find(name);
-    if (!buf || buf->type.dtype != DType::kF32) return internal_error("state ", name, " is not an f32 buffer");
-    const std::vector<float> f(host.data.begin(), host.data.end());
-    std::memcpy(buf->buf.data(), f.data(), f.size() * sizeof(float));
+    const std::vector<uint8_t> bytes = state_bytes(host);
+    if (!buf || buf->type.dtype != host.dtype) return internal_error("state ", name, " is not the case's buffer");
+    std::memcpy(buf->buf.data(), bytes.data(), bytes.size());
   }
   if (Status s = (*ex)->run(slot_values(built.slots)); !s) return s.take_error();
   const std::span<const float> out = (*ex)->output("out");
   return std::vector<float>(out.begin(), out.end());
 }
 
-// Within 1e-5 of the oracle's chain (f64) and of the reference; zeros where no key is seen.
+// Within 1e-5 of the oracle's chain and of the reference; zeros where no key is seen.
 inline void expect_agrees(const Built& built, const std::vector<float>& got, const std::string& what) {
   const std::vector<double> ours(got.begin(), got.end());
   EXPECT_LE(rel_error(ours, oracle_out(built)), 1e-5) << what << " against the oracle";

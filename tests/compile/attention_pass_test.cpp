@@ -162,12 +162,16 @@ TEST_P(AttentionForms, OneAttentionEqnWithTheChainsResults) {
     EXPECT_EQ(testing::count_op(fused, op), 0) << ir::op_name(op);
   }
   EXPECT_EQ(testing::count_op(fused, OpKind::kMatMul), 0);
-  const eval::Outputs got = expect_same_results(built.graph, fused, built.slots, built.state);
-  ASSERT_TRUE(got.count("out"));
-  EXPECT_LE(testing::rel_error(got.at("out").data, reference_attention(built.ref)), 1e-12);
-  const RunResult before = run(built.graph, built.slots, built.state, Precision::kF64);
-  EXPECT_LE(testing::rel_error(before.outputs.at("out").data, reference_attention(built.ref)), 1e-12);
-  expect_zero_rows(got.at("out").data, built.ref, "the fused op");
+  expect_same_results(built.graph, fused, built.slots, built.state);
+  // f64 keeps an f16 cache's new rows unrounded; the native run rounds them as the cache does,
+  // as the reference does, and otherwise stays within f32 rounding of it.
+  const bool f32 = c.kv == DType::kF32;
+  const Precision p = f32 ? Precision::kF64 : Precision::kNative;
+  const double tol = f32 ? 1e-12 : 1e-6;
+  const RunResult after = run(fused, built.slots, built.state, p), before = run(built.graph, built.slots, built.state, p);
+  EXPECT_LE(testing::rel_error(after.outputs.at("out").data, reference_attention(built.ref)), tol);
+  EXPECT_LE(testing::rel_error(before.outputs.at("out").data, reference_attention(built.ref)), tol);
+  expect_zero_rows(after.outputs.at("out").data, built.ref, "the fused op");
   expect_zero_rows(before.outputs.at("out").data, built.ref, "the chain");
 }
 

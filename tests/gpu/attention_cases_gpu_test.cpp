@@ -25,9 +25,9 @@ TEST_P(AttentionCasesGpu, TheStepAgreesWithTheOracle) {
   auto ex = testing::must(exec::cuda::step::CudaExecutor::create(p, state, *device));
   for (const auto& [name, host] : built.state) {  // the caches start as the case's
     exec::StateBuffer* buf = state.find(name);
-    ASSERT_TRUE(buf && buf->type.dtype == DType::kF32) << name;
-    const std::vector<float> f(host.data.begin(), host.data.end());
-    KVF_CUDA_CHECK(cudaMemcpy(buf->buf.data(), f.data(), f.size() * sizeof(float), cudaMemcpyHostToDevice));
+    ASSERT_TRUE(buf && buf->type.dtype == host.dtype) << name;
+    const std::vector<uint8_t> bytes = state_bytes(host);
+    KVF_CUDA_CHECK(cudaMemcpy(buf->buf.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
   }
   const Status s = ex->run(slot_values(built.slots));
   ASSERT_TRUE(s.ok()) << s.error().to_string();
