@@ -1,6 +1,7 @@
 // ThreadGroup: the all-reduce between threads of one process, in two barriers per call.
 #include "core/collective.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -139,7 +140,7 @@ Status agree(const ThreadGroup::Shared& s, int rank) {
   const ThreadGroup::Shared::Post& mine = s.posts[static_cast<size_t>(rank)];
   for (size_t r = 0; r < s.posts.size(); ++r) {
     if (s.posts[r].count != mine.count || s.posts[r].f64 != mine.f64) {
-      return internal_error("collective: rank ", r, " all-reduces ", s.posts[r].count, s.posts[r].f64 ? " f64" : " f32",
+      return internal_error("collective: rank ", r, " posts ", s.posts[r].count, s.posts[r].f64 ? " f64" : " f32",
                             " elements, rank ", rank, " ", mine.count, mine.f64 ? " f64" : " f32");
     }
   }
@@ -167,6 +168,10 @@ Status Collective::all_reduce_sum_device(float*, size_t, void*) {
   return internal_error("collective: rank ", rank(), " of ", size(), " sums host memory, not a device's");
 }
 
+Status Collective::all_gather_device(float*, size_t, void*) {
+  return internal_error("collective: rank ", rank(), " of ", size(), " gathers host memory, not a device's");
+}
+
 namespace {
 
 class ThreadRank final : public Collective {
@@ -177,6 +182,27 @@ class ThreadRank final : public Collective {
   int size() const override { return size_; }
   Status all_reduce_sum(std::span<float> data) override { return reduce(data); }
   Status all_reduce_sum(std::span<double> data) override { return reduce(data); }
+  Status all_gather(std::span<const float> mine, std::span<float> all) override {
+    ThreadGroup::Shared& s = *shared_;
+    if (s.left_by() >= 0) return left_the_group(s.left_by());
+    if (all.size() != mine.size() * s.posts.size()) {
+      return internal_error("collective: rank ", rank_, " gathers ", mine.size(), " elements from each of ",
+                            s.posts.size(), " ranks into ", all.size());
+    }
+    // Posted read-only: every rank copies from every post, none writes one.
+    s.posts[static_cast<size_t>(rank_)] = {const_cast<float*>(mine.data()), mine.size(), false};
+    if (!s.arrive_and_wait()) return left_the_group(s.left_by());
+    Status agreed = agree(s, rank_);
+    if (agreed) {
+      for (size_t r = 0; r < s.posts.size(); ++r) {
+        const float* from = static_cast<const float*>(s.posts[r].data);
+        std::copy(from, from + mine.size(), all.begin() + static_cast<std::ptrdiff_t>(r * mine.size()));
+      }
+    }
+    const bool ended = s.arrive_and_wait();  // no rank's buffer is reused before every copy is made
+    if (!agreed || ended) return agreed;
+    return left_the_group(s.left_by());
+  }
   void abort() override { shared_->leave(rank_); }
 
  private:

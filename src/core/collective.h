@@ -23,6 +23,11 @@ class Collective {
   // counts or types disagree fails on every rank (kInternal) and changes nothing.
   virtual Status all_reduce_sum(std::span<float> data) = 0;
   virtual Status all_reduce_sum(std::span<double> data) = 0;
+  // Every rank's `mine` (the same count on every rank) into `all` [size() x count] in rank
+  // order, on every rank: context parallelism's partial attentions. A call whose counts
+  // disagree fails on every rank (kInternal); an `all` that is not size() x count is refused
+  // on its rank before the call (kInternal: that rank then leaves the group, abort()).
+  virtual Status all_gather(std::span<const float> mine, std::span<float> all) = 0;
   // Whether the ranks meet in device memory (a group of GPUs): then a GPU executor hands its
   // rows to all_reduce_sum_device, enqueued on its stream, where a group of host ranks needs
   // them copied to the host first.
@@ -30,6 +35,10 @@ class Collective {
   // The same sum over `count` f32 at `data` in this rank's device memory, enqueued on
   // `stream` (a cudaStream_t). A group of host ranks refuses it (kInternal).
   virtual Status all_reduce_sum_device(float* data, size_t count, void* stream);
+  // The same gather in place over this rank's device memory: `all` holds size() x count
+  // f32, this rank's own at all + rank() * count; the others' are written beside it,
+  // enqueued on `stream`. A group of host ranks refuses it (kInternal).
+  virtual Status all_gather_device(float* all, size_t count, void* stream);
   // This rank makes no more calls (its step failed): the other ranks' calls, the one they
   // wait in and every later one, fail (kInternal) instead of waiting for it.
   virtual void abort() = 0;

@@ -1,6 +1,7 @@
 // ThreadGroup: N threads all-reducing random data get, every one, the bits of the serial
-// sum in rank order (f64, rounded once); calls repeat; disagreeing calls fail on every rank;
-// a rank that aborts releases the others.
+// sum in rank order (f64, rounded once); gathers give every rank every rank's rows in rank
+// order; calls repeat; disagreeing calls fail on every rank; a rank that aborts releases the
+// others.
 #include "core/collective.h"
 
 #include <gtest/gtest.h>
@@ -123,7 +124,7 @@ TEST(ThreadGroup, DisagreeingCallsFailOnEveryRankAndChangeNothing) {
   for (const Status& s : status) {
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.error().code(), ErrorCode::kInternal);
-    EXPECT_NE(s.error().message().find("all-reduces"), std::string::npos) << s.error().message();
+    EXPECT_NE(s.error().message().find("posts"), std::string::npos) << s.error().message();
   }
   EXPECT_EQ(a, (std::vector<float>{1, 2, 3}));
   status = on_threads(group, [&](Collective& g) {
@@ -164,6 +165,62 @@ TEST(ThreadGroup, AnAbortReleasesTheOthersUntilRestart) {
     return s;
   });
   for (const Status& s : status) EXPECT_TRUE(s.ok()) << s.error().to_string();
+}
+
+TEST(ThreadGroup, GathersEveryRanksRowsInRankOrder) {
+  std::mt19937_64 rng(testing::test_seed());
+  for (int ranks = 1; ranks <= 4; ++ranks) {
+    ThreadGroup group(ranks);
+    for (size_t n : {size_t{0}, size_t{1}, size_t{37}}) {
+      for (int call = 0; call < 3; ++call) {  // calls back to back on one group
+        const std::vector<std::vector<float>> rows = random_rows<float>(rng, ranks, n);
+        std::vector<std::vector<float>> all(static_cast<size_t>(ranks), std::vector<float>(n * ranks, -1.0f));
+        const std::vector<Status> status = on_threads(group, [&](Collective& c) {
+          const size_t r = static_cast<size_t>(c.rank());
+          return c.all_gather(rows[r], all[r]);
+        });
+        std::vector<float> want;
+        for (const auto& row : rows) want.insert(want.end(), row.begin(), row.end());
+        for (int r = 0; r < ranks; ++r) {
+          ASSERT_TRUE(status[static_cast<size_t>(r)].ok()) << status[static_cast<size_t>(r)].error().to_string();
+          expect_bits(all[static_cast<size_t>(r)], want, r);
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadGroup, AGatherRefusesDisagreeingCountsOnEveryRank) {
+  ThreadGroup group(2);
+  std::vector<float> a = {1, 2, 3}, b = {4, 5}, all_a(6, 0.0f), all_b(4, 0.0f);
+  std::vector<Status> status = on_threads(group, [&](Collective& g) {
+    return g.rank() == 0 ? g.all_gather(a, all_a) : g.all_gather(b, all_b);
+  });
+  for (const Status& s : status) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().code(), ErrorCode::kInternal);
+  }
+  EXPECT_EQ(all_a, std::vector<float>(6, 0.0f));  // nothing written
+  // A rank whose `all` is the wrong size is refused before it joins; it leaves the group.
+  std::vector<float> short_all(3);
+  status = on_threads(group, [&](Collective& g) -> Status {
+    if (g.rank() == 1) {
+      Status s = g.all_gather(std::span<const float>(a).first(2), short_all);
+      g.abort();
+      return s;
+    }
+    return g.all_gather(std::span<const float>(a).first(2), std::span<float>(all_a).first(4));
+  });
+  for (const Status& s : status) ASSERT_FALSE(s.ok());
+  EXPECT_NE(status[1].error().message().find("into 3"), std::string::npos) << status[1].error().message();
+  EXPECT_NE(status[0].error().message().find("rank 1 left the group"), std::string::npos) << status[0].error().message();
+  ASSERT_TRUE(group.restart().ok());
+  status = on_threads(group, [&](Collective& g) {
+    return g.all_gather(std::span<const float>(g.rank() == 0 ? a : b).first(2),
+                        g.rank() == 0 ? std::span<float>(all_a).first(4) : std::span<float>(all_b));
+  });
+  for (const Status& s : status) EXPECT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_EQ(all_b, (std::vector<float>{1, 2, 4, 5}));
 }
 
 // run() puts every rank on its own thread at once (an all-reduce inside needs them all), rank

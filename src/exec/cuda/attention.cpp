@@ -1,4 +1,5 @@
-// The decode host API: argument checks, the split schedule, and the launch.
+// The decode host API: argument checks, the split schedule, and the launch; the merge of
+// partial attentions over disjoint keys.
 #include "exec/cuda/attention.h"
 
 #include <cuda_runtime.h>
@@ -48,10 +49,12 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
     return invalid_input("cuda decode_attention: q, k, v, lens and out must be set");
   if (!detail::aligned(a.k, 16) || !detail::aligned(a.v, 16) || !detail::aligned(a.q, 8) ||
       !detail::aligned(a.out, 4) || !detail::aligned(a.lens, 4) || !detail::aligned(a.read_map, 4) ||
-      !detail::aligned(a.mask, 4))
-    return invalid_input("cuda decode_attention: k and v must be 16-byte aligned, q 8-byte, out, lens, read_map and mask 4-byte");
+      !detail::aligned(a.mask, 4) || !detail::aligned(a.lse, 4))
+    return invalid_input("cuda decode_attention: k and v must be 16-byte aligned, q 8-byte, out, lens, read_map, mask and lse 4-byte");
   const int keys = a.read_map ? a.map_stride : a.capacity;
   if (keys < 1) return invalid_input("cuda decode_attention: ", a.read_map ? "map_stride" : "capacity", " ", keys);
+  if (a.map_positions && (a.read_map == nullptr || a.capacity < 1))
+    return invalid_input("cuda decode_attention: map_positions needs a read_map and the dense cache's capacity (", a.capacity, ")");
   if (a.max_len < 0 || a.max_len > keys)
     return invalid_input("cuda decode_attention: max_len ", a.max_len, " outside [0, ", keys, "]");
   if (a.softcap < 0.0f || a.window < 0) return invalid_input("cuda decode_attention: softcap/window < 0");
@@ -96,11 +99,13 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   p.k = a.k;
   p.v = a.v;
   p.map = a.read_map;
+  p.map_positions = a.map_positions ? 1 : 0;
   p.lens = a.lens;
   p.alibi = a.alibi;
   p.mask = a.mask;
   p.mask_stride = a.mask_stride;
   p.out = a.out;
+  p.lse = a.lse;
   const size_t rows = static_cast<size_t>(a.batch) * a.q_heads * a.lq;
   p.counters = static_cast<unsigned*>(workspace);
   p.part_acc = plan.splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.counter_bytes) : nullptr;
@@ -129,8 +134,9 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   p.programmatic = a.programmatic ? 1 : 0;
   const bool early = a.programmatic && plan.tensor_cores;
   p.written_from = early && a.read_map == nullptr ? a.keys_written_from : nullptr;
-  p.written_slots = early && a.read_map != nullptr && a.written_slot_count <= a.kMaxWrittenSlots ? a.written_slots
-                                                                                                 : nullptr;
+  p.written_slots = early && a.read_map != nullptr && !a.map_positions && a.written_slot_count <= a.kMaxWrittenSlots
+                        ? a.written_slots
+                        : nullptr;
   p.written_slot_count = p.written_slots != nullptr ? a.written_slot_count : 0;
   int rc = 0;
   if (a.dk == 64) rc = detail::launch_decode_d64(p, stream);
@@ -141,6 +147,20 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   if (rc != 0)
     return internal_error("cuda decode_attention: launch failed: ",
                           cudaGetErrorString(static_cast<cudaError_t>(rc)));
+  return Status();
+}
+
+Status merge_attention_partials(const PartialsMergeArgs& a, void* stream) {
+  if (a.parts < 1 || a.rows < 0 || a.dv < 1)
+    return invalid_input("cuda merge_attention_partials: parts ", a.parts, ", rows ", a.rows, ", dv ", a.dv);
+  if (a.rows == 0) return Status();
+  if (!a.o || !a.lse || !a.out) return invalid_input("cuda merge_attention_partials: o, lse and out must be set");
+  if (!detail::aligned(a.o, 4) || !detail::aligned(a.lse, 4) || !detail::aligned(a.out, 4) ||
+      !detail::aligned(a.out_lse, 4))
+    return invalid_input("cuda merge_attention_partials: o, lse, out and out_lse must be 4-byte aligned");
+  const int rc = detail::launch_merge_partials({a.parts, a.rows, a.dv, a.o, a.lse, a.out, a.out_lse}, stream);
+  if (rc != 0)
+    return internal_error("cuda merge_attention_partials: launch failed: ", cudaGetErrorString(static_cast<cudaError_t>(rc)));
   return Status();
 }
 

@@ -12,7 +12,8 @@
 // softcap * tanh(x / softcap). A row with no visible key gets zeros (not 0/0).
 // Dense keys: key(b, g, t) = k[b, g, t, :], value(b, g, t) = v[b, g, t, :] ([B, Hkv, cap, d]).
 // Paged keys: k and v are pools [slots, Hkv, d] and key t of row b is pool row
-// read_map[b * map_stride + t] (block tables expanded; any page size, 1 included).
+// read_map[b * map_stride + t] (block tables expanded; any page size, 1 included); or, with
+// map_positions, dense keys through the map: key(b, g, t) = k[b, g, read_map[b * map_stride + t], :].
 #pragma once
 
 #include <cstddef>
@@ -36,9 +37,13 @@ struct DecodeAttentionArgs {
   const float* q = nullptr;        // device f32 [B, Hq, Lq, dk]
   const void* k = nullptr;         // device bf16/f16 [B, Hkv, cap, dk] or pool [slots, Hkv, dk]
   const void* v = nullptr;         // device bf16/f16 [B, Hkv, cap, dv] or pool [slots, Hkv, dv]
-  int capacity = 0;                // dense: cap (keys per row); paged: unused
+  int capacity = 0;                // dense (map_positions too): cap (keys per row); paged: unused
   const int32_t* read_map = nullptr;  // device i32 [B, map_stride]; null: dense keys
   int map_stride = 0;              // paged: entries per row of read_map (>= every len)
+  // read_map lists positions of a dense cache ([B, Hkv, capacity, d], capacity set) instead
+  // of pool rows: key t of row b is k[b, g, read_map[b * map_stride + t]], so a row reads any
+  // of its cache's keys in any order (a context-parallel rank's share).
+  bool map_positions = false;
   const int32_t* lens = nullptr;   // device i32 [B], each in [0, capacity or map_stride]
   int max_len = 0;                 // host bound on every len[b]: sizes the splits
   float scale = 1.0f;
@@ -50,6 +55,10 @@ struct DecodeAttentionArgs {
   const float* mask = nullptr;     // device f32 [B or 1, map_stride or capacity] or null
   int mask_stride = 0;
   float* out = nullptr;            // device f32 [B, Hq, Lq, dv]
+  // Or null: each output row's log-sum-exp of its scores, log Σ_t e^(s[t]) (-inf for a row
+  // that sees no key), so that decodes over disjoint shares of the keys merge exactly
+  // (merge_attention_partials): context parallelism.
+  float* lse = nullptr;            // device f32 [B, Hq, Lq]
   int num_splits = 0;              // 0: chosen from max_len and the SM count
   // false: split s takes keys [s * chunk, (s + 1) * chunk) of every row, chunk sized from
   // max_len. true: each row's own length is divided among the splits (chunks of at least
@@ -101,6 +110,25 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
 // Zeroes the workspace's arrival counters (plan.counter_bytes) on `stream`: once per
 // workspace, before its first decode.
 Status prepare_decode_workspace(const DecodePlan& plan, void* workspace, void* stream = nullptr);
+
+// ---- Merging partial attentions (partials_merge.cu) ----
+// `parts` attentions of the same `rows` query rows, each over its own share of the keys
+// (a context-parallel rank's, a split's): o [parts, rows, dv], each row normalized over its
+// share, and lse [parts, rows], decode_attention's lse. For every row, with M = max_r lse_r:
+//   out = Σ_r e^(lse_r - M) o_r / Σ_r e^(lse_r - M)
+// the attention over all the shares' keys; out_lse (or null) gets M + log Σ_r e^(lse_r - M),
+// so merged rows merge again. A part with lse -inf adds nothing, whatever its o holds; a row
+// whose every part has is zeros with lse -inf. The arithmetic of exec/cpu/attention_merge.h.
+struct PartialsMergeArgs {
+  int parts = 1, rows = 0, dv = 64;  // dv a multiple of 32, at most 512
+  const float* o = nullptr;          // device f32 [parts, rows, dv]
+  const float* lse = nullptr;        // device f32 [parts, rows]
+  float* out = nullptr;              // device f32 [rows, dv]; may not overlap o
+  float* out_lse = nullptr;          // device f32 [rows] or null
+};
+
+// kInvalidInput for bad shapes or pointers; then one launch on `stream`.
+Status merge_attention_partials(const PartialsMergeArgs& a, void* stream = nullptr);
 
 // ---- Prefill (prefill_attention.cpp, prefill_attention.cuh) ----
 // Variable-length batches packed along tokens: sequence b has query rows

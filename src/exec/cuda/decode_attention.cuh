@@ -140,12 +140,12 @@ __global__ void __launch_bounds__(kThreads, RB >= 8 ? 1 : 3) decode_split_kernel
   const T* kbase;
   const T* vbase;
   size_t kstride, vstride;
-  if constexpr (PAGED) {
+  if (PAGED && !p.map_positions) {
     kbase = static_cast<const T*>(p.k) + static_cast<size_t>(hkv) * DK;
     vbase = static_cast<const T*>(p.v) + static_cast<size_t>(hkv) * DV;
     kstride = static_cast<size_t>(p.hkv) * DK;
     vstride = static_cast<size_t>(p.hkv) * DV;
-  } else {
+  } else {  // a dense cache, read in order or through a map of its positions
     const size_t row = (static_cast<size_t>(b) * p.hkv + hkv) * p.cap;
     kbase = static_cast<const T*>(p.k) + row * DK;
     vbase = static_cast<const T*>(p.v) + row * DV;

@@ -11,11 +11,13 @@ struct DecodeParams {
   const float* q;          // [B, Hq, Lq, dk]
   const void* k;           // [B, Hkv, cap, dk] or pool [slots, Hkv, dk]
   const void* v;           // [B, Hkv, cap, dv] or pool [slots, Hkv, dv]
-  const int32_t* map;      // [B, map_stride] or null (dense)
+  const int32_t* map;      // [B, map_stride] or null (dense, in order)
+  int map_positions;       // 1: map lists positions of the dense cache [B, Hkv, cap, d], not pool rows
   const int32_t* lens;     // [B]
   const float* alibi;      // [Hq] or null
   const float* mask;       // [B or 1, mask_stride] additive, Lq 1 (SIMT kernel), or null
   float* out;              // [B, Hq, Lq, dv]
+  float* lse;              // [B, Hq, Lq]: each row's log-sum-exp of its scores (natural log), or null
   float* part_acc;         // [B*Hq*Lq, splits, dv] (splits > 1)
   float* part_ml;          // [B*Hq*Lq, splits, 2]  (splits > 1)
   unsigned* counters;      // [B, Hkv, row_blocks] split arrivals, 0 between decodes (splits > 1)
@@ -47,6 +49,17 @@ struct DecodeTraits {
 };
 // {0, 0} when that kernel has no instantiation for (dk, dv).
 DecodeTraits decode_traits(int dk, int dv, bool tensor_cores);
+
+// merge_attention_partials' arguments (attention.h), checked there.
+struct PartialsMergeParams {
+  int parts, rows, dv;
+  const float* o;    // [parts, rows, dv]
+  const float* lse;  // [parts, rows]
+  float* out;        // [rows, dv]
+  float* out_lse;    // [rows] or null
+};
+// One warp a row (partials_merge.cu). Returns a cudaError_t.
+int launch_merge_partials(const PartialsMergeParams& p, void* stream);
 
 // Launch the decode (one split kernel). Returns a cudaError_t.
 int launch_decode_d64(const DecodeParams& p, void* stream);

@@ -51,6 +51,11 @@ struct SplitBlock {
   }
 };
 
+// The natural log-sum-exp of a row's scores from its merged state (max m in the log2
+// domain, sum l of 2^(s - m)): -inf for a row that saw no key, which a merge over ranks
+// then weighs as nothing.
+__device__ inline float row_lse(float m, float l) { return l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY; }
+
 // One warp merges the `live` split partials (acc, m, l) of output row `row` into out (zeros
 // for a row that saw no key). Lanes hold the (m, l) of 32 splits and DV / 32 columns each;
 // the splits are folded in one pass with a running max, as the key loop folds keys, so a
@@ -94,6 +99,7 @@ __device__ void merge_row(const DecodeParams& p, size_t row, int live) {
     }
   }
   const float inv = sl > 0.0f ? 1.0f / sl : 0.0f;
+  if (p.lse != nullptr && lane == 0) p.lse[row] = row_lse(m_run, sl);
   float* dst = p.out + row * DV + lane * kCols;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) dst[c] = a[c] * inv;
@@ -145,6 +151,7 @@ __device__ void merge_and_store(const DecodeParams& p, const SplitBlock& blk, co
     const size_t row = blk.out_row(p, gr);
     if (direct) {
       p.out[row * DV + d] = sl > 0.0f ? sa / sl : 0.0f;
+      if (p.lse != nullptr && d == 0) p.lse[row] = row_lse(mmax, sl);
     } else {
       const size_t pr = row * p.splits + blk.split;
       p.part_acc[pr * DV + d] = sa;

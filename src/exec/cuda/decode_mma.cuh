@@ -158,11 +158,11 @@ __global__ void __launch_bounds__(MmaDecode<D, PAGED>::kThreads, MmaDecode<D, PA
   const uint16_t* kbase;
   const uint16_t* vbase;
   size_t kstride;
-  if constexpr (PAGED) {
+  if (PAGED && !p.map_positions) {
     kbase = static_cast<const uint16_t*>(p.k) + static_cast<size_t>(hkv) * D;
     vbase = static_cast<const uint16_t*>(p.v) + static_cast<size_t>(hkv) * D;
     kstride = static_cast<size_t>(p.hkv) * D;
-  } else {
+  } else {  // a dense cache, read in order or through a map of its positions
     const size_t row = (static_cast<size_t>(b) * p.hkv + hkv) * p.cap;
     kbase = static_cast<const uint16_t*>(p.k) + row * D;
     vbase = static_cast<const uint16_t*>(p.v) + row * D;

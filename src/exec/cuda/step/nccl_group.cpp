@@ -29,6 +29,7 @@ struct Nccl {
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
   decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
+  decltype(&ncclAllGather) all_gather = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
 };
 
@@ -46,6 +47,7 @@ const Loaded& loaded() {
     lib.resolve(out.api.comm_destroy, "ncclCommDestroy");
     lib.resolve(out.api.comm_abort, "ncclCommAbort");
     lib.resolve(out.api.all_reduce, "ncclAllReduce");
+    lib.resolve(out.api.all_gather, "ncclAllGather");
     lib.resolve(out.api.error_string, "ncclGetErrorString");
     out.error = lib.error();
     return out;
@@ -108,6 +110,15 @@ class NcclRank final : public Collective {
     if (e != ncclSuccess) return nccl_error(*c.api, "ncclAllReduce", e);
     return {};
   }
+  Status all_gather(std::span<const float>, std::span<float>) override { return host_memory(); }
+  Status all_gather_device(float* all, size_t count, void* stream) override {
+    NcclGroup::Comms& c = *comms_;
+    if (const int left = c.left.load(); left >= 0) return left_the_group(left);
+    const ncclResult_t e = c.api->all_gather(all + static_cast<size_t>(rank_) * count, all, count, ncclFloat32,
+                                             c.comms[static_cast<size_t>(rank_)], static_cast<cudaStream_t>(stream));
+    if (e != ncclSuccess) return nccl_error(*c.api, "ncclAllGather", e);
+    return {};
+  }
   void abort() override {
     NcclGroup::Comms& c = *comms_;
     int none = -1;
@@ -117,7 +128,7 @@ class NcclRank final : public Collective {
 
  private:
   Status host_memory() const {
-    return internal_error("collective: NCCL rank ", rank_, " sums device memory; a host executor's all_reduce is not its");
+    return internal_error("collective: NCCL rank ", rank_, " meets in device memory; a host executor's collectives are not its");
   }
   std::shared_ptr<NcclGroup::Comms>& comms_;  // the group's, replaced by restart()
   int rank_;

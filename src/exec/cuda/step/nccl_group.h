@@ -1,7 +1,7 @@
-// NcclGroup: the GPUs of this process as one group of tensor-parallel ranks on NCCL, rank r
-// on GPU r, one communicator each (ncclCommInitAll). Rank r's Collective sums device memory
-// on the stream it is given (ncclAllReduce, which a CUDA graph can capture), so the step
-// executors of the ranks meet without the host. NCCL is loaded at run time (libnccl.so.2):
+// NcclGroup: the GPUs of this process as one group of ranks on NCCL, rank r on GPU r, one
+// communicator each (ncclCommInitAll). Rank r's Collective sums and gathers device memory on
+// the stream it is given (ncclAllReduce, ncclAllGather: a CUDA graph can capture both), so
+// the step executors of the ranks meet without the host. NCCL is loaded at run time (libnccl.so.2):
 // kvforge starts on a machine without it, and a group asked for there is refused by name.
 // NVLink multicast (NVLS) is switched off before the communicators are made.
 // Plain C++: no CUDA or NCCL headers.
@@ -28,8 +28,8 @@ class NcclGroup final : public RankGroup {
   NcclGroup& operator=(const NcclGroup&) = delete;
 
   int size() const override { return static_cast<int>(ranks_.size()); }
-  // Rank r's handle: on_device(), all_reduce_sum_device on GPU r. Its host-memory sums are
-  // refused (kInternal): the ranks of a group of GPUs hold their rows on their GPUs. An abort
+  // Rank r's handle: on_device(), all_reduce_sum_device and all_gather_device on GPU r. Its
+  // host-memory calls are refused (kInternal): the ranks of a group of GPUs hold their rows on their GPUs. An abort
   // aborts every communicator, so ranks waiting in a sum give up; restart() makes new ones.
   Collective& rank(int r) override { return *ranks_[static_cast<size_t>(r)]; }
   int aborted_by() const override;
