@@ -30,9 +30,13 @@ void add_attention_on_options(CLI::App& cmd, AttentionOnOptions& o) {
                  "cache were spread over N ranks by position (16-token blocks dealt round-robin): a decode step's "
                  "as each rank's partial attention over its own keys, the prompt's prefill by ring attention (key "
                  "blocks passed round the ranks, a query's future blocks skipped), the partials merged by "
-                 "log-sum-exp, giving the one-device answer. On this host the ranks run one after another in plain "
-                 "loops over one cache: it checks the sharding and the merge, it is slower than the CPU kernel. Not "
-                 "with --attention-on ahbm, --executor oracle, --device cuda or --tp above 1")
+                 "log-sum-exp, giving the one-device answer. On the CPU the ranks run one after another in plain "
+                 "loops over one cache: it checks the sharding and the merge, it is slower than the CPU kernel. With "
+                 "--device cuda: N GPU ranks (rank r on GPU r over NCCL where N GPUs are visible; on one GPU the "
+                 "ranks share it and meet on the host, a check, not a speed-up), each holding the whole model and "
+                 "cache and running every step, each decode attention over its own keys, the partials gathered and "
+                 "merged; the prefill runs whole on every rank. Not with --attention-on ahbm, --executor oracle or "
+                 "--tp above 1")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
 }
@@ -65,11 +69,11 @@ Result<std::unique_ptr<exec::ContextParallelAttention>> context_parallel(const A
     return invalid_input("--cp ", o.cp, " and --attention-on ", o.target, " both place decode attention; pick one");
   }
   if (executor != "cpu") return invalid_input("--cp ", o.cp, " needs --executor cpu (the host runs the other eqns)");
-  if (device != "cpu") return invalid_input("--cp ", o.cp, " runs on the CPU, not with --device ", device);
   if (tp > 1) {
     return invalid_input("--cp ", o.cp, " and --tp ", tp, ": context-parallel decode serves one runner, not a "
                          "tensor-parallel group");
   }
+  if (device == "cuda") return std::unique_ptr<exec::ContextParallelAttention>();  // a group of GPU ranks instead
   return exec::ContextParallelAttention::create(o.cp, llm::kv::kBlockTokens);
 }
 

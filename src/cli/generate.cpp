@@ -9,6 +9,7 @@
 #include "cli/lora_options.h"
 #include "cli/model_options.h"
 #include "llm/generator.h"
+#include "llm/kv/block_pool.h"
 #include "llm/sampler.h"
 
 namespace kvf::cli {
@@ -129,6 +130,7 @@ void report(const GenerateOptions& o, const models::Model& m, const llm::Generat
     if (m.tokenizer) j["text"] = continuation(*m.tokenizer, prompt, g.ids);
     if (target) j["ahbm"] = cycles.json();
     if (cp) j["cp"] = context_parallel_json(cp);
+    if (!cp && o.attention.cp > 1) j["cp"] = {{"ranks", o.attention.cp}, {"block_tokens", llm::kv::kBlockTokens}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;
   }
@@ -143,6 +145,10 @@ void report(const GenerateOptions& o, const models::Model& m, const llm::Generat
   print_kv_bill(m.config, static_cast<int64_t>(prompt.size() + g.ids.size()), gen);
   if (target) std::fprintf(stderr, "%s\n", cycles.line().c_str());
   if (cp) std::fprintf(stderr, "%s\n", context_parallel_line(cp).c_str());
+  if (!cp && o.attention.cp > 1) {
+    std::fprintf(stderr, "kvforge: context-parallel decode over %d GPU ranks (%d-token blocks round-robin)\n",
+                 o.attention.cp, llm::kv::kBlockTokens);
+  }
 }
 
 Status run(const GenerateOptions& o) {
@@ -173,7 +179,8 @@ Status run(const GenerateOptions& o) {
     gopts.lora = &*lora;
     gopts.adapter = *id;
   }
-  Result<std::unique_ptr<llm::Generator>> gen = open_generator(o.model, *m, cap, gopts);
+  const int gpu_ranks = o.model.device == "cuda" ? o.attention.cp : 1;  // --cp on the GPU: a group of ranks
+  Result<std::unique_ptr<llm::Generator>> gen = open_generator(o.model, *m, cap, gopts, gpu_ranks);
   if (!gen) return gen.take_error();
   if (gopts.decode_attention != nullptr) {  // a model the backend cannot run is refused before anything runs
     Status s = (*gen)->prepare_decode();

@@ -154,9 +154,9 @@ llm::GeneratorOptions generator_options(const ModelOptions& o) {
 }
 
 Result<std::unique_ptr<llm::Generator>> open_generator(const ModelOptions& o, const models::Model& m,
-                                                       int64_t capacity, llm::GeneratorOptions g) {
-  Result<std::unique_ptr<llm::Generator>> gen = llm::Generator::open(m, capacity, std::move(g), o.tp);
-  if (!gen) return gen.take_error().context("--tp ", o.tp);
+                                                       int64_t capacity, llm::GeneratorOptions g, int cp) {
+  Result<std::unique_ptr<llm::Generator>> gen = llm::Generator::open(m, capacity, std::move(g), o.tp, cp);
+  if (!gen) return gen.take_error().context(cp > 1 ? str_cat("--cp ", cp) : str_cat("--tp ", o.tp));
   return gen;
 }
 

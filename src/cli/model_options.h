@@ -34,9 +34,10 @@ std::string builtin_model();
 
 // The generator options the flags ask for.
 llm::GeneratorOptions generator_options(const ModelOptions& o);
-// A generator of `g` over `m`, split over --tp ranks (llm::Generator::open); a refusal names --tp.
+// A generator of `g` over `m`, split over --tp ranks, or over `cp` context-parallel GPU ranks
+// (llm::Generator::open); a refusal names the flag.
 Result<std::unique_ptr<llm::Generator>> open_generator(const ModelOptions& o, const models::Model& m,
-                                                       int64_t capacity, llm::GeneratorOptions g);
+                                                       int64_t capacity, llm::GeneratorOptions g, int cp = 1);
 
 // Which shared options a command offers besides -m.
 struct SharedOptions {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "llm/tp_group.h"
+#include "llm/parallel_group.h"
 
 namespace kvf::llm {
 namespace {
@@ -21,12 +21,12 @@ RunnerOptions runner_options(const DriverOptions& o) {
   return r;
 }
 
-// A StepRunner, or for opts.tp_ranks > 1 a TpGroup; a group that cannot open leaves its
+// A StepRunner, or for opts.tp_ranks > 1 a ParallelGroup; a group that cannot open leaves its
 // refusal in `refused` and a StepRunner in its place, which no step reaches.
 std::unique_ptr<ModelRunner> open_runner(const models::Model& model, const DriverOptions& opts,
                                          std::optional<Error>& refused) {
   if (opts.tp_ranks != 1) {
-    Result<std::unique_ptr<TpGroup>> group = TpGroup::open(model, opts.tp_ranks, runner_options(opts));
+    Result<std::unique_ptr<ParallelGroup>> group = ParallelGroup::tensor_parallel(model, opts.tp_ranks, runner_options(opts));
     if (group) return std::move(*group);
     refused = group.take_error();
   }

@@ -48,7 +48,7 @@ struct DriverOptions {
   // (1-based; 0 the base model) computes through adapters[i - 1] and caches its blocks under
   // lora_identity(identity, adapter), so prefix hits never cross adapters.
   const models::LoraSet* lora = nullptr;
-  // > 1: every step runs over this many tensor-parallel ranks (llm/tp_group.h), each holding
+  // > 1: every step runs over this many tensor-parallel ranks (llm/parallel_group.h), each holding
   // its share of the weights and its KV heads' pools; the block tables are the driver's, one
   // for all ranks.
   int tp_ranks = 1;

@@ -2,7 +2,7 @@
 // step length is traced once, compiled (compile/), planned for this CPU (plan/) and bound
 // to the CPU executor, which replays it per call; ExecutorKind::kOracle keeps the oracle.
 // Prefill and decode are the same call: a step over n new tokens at the next positions.
-// Generator::open can split the model over tensor-parallel ranks (llm/tp_group.h).
+// Generator::open can split the model over tensor-parallel ranks (llm/parallel_group.h).
 #pragma once
 
 #include <memory>
@@ -34,12 +34,14 @@ class Generator {
  public:
   // capacity <= 0 means the model's context length.
   Generator(const models::Model& model, int64_t capacity, GeneratorOptions opts = {});
-  // The same, with the model split over `tp_ranks` tensor-parallel ranks stepping in lockstep
-  // (a TpGroup, each rank's runner taking these options and a share of opts.threads); 1 is
-  // the constructor's generator. A model that does not split (models::tp_config), the CUDA
-  // executor and a decode-attention backend are refused (kUnsupported) for tp_ranks > 1.
+  // The same, with the model split over `tp_ranks` tensor-parallel ranks, or its KV cache's
+  // keys over `cp_ranks` context-parallel ranks (the CUDA executor), stepping in lockstep (a
+  // ParallelGroup, each rank's runner taking these options and a share of opts.threads); 1 and
+  // 1 is the constructor's generator. A model that does not split (models::tp_config), an
+  // attention backend, both kinds of ranks at once and context parallelism off the CUDA
+  // executor are refused (kUnsupported).
   static Result<std::unique_ptr<Generator>> open(const models::Model& model, int64_t capacity, GeneratorOptions opts,
-                                                 int tp_ranks);
+                                                 int tp_ranks, int cp_ranks = 1);
 
   // Runs `tokens` at positions position()..; returns the logits of every new position,
   // row-major [tokens.size(), vocab] (of the last one only with last_logits).
@@ -79,7 +81,7 @@ class Generator {
   const models::Model& model_;
   int64_t capacity_;
   GeneratorOptions opts_;
-  std::unique_ptr<ModelRunner> runner_;  // a StepRunner, or a TpGroup of them
+  std::unique_ptr<ModelRunner> runner_;  // a StepRunner, or a ParallelGroup of them
   int64_t pos_ = 0;
 };
 

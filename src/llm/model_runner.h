@@ -1,6 +1,6 @@
 // ModelRunner: what a Generator and the paged driver step through: the steps of one model
 // and the state they share, run by one StepRunner (llm/step_runner.h) or by the
-// tensor-parallel ranks of a TpGroup (llm/tp_group.h).
+// tensor-parallel ranks of a ParallelGroup (llm/parallel_group.h).
 #pragma once
 
 #include <cstdint>

@@ -108,13 +108,14 @@ Result<std::unique_ptr<exec::Executor>> StepRunner::bind(plan::Plan plan, const 
     }
     auto& device = static_cast<exec::cuda::step::Device&>(*device_);
     Result<std::unique_ptr<exec::cuda::step::CudaExecutor>> ex =
-        exec::cuda::step::CudaExecutor::create(std::move(plan), *device_state_, device, opts_.group);
+        exec::cuda::step::CudaExecutor::create(std::move(plan), *device_state_, device, opts_.group, opts_.kv_block);
     if (!ex) return ex.take_error();
     return std::unique_ptr<exec::Executor>(std::move(*ex));
 #else
     return internal_error("no CUDA executor in this build");
 #endif
   }
+  if (opts_.kv_block > 0) return unsupported("a context-parallel rank of runners needs the CUDA executor");
   exec::AttentionBackend* placed = opts_.attention_for(spec.n_tokens);
   // A batch's step shapes run again and again over the same weights: packing them once pays.
   // One sequence (generate) packs per call: its prefill runs once, and a second copy of its

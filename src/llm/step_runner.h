@@ -50,9 +50,13 @@ struct RunnerOptions {
   }
   // A backend placed on some step, or null: the executors other than the CPU's refuse it.
   exec::AttentionBackend* placed_backend() const { return decode_attention ? decode_attention : prefill_attention; }
-  // Non-null: this runner is one rank of a tensor-parallel group (llm/tp_group.h), and the
+  // Non-null: this runner is one rank of a tensor-parallel group (llm/parallel_group.h), and the
   // step's all_reduce eqns sum over it (every executor). Not owned.
   Collective* group = nullptr;
+  // > 0 (kCuda): `group` is context parallel instead and this runner one of its ranks
+  // (ParallelGroup::context_parallel): its decode attention reads only its blocks of kv_block
+  // positions, the ranks' partials merged (exec/cuda/step/executor.h).
+  int64_t kv_block = 0;
   int gpu = 0;  // kCuda: the GPU the steps run on (a rank of a group of GPUs: its own)
 };
 

@@ -57,15 +57,16 @@ ErrorCode fault_code(const FaultRecord& f) {
 
 }  // namespace
 
-CudaExecutor::CudaExecutor(plan::Plan plan, StateStore& state, Device& device, Collective* group)
-    : plan_(std::move(plan)), state_(state), device_(device), group_(group) {}
+CudaExecutor::CudaExecutor(plan::Plan plan, StateStore& state, Device& device, Collective* group, int64_t kv_block)
+    : plan_(std::move(plan)), state_(state), device_(device), group_(group), kv_block_(kv_block) {}
 
 Result<std::unique_ptr<CudaExecutor>> CudaExecutor::create(plan::Plan plan, StateStore& state, Device& device,
-                                                           Collective* group) {
+                                                           Collective* group, int64_t kv_block) {
   if (&state.memory() != &device) {
     return internal_error("exec/cuda: the state lives in ", state.memory().name(), ", not on ", device.name());
   }
-  std::unique_ptr<CudaExecutor> ex(new CudaExecutor(std::move(plan), state, device, group));
+  if (kv_block > 0 && group == nullptr) return internal_error("exec/cuda: context parallel without a group of ranks");
+  std::unique_ptr<CudaExecutor> ex(new CudaExecutor(std::move(plan), state, device, group, kv_block));
   Status s = state.allocate(ex->plan_.graph);
   if (!s) return s.take_error();
   s = ex->bind_values();
@@ -183,6 +184,7 @@ Status CudaExecutor::check(size_t eqn) const {
     case OpKind::kBlockTopK: return {};
     case OpKind::kAllReduce:
       if (group_ == nullptr) return invalid_input("exec/cuda: all_reduce in a step run without a group of ranks");
+      if (kv_block_ > 0) return invalid_input("exec/cuda: all_reduce in a context-parallel rank's step (each runs the whole model)");
       if (g.type(e.out).dtype != DType::kF32) return unsupported("exec/cuda: all_reduce of ", dtype_name(g.type(e.out).dtype));
       return {};
     case OpKind::kIndexerScores: {
@@ -334,6 +336,7 @@ Status CudaExecutor::bind_ops() {
   Status chained = chain_small_ops();
   if (!chained) return chained;
   Status s = bind_decode_attention();
+  if (s) s = bind_kv_parallel();
   if (s) s = bind_tile_attention();
   if (s) s = bind_tensor_cores();
   if (s) s = hand_off_rounded_x();

@@ -30,8 +30,14 @@ class CudaExecutor final : public Executor {
   // host ranks (core/collective.h's ThreadGroup) is met through pinned memory: each
   // all_reduce copies its rows to the host, waits for them and copies the sums back, so such
   // a step runs its eqns one by one rather than as one graph (correct, not fast).
+  // kv_block > 0: `group` is a context-parallel group instead (kv_parallel.cpp), this
+  // executor its rank group->rank(), every rank holding the whole KV cache and running the
+  // whole step: each one-row decode attention reads only the rank's keys (blocks of kv_block
+  // positions dealt round-robin, plan/kv_shards.h), and the ranks' partials and log-sum-exps
+  // are gathered over the group and merged, giving the one-device answer. Prefill and chunk
+  // steps run whole on every rank.
   static Result<std::unique_ptr<CudaExecutor>> create(plan::Plan plan, StateStore& state, Device& device,
-                                                      Collective* group = nullptr);
+                                                      Collective* group = nullptr, int64_t kv_block = 0);
   ~CudaExecutor() override;
 
   Status run(const SlotValues& slots) override;
@@ -69,6 +75,21 @@ class CudaExecutor final : public Executor {
     int validation = -1;  // >= 0: checks that validation's witness (in[0]) on the device
     const void* const* experts = nullptr;  // Moe: a device table of every expert's gate, up, down weights
     float* staged = nullptr;  // AllReduce over host ranks: the pinned rows the ranks sum
+    int kv_parallel = -1;     // >= 0: a context-parallel decode, kv_parallel_[kv_parallel]
+  };
+
+  // A decode attention of a context-parallel rank (kv_parallel.cpp): op.decode reads the
+  // rank's keys through `shard`'s local map and lengths (made by this op's launch when
+  // make_map, else by an earlier op's over the same lengths and map) and writes its partial
+  // into its place of the ranks' parts, which the gathers fill and the merge reads.
+  struct KvParallelOp {
+    KvShardMap shard;
+    bool make_map = false;
+    float* parts_o = nullptr;    // [ranks, rows, dv]
+    float* parts_lse = nullptr;  // [ranks, rows]
+    int64_t rows = 0, dv = 0;
+    float* out = nullptr;        // the eqn's output [rows, dv]
+    float* staged = nullptr;     // host ranks: pinned [rows * (dv + 1)] mine, then [ranks * rows * (dv + 1)] all
   };
 
   // Tokens in place of an output's rows of `row`: greedy (row_argmax), or drawn by the
@@ -80,7 +101,7 @@ class CudaExecutor final : public Executor {
     bool drawn = false;
   };
 
-  CudaExecutor(plan::Plan plan, StateStore& state, Device& device, Collective* group);
+  CudaExecutor(plan::Plan plan, StateStore& state, Device& device, Collective* group, int64_t kv_block);
   // run(), or with `ids` the tokens of that output in ids_host_ instead of the output itself.
   Status run_step(const SlotValues& slots, const IdsOf* ids);
   // The rows of `row` of output `name`, with room for that many ids on the device and host.
@@ -118,6 +139,9 @@ class CudaExecutor final : public Executor {
   // that instead of launching its own rounding. After bind_tensor_cores (the kernels' choice).
   Status hand_off_rounded_x();
   Status bind_decode_attention();
+  Status bind_kv_parallel();  // kv_parallel.cpp
+  Status kv_parallel_decode(const Op& op);
+  Status gather_partials(const KvParallelOp& kp);
   bool decode_args(const Op& op, DecodeAttentionArgs& a) const;
   static void tell_written_keys(const Op& front, DecodeAttentionArgs& a);
   Status bind_tile_attention();
@@ -134,7 +158,9 @@ class CudaExecutor final : public Executor {
   StateStore& state_;
   Device& device_;
   Collective* group_;
-  std::vector<Buffer> staging_;  // pinned rows of the all_reduce eqns over host ranks
+  int64_t kv_block_ = 0;  // > 0: group_ is context parallel, over blocks of this many positions
+  std::vector<KvParallelOp> kv_parallel_;
+  std::vector<Buffer> staging_;  // pinned rows of the all_reduce eqns (or the partials' gathers) over host ranks
   Buffer arena_;
   TensorCores tc_;       // the device's cuBLASLt and this executor's scratch for it
   Buffer tc_scratch_;

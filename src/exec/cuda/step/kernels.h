@@ -393,4 +393,23 @@ struct SelectedAttentionRows {
 };
 void selected_attention(const SelectedAttentionRows& a, const Launch& l);
 
+// Context-parallel decode (kv_shard.cu): rank `rank` of `ranks`' share of each row's keys
+// under plan::KvShards (blocks of `block` positions dealt round-robin). local_lens[b] is how
+// many of row b's first lens[b] keys the rank holds, local_map[b, j] its j-th one's entry of
+// map (a pool row) or, with no map, its position, and local_mask[b, j] that key's mask entry
+// (a rank's j-th key is the same key of every row, so a mask shared by the rows stays
+// shared); entries past local_lens[b] are 0 in the map, -inf in the mask.
+struct KvShardMap {
+  const int32_t* map = nullptr;   // [batch, stride] or null
+  const int32_t* lens = nullptr;  // [batch]
+  const float* mask = nullptr;    // [mask_rows, stride] or null
+  int32_t* local_map = nullptr;   // [batch, stride]
+  int32_t* local_lens = nullptr;  // [batch]
+  float* local_mask = nullptr;    // [mask_rows, stride]
+  int64_t batch = 0, stride = 0, block = 16;
+  int64_t mask_rows = 0;  // 0 (no mask), 1 (one for every row) or batch
+  int rank = 0, ranks = 1;
+};
+void kv_shard_map(const KvShardMap& a, const Launch& l);
+
 }  // namespace kvf::exec::cuda::step

@@ -1,10 +1,11 @@
-#include "llm/tp_group.h"
+#include "llm/parallel_group.h"
 
 #include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "exec/row_argmax.h"
+#include "llm/kv/block_pool.h"
 #include "models/tensor_parallel.h"
 #if KVF_WITH_CUDA
 #include "exec/cuda/step/device.h"
@@ -13,15 +14,29 @@
 
 namespace kvf::llm {
 
-Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int size, RunnerOptions opts) {
-  if (size < 1) return invalid_input("tensor parallel: a group of ", size, " ranks");
+namespace {
+
+Status check_group(const char* what, int size, const RunnerOptions& opts) {
+  if (size < 1) return invalid_input(what, ": a group of ", size, " ranks");
   if (opts.decode_attention != nullptr || opts.prefill_attention != nullptr) {
-    return unsupported("tensor parallel: an attention backend serves one runner, not a group's ranks at once");
+    return unsupported(what, ": an attention backend serves one runner, not a group's ranks at once");
   }
-  std::unique_ptr<TpGroup> g(new TpGroup(size));
+  return {};
+}
+
+int threads_of(const RunnerOptions& opts) {
+  return opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ParallelGroup>> ParallelGroup::tensor_parallel(const models::Model& model, int size,
+                                                                      RunnerOptions opts) {
+  if (Status s = check_group("tensor parallel", size, opts); !s) return s.take_error();
+  std::unique_ptr<ParallelGroup> g(new ParallelGroup(size, model.config.vocab));
   Status gpus = g->open_gpus(opts);
   if (!gpus) return gpus.take_error();
-  const int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = threads_of(opts);
   for (int r = 0; r < size; ++r) {
     const models::TpRank rank{r, size};
     Result<models::ModelConfig> config = models::tp_config(model.config, rank);
@@ -44,29 +59,52 @@ Result<std::unique_ptr<TpGroup>> TpGroup::open(const models::Model& model, int s
   return g;
 }
 
-TpGroup::~TpGroup() = default;
+Result<std::unique_ptr<ParallelGroup>> ParallelGroup::context_parallel(const models::Model& model, int size,
+                                                                       RunnerOptions opts) {
+  if (Status s = check_group("context parallel", size, opts); !s) return s.take_error();
+  if (opts.executor != ExecutorKind::kCuda) {
+    return unsupported("context parallel over a group of runners needs the CUDA executor (on the CPU it is an "
+                       "attention backend, exec/context_parallel.h)");
+  }
+  if (opts.group != nullptr) return unsupported("context parallel: a runner of a tensor-parallel group");
+  std::unique_ptr<ParallelGroup> g(new ParallelGroup(size, model.config.vocab));
+  Status gpus = g->open_gpus(opts);
+  if (!gpus) return gpus.take_error();
+  for (int r = 0; r < size; ++r) {
+    RunnerOptions ro = opts;
+    ro.group = &g->sums().rank(r);
+    ro.kv_block = kv::kBlockTokens;
+    ro.gpu = g->gpus_ ? r : 0;
+    ro.threads = std::max(1, threads_of(opts) / size);
+    g->runners_.push_back(std::make_unique<StepRunner>(model, ro));
+  }
+  g->logits_.resize(static_cast<size_t>(size));
+  return g;
+}
+
+ParallelGroup::~ParallelGroup() = default;
 
 // Several GPUs: rank r on GPU r, summing over NCCL. One GPU (or none: each rank's first step
 // says so): every rank on GPU 0, summing through the host.
-Status TpGroup::open_gpus(const RunnerOptions& opts) {
+Status ParallelGroup::open_gpus(const RunnerOptions& opts) {
   if (opts.executor != ExecutorKind::kCuda || size() == 1) return {};
 #if KVF_WITH_CUDA
   Result<int> visible = exec::cuda::step::Device::count();
   if (!visible || *visible <= 1) return {};
   Result<std::unique_ptr<exec::cuda::step::NcclGroup>> nccl = exec::cuda::step::NcclGroup::open(size());
-  if (!nccl) return nccl.take_error().context("tensor parallel over ", size(), " of ", *visible, " GPUs");
+  if (!nccl) return nccl.take_error().context("a group of ", size(), " ranks over ", *visible, " GPUs");
   gpus_ = std::move(*nccl);
 #endif
   return {};
 }
 
-Result<std::span<const float>> TpGroup::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
+Result<std::span<const float>> ParallelGroup::run(const models::StepSpec& spec, const exec::SlotValues& slots) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Status> status(static_cast<size_t>(size()));
   auto step = [&](int r) {
     Result<std::span<const float>> out = runners_[static_cast<size_t>(r)]->run(spec, slots);
     if (!out) {
-      sums().rank(r).abort();  // the others' all-reduces fail instead of waiting for this rank
+      sums().rank(r).abort();  // the others' collectives fail instead of waiting for this rank
       status[static_cast<size_t>(r)] = out.take_error();
       return;
     }
@@ -77,48 +115,48 @@ Result<std::span<const float>> TpGroup::run(const models::StepSpec& spec, const 
   const int failed = sums().aborted_by();
   for (Status& s : status) (void)s.ok();  // each rank's; the first to leave speaks for the step
   if (failed < 0) return logits_[0];
-  Error e = status[static_cast<size_t>(failed)].take_error().context("tensor-parallel rank ", failed);
+  Error e = status[static_cast<size_t>(failed)].take_error().context("rank ", failed, " of ", size());
   if (Status again = sums().restart(); !again) return again.take_error().context("after ", e.to_string());
   return e;
 }
 
-Result<std::span<const int32_t>> TpGroup::run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots) {
+Result<std::span<const int32_t>> ParallelGroup::run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots) {
   Result<std::span<const float>> logits = run(spec, slots);
   if (!logits) return logits.take_error();
-  exec::rows_argmax(*logits, ranks_[0]->config.vocab, drawn_);
+  exec::rows_argmax(*logits, vocab_, drawn_);
   return std::span<const int32_t>(drawn_);
 }
 
-Result<std::span<const int32_t>> TpGroup::run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
+Result<std::span<const int32_t>> ParallelGroup::run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
                                                     const exec::StepDraws& draws) {
   Status s = exec::check_draws(draws, INT64_MAX);  // a refused draw runs no step
   if (!s) return s.take_error();
   Result<std::span<const float>> logits = run(spec, slots);
   if (!logits) return logits.take_error();
-  s = exec::draw_rows(*logits, ranks_[0]->config.vocab, draws, drawn_);
+  s = exec::draw_rows(*logits, vocab_, draws, drawn_);
   if (!s) return s.take_error();
   return std::span<const int32_t>(drawn_);
 }
 
-Status TpGroup::prepare(const models::StepSpec& spec) {
+Status ParallelGroup::prepare(const models::StepSpec& spec) {
   for (int r = 0; r < size(); ++r) {
     Status s = runners_[static_cast<size_t>(r)]->prepare(spec);
-    if (!s) return s.take_error().context("tensor-parallel rank ", r);
+    if (!s) return s.take_error().context("rank ", r, " of ", size());
   }
   return {};
 }
 
-int64_t TpGroup::state_bytes() const {
+int64_t ParallelGroup::state_bytes() const {
   int64_t bytes = 0;
   for (const auto& runner : runners_) bytes += runner->state_bytes();
   return bytes;
 }
 
-void TpGroup::reset_state() {
+void ParallelGroup::reset_state() {
   for (const auto& runner : runners_) runner->reset_state();
 }
 
-void TpGroup::forget_steps() {
+void ParallelGroup::forget_steps() {
   for (const auto& runner : runners_) runner->forget_steps();
 }
 

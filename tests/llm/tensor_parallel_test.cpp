@@ -1,4 +1,4 @@
-// A whole model split over 2 and 4 tensor-parallel ranks (llm::TpGroup: each rank a thread
+// A whole model split over 2 and 4 tensor-parallel ranks (llm::ParallelGroup: each rank a thread
 // with its own weights, runner and KV cache) against the same model on one rank: a prompt's
 // prefill, then 16 greedy decode steps. The greedy ids must be equal, and the logits of every
 // step close: on the oracle in f64 to 1e-9 of the step's largest logit (only the order of the
@@ -19,7 +19,7 @@
 #include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/scheduler.h"
-#include "llm/tp_group.h"
+#include "llm/parallel_group.h"
 #include "models/tensor_parallel.h"
 #include "solo_run.h"
 #include "testing.h"
@@ -81,7 +81,7 @@ void expect_split_matches_whole(const models::Model& model, const llm::RunnerOpt
   ASSERT_EQ(want.ids.size(), static_cast<size_t>(kDecodeSteps + 1));
   for (int size : sizes) {
     SCOPED_TRACE(str_cat(size, " ranks"));
-    std::unique_ptr<llm::TpGroup> group = testing::must(llm::TpGroup::open(model, size, opts));
+    std::unique_ptr<llm::ParallelGroup> group = testing::must(llm::ParallelGroup::tensor_parallel(model, size, opts));
     const Greedy got = greedy([&](const auto& spec, const auto& slots) { return group->run(spec, slots); }, prompt);
     ASSERT_EQ(got.logits.size(), want.logits.size());
     EXPECT_EQ(got.ids, want.ids);
@@ -123,16 +123,16 @@ constexpr double kCpuTol = 2e-5;
 // values themselves are compared in PrefillLogitsInF64.
 constexpr double kOracleTol = 1e-9;
 
-TEST(TpGroup, SyntheticLlamaOnTheOracleInF64) {
+TEST(TensorParallel, SyntheticLlamaOnTheOracleInF64) {
   expect_split_matches_whole(testing::open_test_model("synthetic:llama-260k"), oracle_f64(), {2, 4}, kOracleTol);
 }
 
-TEST(TpGroup, SyntheticLlamaOnTheCpuExecutor) {
+TEST(TensorParallel, SyntheticLlamaOnTheCpuExecutor) {
   expect_split_matches_whole(testing::open_test_model("synthetic:llama-260k"), cpu(), {2, 4}, kCpuTol);
 }
 
 // stories260K: 8 query heads over 4 KV heads, feed-forward 172 (4 ranks: 43 units each).
-TEST(TpGroup, Stories260kOnBothRunners) {
+TEST(TensorParallel, Stories260kOnBothRunners) {
   std::optional<std::string> path = testing::model_file("stories260K/stories260K.bin");
   if (!path) KVF_SKIP_MISSING("stories260K/stories260K.bin");
   const models::Model m = testing::must(models::open_model(*path, {.with_tokenizer = false}));
@@ -165,7 +165,7 @@ std::vector<eval::Outputs> run_ranks_f64(const std::vector<ir::Graph>& graphs, c
 
 // A full forward over a prompt, every position's logits in f64, whole and split: the split
 // only reorders f64 sums, so 1e-9 of the largest logit is 10^6 times the rounding it moves.
-TEST(TpGroup, PrefillLogitsInF64) {
+TEST(TensorParallel, PrefillLogitsInF64) {
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
   const std::vector<int32_t> prompt = prompt_for(m.config.vocab);
   const auto n = static_cast<int64_t>(prompt.size());
@@ -200,7 +200,7 @@ TEST(TpGroup, PrefillLogitsInF64) {
 
 // A rank's graph: the embedding, each layer's o and down products, and the logits summed over
 // the group, in that order; the whole model's has none.
-TEST(TpGroup, TheRankGraphSumsWhereTheSplitNeedsIt) {
+TEST(TensorParallel, TheRankGraphSumsWhereTheSplitNeedsIt) {
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
   const models::StepSpec spec{.n_tokens = 3, .capacity = 8};
   EXPECT_EQ(testing::count_op(testing::must(m.trace_step(spec)), ir::OpKind::kAllReduce), 0);
@@ -224,9 +224,9 @@ TEST(TpGroup, TheRankGraphSumsWhereTheSplitNeedsIt) {
   EXPECT_EQ(summed, want);
 }
 
-TEST(TpGroup, AFailedStepIsEveryRanksAndTheNextOneRuns) {
+TEST(TensorParallel, AFailedStepIsEveryRanksAndTheNextOneRuns) {
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
-  std::unique_ptr<llm::TpGroup> group = testing::must(llm::TpGroup::open(m, 2, cpu()));
+  std::unique_ptr<llm::ParallelGroup> group = testing::must(llm::ParallelGroup::tensor_parallel(m, 2, cpu()));
   const models::StepSpec spec{.n_tokens = 1, .capacity = 8};
   Result<std::span<const float>> bad = group->run(spec, {{ir::Slot::kToken, {100000}}, {ir::Slot::kPos, {0}}});
   ASSERT_FALSE(bad.ok());
@@ -239,7 +239,7 @@ TEST(TpGroup, AFailedStepIsEveryRanksAndTheNextOneRuns) {
 // Generator::open over 2 ranks against the plain Generator: the greedy ids of a prefill and
 // decode steps taken from the logits (step) and drawn from them (step_draw), the same bytes of
 // KV state over the ranks, and a reset that starts the sequence again.
-TEST(TpGroup, AGeneratorOverTwoRanksGivesOneRanksIds) {
+TEST(TensorParallel, AGeneratorOverTwoRanksGivesOneRanksIds) {
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
   const llm::GeneratorOptions opts{.threads = 2, .last_logits = true};
   llm::Generator whole(m, kCapacity, opts);
@@ -274,7 +274,7 @@ TEST(TpGroup, AGeneratorOverTwoRanksGivesOneRanksIds) {
   EXPECT_EQ(ids(*split), want);
 }
 
-TEST(TpGroup, AGeneratorRefusesWhatDoesNotSplit) {
+TEST(TensorParallel, AGeneratorRefusesWhatDoesNotSplit) {
   const models::Model m = testing::open_test_model("synthetic:llama-260k");  // 8 query heads
   Result<std::unique_ptr<llm::Generator>> three = llm::Generator::open(m, kCapacity, {}, 3);
   ASSERT_FALSE(three.ok());
@@ -293,7 +293,7 @@ TEST(TpGroup, AGeneratorRefusesWhatDoesNotSplit) {
 // rows: alone on one rank, then over 2 ranks with room for all, then over 2 ranks in a pool
 // so small that sequences are preempted and recomputed. Every request's tokens are its solo
 // run's; the split's f32 sums differ from the whole model's in the last bits only.
-TEST(TpGroup, ADriverOverTwoRanksGivesEachRequestItsSoloTokensThroughPreemption) {
+TEST(TensorParallel, ADriverOverTwoRanksGivesEachRequestItsSoloTokensThroughPreemption) {
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
   std::mt19937_64 rng(testing::test_seed());
   const std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
@@ -329,7 +329,7 @@ TEST(TpGroup, ADriverOverTwoRanksGivesEachRequestItsSoloTokensThroughPreemption)
 
 // Ranks that cannot open (8 heads over 3) leave a driver that refuses every step and warm-up
 // with the group's reason, and opens no sequence into a step that would run.
-TEST(TpGroup, ADriverWhoseRanksCannotOpenRefusesEveryStep) {
+TEST(TensorParallel, ADriverWhoseRanksCannotOpenRefusesEveryStep) {
   const models::Model m = testing::open_test_model("synthetic:llama-260k");
   llm::DriverOptions d = testing::test_driver(16, 64, "tp_refused");
   d.tp_ranks = 3;

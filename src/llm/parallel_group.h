@@ -1,10 +1,13 @@
-// TpGroup: one model run by `size` tensor-parallel ranks stepping in lockstep, each rank a
-// thread of this process with its own share of the weights (models::tp_weights), its own
-// StepRunner (executor or oracle, KV state) and its handle on one ThreadGroup, on whose
-// threads the ranks run and through which the step's all-reduces meet. Every rank ends a
-// step with the whole logits; run returns rank 0's. A group of GPUs would keep this shape:
-// ranks, lockstep, rank 0's answer. As a ModelRunner it is what a Generator steps through
-// for `kvforge generate --tp N`.
+// ParallelGroup: one model run by `size` ranks stepping in lockstep, each rank a thread of
+// this process with its own StepRunner (executor or oracle, KV state) and its handle on one
+// group of ranks, on whose threads the ranks run and through which the step's collectives
+// meet. Tensor parallel: each rank holds its share of the weights (models::tp_weights) and
+// the step's all-reduces sum the ranks' partial products. Context parallel (the GPU): each
+// rank holds the whole model and KV cache, and each decode attention reads only the rank's
+// blocks of keys, the ranks' partials gathered and merged by log-sum-exp
+// (exec/cuda/step/executor.h). Every rank ends a step with the whole logits; run returns
+// rank 0's. As a ModelRunner it is what a Generator steps through for `kvforge generate
+// --tp N` and `--cp N --device cuda`.
 #pragma once
 
 #include <memory>
@@ -18,9 +21,9 @@
 
 namespace kvf::llm {
 
-class TpGroup final : public ModelRunner {
+class ParallelGroup final : public ModelRunner {
  public:
-  // The model split over `size` ranks (models::tp_config refuses what does not split). Each
+  // The model split over `size` tensor-parallel ranks (models::tp_config refuses what does not split). Each
   // rank's runner takes `opts` with its own group handle and opts.threads / size threads (0:
   // the hardware threads shared out). On the CUDA executor with several GPUs visible, rank r
   // runs on GPU r and the all-reduces meet on NCCL (exec/cuda/step/nccl_group.h; refused
@@ -28,13 +31,23 @@ class TpGroup final : public ModelRunner {
   // (its own stream, weights and KV) and their all-reduces meet on the host through pinned
   // memory, eqn by eqn with no graph: one GPU checks the split, it does not speed it up.
   // A decode-attention backend is refused (one backend cannot serve the ranks' threads at once).
-  static Result<std::unique_ptr<TpGroup>> open(const models::Model& model, int size, RunnerOptions opts = {});
+  static Result<std::unique_ptr<ParallelGroup>> tensor_parallel(const models::Model& model, int size,
+                                                                RunnerOptions opts = {});
+  // The model on `size` context-parallel ranks of the CUDA executor, each holding all of it
+  // (the group keeps no copy: `model` outlives it), GPUs and sums placed as for tensor
+  // parallelism (on one GPU every rank shares it and the partials meet on the host). Its
+  // decode attention runs over the rank's blocks of llm::kv::kBlockTokens positions; a
+  // prefill runs whole on every rank. kUnsupported on another executor (the CPU's context
+  // parallelism is exec/context_parallel.h, an attention backend), with an attention backend
+  // or with a tensor-parallel group.
+  static Result<std::unique_ptr<ParallelGroup>> context_parallel(const models::Model& model, int size,
+                                                                 RunnerOptions opts = {});
 
-  ~TpGroup() override;
+  ~ParallelGroup() override;
   int size() const { return group_.size(); }
   // Runs the step on every rank, each on its own thread (ThreadGroup::run), and returns
   // rank 0's logits, valid until the next run. A rank that fails leaves the group (the others'
-  // all-reduces fail rather than wait) and its error is the step's; the group is whole again
+  // collectives fail rather than wait) and its error is the step's; the group is whole again
   // for the next step.
   Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots) override;
   // The same step's greedy tokens, from rank 0's logits on the host. Valid until the next run.
@@ -58,18 +71,19 @@ class TpGroup final : public ModelRunner {
   std::span<const float> logits(int rank) const { return logits_[static_cast<size_t>(rank)]; }
 
  private:
-  explicit TpGroup(int size) : group_(size) {}
+  ParallelGroup(int size, int64_t vocab) : group_(size), vocab_(vocab) {}
   Status open_gpus(const RunnerOptions& opts);
   // Where the ranks' all-reduces meet: their GPUs' group, else the threads' own.
   RankGroup& sums() { return gpus_ ? *gpus_ : group_; }
 
   ThreadGroup group_;                 // the ranks' threads (and their sums on the host)
   std::unique_ptr<RankGroup> gpus_;   // a group of GPUs, or null
-  std::vector<std::unique_ptr<models::Model>> ranks_;  // each rank's config and weights (runners read them)
+  std::vector<std::unique_ptr<models::Model>> ranks_;  // tensor parallel: each rank's config and weights (runners read them)
   std::vector<std::unique_ptr<StepRunner>> runners_;
   std::vector<std::span<const float>> logits_;        // each rank's last logits
   std::vector<int32_t> drawn_;                        // run_argmax's and run_sample's tokens
   double run_seconds_ = 0;
+  int64_t vocab_;
 };
 
 }  // namespace kvf::llm

@@ -1,0 +1,148 @@
+// Context-parallel decode on a group of GPU ranks (executor.h, create's kv_block): each
+// one-row decode attention reads the rank's share of the keys through a local map, its
+// partial and log-sum-exp are gathered over the group, and the merge gives every rank the
+// one-device answer.
+#include <algorithm>
+
+#include "exec/cuda/step/executor.h"
+#include "exec/cuda/step/pinned_memory.h"
+#include "ir/printer.h"
+
+namespace kvf::exec::cuda::step {
+
+using ir::OpKind;
+
+namespace {
+
+// The keys, lengths and mask a decode reads: decodes over the same ones (every layer of a
+// step) share one local map, made by the first of them.
+struct MapSource {
+  const int32_t* map;
+  const int32_t* lens;
+  const float* mask;
+  bool operator==(const MapSource&) const = default;
+};
+
+}  // namespace
+
+Status CudaExecutor::bind_kv_parallel() {
+  if (kv_block_ <= 0) return {};
+  const int ranks = group_->size(), rank = group_->rank();
+  std::vector<MapSource> sources;
+  std::vector<KvShardMap> maps;
+  int64_t parts_floats = 0, staged_floats = 0, workspace = 0;
+  for (Op& op : body_) {
+    if (plan_.graph.eqns[static_cast<size_t>(op.eqn)].op != OpKind::kAttention || attention_args_of(op).lq != 1) continue;
+    if (!op.decode_kernel) {  // a prefill or a chunk runs whole on every rank; a decode must split
+      return unsupported("context parallel on the GPU: the decode attention ",
+                         ir::value_ref(plan_.graph, plan_.graph.eqns[static_cast<size_t>(op.eqn)].out),
+                         " does not run on the split-KV decode kernel (an f16 KV cache and one mask for every head)");
+    }
+    DecodeAttentionArgs& a = op.decode;
+    const MapSource source{a.read_map, a.lens, a.mask};
+    const int64_t stride = a.read_map != nullptr ? a.map_stride : a.capacity;
+    auto known = std::find(sources.begin(), sources.end(), source);
+    KvParallelOp kp;
+    kp.make_map = known == sources.end();
+    if (kp.make_map) {
+      KvShardMap m{.map = a.read_map, .lens = a.lens, .batch = a.batch, .stride = stride, .block = kv_block_,
+                   .rank = rank, .ranks = ranks};
+      m.mask = a.mask;
+      m.mask_rows = a.mask == nullptr ? 0 : a.mask_stride == 0 ? 1 : a.batch;
+      Result<void*> local = device_.allocate_zeroed((a.batch * stride + a.batch) * 4 + m.mask_rows * stride * 4);
+      if (!local) return local.take_error().context("a context-parallel rank's map of its keys");
+      owned_.emplace_back(&device_, *local, (a.batch * stride + a.batch) * 4 + m.mask_rows * stride * 4);
+      m.local_map = static_cast<int32_t*>(*local);
+      m.local_lens = m.local_map + a.batch * stride;
+      m.local_mask = m.mask_rows > 0 ? reinterpret_cast<float*>(m.local_lens + a.batch) : nullptr;
+      sources.push_back(source);
+      maps.push_back(m);
+      known = sources.end() - 1;
+    }
+    kp.shard = maps[static_cast<size_t>(known - sources.begin())];
+    kp.rows = int64_t{a.batch} * a.q_heads;
+    kp.dv = a.dv;
+    kp.out = a.out;
+    // The decode over the rank's keys alone, into its place of the parts. The launch in front
+    // may be the map's: the decode waits for it before it reads anything.
+    a.map_positions = a.read_map == nullptr;
+    a.read_map = kp.shard.local_map;
+    a.map_stride = static_cast<int>(stride);
+    a.lens = kp.shard.local_lens;
+    a.mask = kp.shard.local_mask;
+    a.keys_written_from = nullptr;
+    a.written_slots = nullptr;
+    a.written_slot_count = 0;
+    Result<DecodePlan> plan = plan_decode_attention(a);
+    if (!plan) return plan.take_error().context("a context-parallel rank's decode");
+    op.decode_plan = *plan;
+    workspace = std::max<int64_t>(workspace, static_cast<int64_t>(plan->workspace_bytes));
+    parts_floats = std::max(parts_floats, ranks * kp.rows * (kp.dv + 1));
+    staged_floats = std::max(staged_floats, (ranks + 1) * kp.rows * (kp.dv + 1));
+    op.kv_parallel = static_cast<int>(kv_parallel_.size());
+    kv_parallel_.push_back(kp);
+  }
+  if (kv_parallel_.empty()) return {};
+  Result<void*> parts = device_.allocate_zeroed(parts_floats * 4);
+  if (!parts) return parts.take_error().context("the context-parallel ranks' partials");
+  owned_.emplace_back(&device_, *parts, parts_floats * 4);
+  float* staged = nullptr;
+  if (!group_->on_device()) {  // host ranks meet through pinned memory: the step runs eqn by eqn
+    Result<void*> host = pinned_memory().allocate_zeroed(staged_floats * 4);
+    if (!host) return host.take_error().context("the context-parallel gathers' staging");
+    staging_.emplace_back(&pinned_memory(), *host, staged_floats * 4);
+    staged = static_cast<float*>(*host);
+  }
+  for (Op& op : body_) {
+    if (op.kv_parallel < 0) continue;
+    KvParallelOp& kp = kv_parallel_[static_cast<size_t>(op.kv_parallel)];
+    kp.parts_o = static_cast<float*>(*parts);
+    kp.parts_lse = kp.parts_o + ranks * kp.rows * kp.dv;
+    kp.staged = staged;
+    op.decode.out = kp.parts_o + rank * kp.rows * kp.dv;
+    op.decode.lse = kp.parts_lse + rank * kp.rows;
+  }
+  if (workspace > decode_workspace_.bytes()) {  // a rank's plan may split its keys otherwise
+    Result<void*> w = device_.allocate_zeroed(workspace);  // counters start at zero
+    if (!w) return w.take_error().context("decode attention workspace");
+    decode_workspace_ = Buffer(&device_, *w, workspace);
+  }
+  return {};
+}
+
+Status CudaExecutor::kv_parallel_decode(const Op& op) {
+  const KvParallelOp& kp = kv_parallel_[static_cast<size_t>(op.kv_parallel)];
+  if (kp.make_map) kv_shard_map(kp.shard, Launch{device_.stream(), device_.fault(), op.eqn, tc_});
+  Status s = decode_attention(op.decode, op.decode_plan, decode_workspace_.data(), device_.stream());
+  if (s) s = gather_partials(kp);
+  if (!s) return s;
+  return merge_attention_partials({.parts = group_->size(), .rows = static_cast<int>(kp.rows), .dv = static_cast<int>(kp.dv),
+                                   .o = kp.parts_o, .lse = kp.parts_lse, .out = kp.out, .out_lse = nullptr},
+                                  device_.stream());
+}
+
+// Every rank's partial rows and log-sum-exps into every rank's parts: on the device by a
+// group of GPUs, else through pinned memory, [rows x dv] then [rows] a rank.
+Status CudaExecutor::gather_partials(const KvParallelOp& kp) {
+  const int ranks = group_->size(), rank = group_->rank();
+  const int64_t o_n = kp.rows * kp.dv, l_n = kp.rows, n = o_n + l_n;
+  if (group_->on_device()) {
+    Status s = group_->all_gather_device(kp.parts_o, static_cast<size_t>(o_n), device_.stream());
+    if (s) s = group_->all_gather_device(kp.parts_lse, static_cast<size_t>(l_n), device_.stream());
+    return s;
+  }
+  float* mine = kp.staged;
+  float* all = kp.staged + n;
+  Status s = device_.copy_to_host(mine, kp.parts_o + rank * o_n, o_n * 4);
+  if (s) s = device_.copy_to_host(mine + o_n, kp.parts_lse + rank * l_n, l_n * 4);
+  if (s) s = device_.synchronize("context-parallel gather");
+  if (s) s = group_->all_gather(std::span<const float>(mine, static_cast<size_t>(n)),
+                                std::span<float>(all, static_cast<size_t>(ranks * n)));
+  for (int r = 0; s && r < ranks; ++r) {
+    s = device_.copy_to_device(kp.parts_o + r * o_n, all + r * n, o_n * 4);
+    if (s) s = device_.copy_to_device(kp.parts_lse + r * l_n, all + r * n + o_n, l_n * 4);
+  }
+  return s;
+}
+
+}  // namespace kvf::exec::cuda::step
