@@ -16,6 +16,7 @@
 
 #include "core/collective.h"
 #include "eval/oracle.h"
+#include "exec/context_parallel.h"
 #include "llm/driver.h"
 #include "llm/generator.h"
 #include "llm/scheduler.h"
@@ -287,6 +288,31 @@ TEST(TensorParallel, AGeneratorRefusesWhatDoesNotSplit) {
   EXPECT_EQ(experts.error().code(), ErrorCode::kUnsupported);
   EXPECT_NE(experts.error().message().find("the qwen3moe tracer does not split"), std::string::npos)
       << experts.error().message();
+}
+
+// A group of context-parallel runners is the CUDA executor's (tests/gpu/cp_gpu_test.cpp);
+// elsewhere, and beside tensor-parallel ranks or an attention backend, it is refused by name.
+TEST(ContextParallelGroup, RefusesWhatItDoesNotRun) {
+  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  Result<std::unique_ptr<llm::Generator>> cpu = llm::Generator::open(m, kCapacity, {}, 1, 2);
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_EQ(cpu.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(cpu.error().message().find("needs the CUDA executor"), std::string::npos) << cpu.error().message();
+  Result<std::unique_ptr<llm::Generator>> both = llm::Generator::open(m, kCapacity, {}, 2, 2);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.error().message().find("2 tensor-parallel and 2 context-parallel ranks at once"), std::string::npos)
+      << both.error().message();
+  llm::RunnerOptions gpu;
+  gpu.executor = llm::ExecutorKind::kCuda;
+  std::unique_ptr<exec::ContextParallelAttention> backend = testing::must(exec::ContextParallelAttention::create(2, 16));
+  gpu.decode_attention = backend.get();
+  Result<std::unique_ptr<llm::ParallelGroup>> placed = llm::ParallelGroup::context_parallel(m, 2, gpu);
+  ASSERT_FALSE(placed.ok());
+  EXPECT_NE(placed.error().message().find("an attention backend serves one runner"), std::string::npos)
+      << placed.error().message();
+  Result<std::unique_ptr<llm::ParallelGroup>> none = llm::ParallelGroup::context_parallel(m, 0, gpu);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code(), ErrorCode::kInvalidInput);
 }
 
 // Six requests (greedy and sampled) on one paged pool, scheduled in 16-token steps of up to 4
