@@ -1,8 +1,9 @@
 // Context-parallel ranks on the CUDA executor against the model whole on GPU 0: 2 and 3
 // ranks, on GPUs 0.. over NCCL where that many are visible, else sharing the one GPU and
-// meeting through pinned host memory. Each rank's decode attention reads only its 16-token
-// blocks of the f16 cache; a prefill and 40 greedy decode steps (past several blocks) give
-// the same ids and logits within f32 rounding. What the group cannot run is refused by name.
+// meeting through pinned host memory. The built-in model (head dim 64, which the split-KV
+// decode kernel takes): each rank's decode attention reads only its 16-token blocks of the
+// f16 cache; a prefill and 40 greedy decode steps (past several blocks) give the same ids
+// and logits within f32 rounding. What the group cannot run is refused by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "cuda/gpu_testing.h"
 #include "exec/cuda/step/device.h"
 #include "llm/generator.h"
+#include "models/model.h"
 #include "testing.h"
 
 namespace kvf {
@@ -28,16 +30,18 @@ llm::GeneratorOptions gpu_f32(DType kv = DType::kF16) {
   return o;
 }
 
+models::Model builtin() { return testing::must(models::open_model(testing::source_dir() + "/models/kjv-7m.gguf")); }
+
 int32_t argmax(const std::vector<float>& l) { return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin()); }
 
 TEST(GpuContextParallel, RanksGiveTheWholeModelsIdsAndLogits) {
   KVF_NEED_GPU();
-  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  const models::Model m = builtin();
   for (int ranks : {2, 3}) {
     SCOPED_TRACE(str_cat(ranks, " ranks"));
     llm::Generator whole(m, kCapacity, gpu_f32());
     std::unique_ptr<llm::Generator> split = testing::must(llm::Generator::open(m, kCapacity, gpu_f32(), 1, ranks));
-    std::vector<int32_t> in_whole = {1, 7, 42, 99, 5, 300, 17, 64, 3, 11, 250, 8, 19, 77, 120, 6, 2, 90},
+    std::vector<int32_t> in_whole = {1, 7, 42, 99, 5, 300, 17, 64, 3, 11, 250, 8, 19, 77, 120, 6, 2, 90, 31, 444},
                          in_split = in_whole;
     double worst = 0;
     for (int s = 0; s <= 40; ++s) {
@@ -60,7 +64,7 @@ TEST(GpuContextParallel, RanksGiveTheWholeModelsIdsAndLogits) {
 // decode step is refused, naming the attention, and the sequence stays where it was.
 TEST(GpuContextParallel, AnF32CacheIsRefusedByName) {
   KVF_NEED_GPU();
-  const models::Model m = testing::open_test_model("synthetic:llama-260k");
+  const models::Model m = builtin();
   std::unique_ptr<llm::Generator> split =
       testing::must(llm::Generator::open(m, kCapacity, gpu_f32(DType::kF32), 1, 2));
   Result<std::vector<float>> prefill = split->step({1, 7, 42});
