@@ -116,6 +116,7 @@ Status run_e2e(const E2eCli& c) {
   nlohmann::json j{{"model", c.o.model}, {"threads", c.o.threads}, {"pp", c.o.pp}, {"tg", c.o.tg},
                    {"depth", c.o.depth}, {"kv_type", dtype_name(c.o.kv_dtype)}, {"pp_tok_s", ours->pp_tok_s}, {"tg_tok_s", ours->tg_tok_s}};
   if (c.o.tp > 1) j["tp"] = c.o.tp;
+  if (c.o.cp > 1) j["cp"] = c.o.cp;
   if (!c.peer.empty()) {
     Result<bench::E2eResult> peer = run_peer(c.peer, c.o);
     if (!peer) return peer.take_error();
@@ -295,6 +296,11 @@ void add_e2e_bench(CLI::App& cmd, const RunSlot& run_fn) {
   e->add_option("--tp", e2e->o.tp,
                  "tensor-parallel ranks kvforge's steps run over (generate --tp: on CPU threads, or with --device cuda "
                  "rank r on GPU r over NCCL)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  e->add_option("--cp", e2e->o.cp,
+                 "context-parallel ranks kvforge's decode attention runs over (with --device cuda: rank r on GPU r over "
+                 "NCCL, each reading its 16-token blocks of the cache; generate --cp)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   e->add_option("--lora", e2e->o.lora,

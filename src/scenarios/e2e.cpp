@@ -35,8 +35,8 @@ Result<E2eResult> e2e_scenario(const E2eOptions& o) {
     g.lora = &lora;
     g.adapter = 1;
   }
-  Result<std::unique_ptr<llm::Generator>> opened = llm::Generator::open(*m, cap, g, o.tp);
-  if (!opened) return opened.take_error().context("--tp ", o.tp);
+  Result<std::unique_ptr<llm::Generator>> opened = llm::Generator::open(*m, cap, g, o.tp, o.cp);
+  if (!opened) return opened.take_error().context(o.cp > 1 ? str_cat("--cp ", o.cp) : str_cat("--tp ", o.tp));
   llm::Generator& gen = **opened;
   std::mt19937 rng(42);
   auto tokens = [&](int64_t n) {

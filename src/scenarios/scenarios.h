@@ -90,6 +90,7 @@ struct E2eOptions {
   bool cuda = false;             // the compiled step on the GPU (llm::ExecutorKind::kCuda)
   bool f32_compute = false;      // --dtype f32: every product from f32 inputs (llm::Compute::kF32)
   int tp = 1;                    // tensor-parallel ranks (llm::Generator::open)
+  int cp = 1;                    // context-parallel GPU ranks (llm::Generator::open; cuda only)
   std::vector<std::string> skip_passes;  // compiler passes left out: the unfused form, for comparison
   std::string lora;  // a LoRA adapter (any --lora PATH form) every token runs with, measured side by
                      // side with the model without it; "": none
