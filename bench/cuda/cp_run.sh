@@ -14,19 +14,9 @@ OUT=${OUT:-$ROOT/build-cuda-out}
 MODELS=${KVF_BENCH_MODELS:-/tmp/kvf-tinyllama}
 DEPTH=${KVF_CP_DEPTH:-131072}
 mkdir -p "$OUT" "$MODELS"
-export LD_LIBRARY_PATH=${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export NCCL_NVLS_ENABLE=0
-
-nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee "$OUT/env.txt"
-gpus=$(nvidia-smi --list-gpus | wc -l)
-rc=0
-if [ "$TEST_GPU" != - ]; then
-  KVF_SOURCE_DIR=$ROOT KVF_REQUIRE_GPU=1 "$TEST_GPU" --gtest_filter='GpuContextParallel.*:NcclGroup.*' \
-    > "$OUT/test_gpu_cp.log" 2>&1
-  rc=$?
-  grep -E "^\[ +(FAILED|PASSED|OK) |Failure|NCCL|^cp " "$OUT/test_gpu_cp.log" | head -40
-  echo "test_gpu (context parallel) rc=$rc"
-fi
+. "$ROOT/bench/cuda/ranks_env.sh"
+rank_tests 'GpuContextParallel.*:NcclGroup.*' cp
+rc=$?
 
 for cp in 1 2; do
   "$KVFORGE" generate -p "And God said" -n 200 --device cuda --kv-type f16 --cp "$cp" --json > "$OUT/cp_generate_$cp.json"

@@ -14,19 +14,9 @@ TEST_GPU=${2:-$ROOT/build/tests/test_gpu}
 OUT=${OUT:-$ROOT/build-cuda-out}
 MODELS=${KVF_BENCH_MODELS:-/tmp/kvf-tinyllama}
 mkdir -p "$OUT" "$MODELS"
-export LD_LIBRARY_PATH=${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export NCCL_NVLS_ENABLE=0
-
-nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee "$OUT/env.txt"
-gpus=$(nvidia-smi --list-gpus | wc -l)
-test_rc=0
-if [ "$TEST_GPU" != - ]; then
-  KVF_SOURCE_DIR=$ROOT KVF_REQUIRE_GPU=1 "$TEST_GPU" --gtest_filter='GpuTensorParallel.*:NcclGroup.*' \
-    > "$OUT/test_gpu_tp.log" 2>&1
-  test_rc=$?
-  grep -E "^\[ +(FAILED|PASSED|OK) |Failure|NCCL|tp 2" "$OUT/test_gpu_tp.log" | head -40
-  echo "test_gpu (tensor parallel) rc=$test_rc"
-fi
+. "$ROOT/bench/cuda/ranks_env.sh"
+rank_tests 'GpuTensorParallel.*:NcclGroup.*' tp
+test_rc=$?
 
 model=$MODELS/tinyllama-f16.gguf
 [ -f "$model" ] || "$KVFORGE" convert -m synthetic:llama-1.1b --outtype f16 -o "$model" 2>&1 | grep -v "has no tokenizer"
