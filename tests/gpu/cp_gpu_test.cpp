@@ -2,8 +2,9 @@
 // ranks, on GPUs 0.. over NCCL where that many are visible, else sharing the one GPU and
 // meeting through pinned host memory. The built-in model (head dim 64, which the split-KV
 // decode kernel takes): each rank's decode attention reads only its 16-token blocks of the
-// f16 cache; a prefill and 40 greedy decode steps (past several blocks) give the same ids
-// and logits within f32 rounding. What the group cannot run is refused by name.
+// f16 cache; a prefill and 40 greedy decode steps (past several blocks) give the same ids,
+// and logits as close to the whole model's as those are to the CPU executor's. What the
+// group cannot run is refused by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,29 +35,42 @@ models::Model builtin() { return testing::must(models::open_model(testing::sourc
 
 int32_t argmax(const std::vector<float>& l) { return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin()); }
 
+// The ranks against the whole model on the GPU and against the CPU executor, every step's
+// logits. The prefill runs whole on every rank: its logits are the whole model's bits. The
+// decodes differ in the f32 order of their sums, and the f16 cache turns a last-bit
+// difference in a new key into a whole f16 step (5e-4 of it) that later steps read: on one
+// H100, over these steps, 2 ranks stayed within 3.3e-5 of the whole model's largest logit
+// and 3 ranks within 8.9e-5, where the whole model itself strays up to 6.8e-5 from the CPU
+// executor's (the merge alone, on random keys: 4e-8, CudaKvParallelDecode). 2e-4 bounds both.
 TEST(GpuContextParallel, RanksGiveTheWholeModelsIdsAndLogits) {
   KVF_NEED_GPU();
   const models::Model m = builtin();
+  llm::GeneratorOptions on_cpu = gpu_f32();
+  on_cpu.executor = llm::ExecutorKind::kCpu;
   for (int ranks : {2, 3}) {
     SCOPED_TRACE(str_cat(ranks, " ranks"));
-    llm::Generator whole(m, kCapacity, gpu_f32());
+    llm::Generator whole(m, kCapacity, gpu_f32()), host(m, kCapacity, on_cpu);
     std::unique_ptr<llm::Generator> split = testing::must(llm::Generator::open(m, kCapacity, gpu_f32(), 1, ranks));
-    std::vector<int32_t> in_whole = {1, 7, 42, 99, 5, 300, 17, 64, 3, 11, 250, 8, 19, 77, 120, 6, 2, 90, 31, 444},
-                         in_split = in_whole;
-    double worst = 0;
+    std::vector<int32_t> in = {1, 7, 42, 99, 5, 300, 17, 64, 3, 11, 250, 8, 19, 77, 120, 6, 2, 90, 31, 444};
+    double from_whole = 0, from_cpu = 0;
     for (int s = 0; s <= 40; ++s) {
-      const std::vector<float> want = testing::must(whole.step(in_whole));
-      const std::vector<float> got = testing::must(split->step(in_split));
+      const std::vector<float> want = testing::must(whole.step(in));
+      const std::vector<float> got = testing::must(split->step(in));
+      const std::vector<float> cpu = testing::must(host.step(in));
       ASSERT_EQ(got.size(), want.size());
-      worst = std::max(worst, testing::max_error_of_largest(got, want));
+      if (s == 0) {
+        EXPECT_EQ(got, want) << "the prefill runs whole on every rank";
+      }
+      from_whole = std::max(from_whole, testing::max_error_of_largest(got, want));
+      from_cpu = std::max(from_cpu, testing::max_error_of_largest(got, cpu));
       ASSERT_EQ(argmax(got), argmax(want)) << "step " << s;
-      in_whole = {argmax(want)};
-      in_split = {argmax(got)};
+      in = {argmax(want)};
     }
-    // The merge of the ranks' partials reorders the softmax's sums in f32.
-    EXPECT_LE(worst, 2e-5);
-    std::printf("cp %d on %d GPU(s), f32: worst logit error %.3g of the largest\n", ranks,
-                std::min(ranks, testing::must(exec::cuda::step::Device::count())), worst);
+    EXPECT_LE(from_whole, 2e-4);
+    EXPECT_LE(from_cpu, 2e-4);
+    std::printf("cp %d on %d GPU(s), f32 with an f16 cache: worst logit error %.3g of the largest against the "
+                "whole model, %.3g against the CPU executor\n",
+                ranks, std::min(ranks, testing::must(exec::cuda::step::Device::count())), from_whole, from_cpu);
   }
 }
 

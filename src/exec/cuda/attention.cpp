@@ -49,8 +49,8 @@ Result<DecodePlan> plan_decode_attention(const DecodeAttentionArgs& a) {
     return invalid_input("cuda decode_attention: q, k, v, lens and out must be set");
   if (!detail::aligned(a.k, 16) || !detail::aligned(a.v, 16) || !detail::aligned(a.q, 8) ||
       !detail::aligned(a.out, 4) || !detail::aligned(a.lens, 4) || !detail::aligned(a.read_map, 4) ||
-      !detail::aligned(a.mask, 4) || !detail::aligned(a.lse, 4))
-    return invalid_input("cuda decode_attention: k and v must be 16-byte aligned, q 8-byte, out, lens, read_map, mask and lse 4-byte");
+      !detail::aligned(a.mask, 4) || !detail::aligned(a.ml, 4))
+    return invalid_input("cuda decode_attention: k and v must be 16-byte aligned, q 8-byte, out, lens, read_map, mask and ml 4-byte");
   const int keys = a.read_map ? a.map_stride : a.capacity;
   if (keys < 1) return invalid_input("cuda decode_attention: ", a.read_map ? "map_stride" : "capacity", " ", keys);
   if (a.map_positions && (a.read_map == nullptr || a.capacity < 1))
@@ -105,7 +105,7 @@ Status decode_attention(const DecodeAttentionArgs& a, const DecodePlan& plan, vo
   p.mask = a.mask;
   p.mask_stride = a.mask_stride;
   p.out = a.out;
-  p.lse = a.lse;
+  p.ml = a.ml;
   const size_t rows = static_cast<size_t>(a.batch) * a.q_heads * a.lq;
   p.counters = static_cast<unsigned*>(workspace);
   p.part_acc = plan.splits > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.counter_bytes) : nullptr;
@@ -154,11 +154,11 @@ Status merge_attention_partials(const PartialsMergeArgs& a, void* stream) {
   if (a.parts < 1 || a.rows < 0 || a.dv < 1)
     return invalid_input("cuda merge_attention_partials: parts ", a.parts, ", rows ", a.rows, ", dv ", a.dv);
   if (a.rows == 0) return Status();
-  if (!a.o || !a.lse || !a.out) return invalid_input("cuda merge_attention_partials: o, lse and out must be set");
-  if (!detail::aligned(a.o, 4) || !detail::aligned(a.lse, 4) || !detail::aligned(a.out, 4) ||
-      !detail::aligned(a.out_lse, 4))
-    return invalid_input("cuda merge_attention_partials: o, lse, out and out_lse must be 4-byte aligned");
-  const int rc = detail::launch_merge_partials({a.parts, a.rows, a.dv, a.o, a.lse, a.out, a.out_lse}, stream);
+  if (!a.o || !a.ml || !a.out) return invalid_input("cuda merge_attention_partials: o, ml and out must be set");
+  if (!detail::aligned(a.o, 4) || !detail::aligned(a.ml, 4) || !detail::aligned(a.out, 4) ||
+      !detail::aligned(a.out_ml, 4))
+    return invalid_input("cuda merge_attention_partials: o, ml, out and out_ml must be 4-byte aligned");
+  const int rc = detail::launch_merge_partials({a.parts, a.rows, a.dv, a.o, a.ml, a.out, a.out_ml}, stream);
   if (rc != 0)
     return internal_error("cuda merge_attention_partials: launch failed: ", cudaGetErrorString(static_cast<cudaError_t>(rc)));
   return Status();

@@ -55,10 +55,12 @@ struct DecodeAttentionArgs {
   const float* mask = nullptr;     // device f32 [B or 1, map_stride or capacity] or null
   int mask_stride = 0;
   float* out = nullptr;            // device f32 [B, Hq, Lq, dv]
-  // Or null: each output row's log-sum-exp of its scores, log Σ_t e^(s[t]) (-inf for a row
-  // that sees no key), so that decodes over disjoint shares of the keys merge exactly
-  // (merge_attention_partials): context parallelism.
-  float* lse = nullptr;            // device f32 [B, Hq, Lq]
+  // Or null: each output row's softmax state (m, l), m its largest score in log2 units
+  // (s·log2 e) and l = Σ_t 2^(s[t]·log2 e − m), its log-sum-exp (m + log2 l)·ln 2; (-inf, 0)
+  // for a row that sees no key. Decodes over disjoint shares of the keys then merge exactly
+  // (merge_attention_partials): context parallelism. A pair, not the log-sum-exp itself:
+  // one f32 of a sum near 20 is 2e-6 off, and each share's weight with it.
+  float* ml = nullptr;             // device f32 [B, Hq, Lq, 2]
   int num_splits = 0;              // 0: chosen from max_len and the SM count
   // false: split s takes keys [s * chunk, (s + 1) * chunk) of every row, chunk sized from
   // max_len. true: each row's own length is divided among the splits (chunks of at least
@@ -114,17 +116,19 @@ Status prepare_decode_workspace(const DecodePlan& plan, void* workspace, void* s
 // ---- Merging partial attentions (partials_merge.cu) ----
 // `parts` attentions of the same `rows` query rows, each over its own share of the keys
 // (a context-parallel rank's, a split's): o [parts, rows, dv], each row normalized over its
-// share, and lse [parts, rows], decode_attention's lse. For every row, with M = max_r lse_r:
-//   out = Σ_r e^(lse_r - M) o_r / Σ_r e^(lse_r - M)
-// the attention over all the shares' keys; out_lse (or null) gets M + log Σ_r e^(lse_r - M),
-// so merged rows merge again. A part with lse -inf adds nothing, whatever its o holds; a row
-// whose every part has is zeros with lse -inf. The arithmetic of exec/cpu/attention_merge.h.
+// share, and ml [parts, rows, 2], decode_attention's softmax states. For every row, with
+// M = max_r m_r and w_r = 2^(m_r − M)·l_r:
+//   out = Σ_r w_r o_r / Σ_r w_r
+// the attention over all the shares' keys; out_ml (or null) gets (M, Σ_r w_r), so merged
+// rows merge again. A part with l = 0 adds nothing, whatever its o holds; a row whose every
+// part has is zeros with (-inf, 0). The arithmetic of exec/cpu/attention_merge.h, in the
+// kernel's log2 units.
 struct PartialsMergeArgs {
-  int parts = 1, rows = 0, dv = 64;  // dv a multiple of 32, at most 512
+  int parts = 1, rows = 0, dv = 64;
   const float* o = nullptr;          // device f32 [parts, rows, dv]
-  const float* lse = nullptr;        // device f32 [parts, rows]
+  const float* ml = nullptr;         // device f32 [parts, rows, 2]
   float* out = nullptr;              // device f32 [rows, dv]; may not overlap o
-  float* out_lse = nullptr;          // device f32 [rows] or null
+  float* out_ml = nullptr;           // device f32 [rows, 2] or null
 };
 
 // kInvalidInput for bad shapes or pointers; then one launch on `stream`.

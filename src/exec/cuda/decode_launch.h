@@ -17,7 +17,7 @@ struct DecodeParams {
   const float* alibi;      // [Hq] or null
   const float* mask;       // [B or 1, mask_stride] additive, Lq 1 (SIMT kernel), or null
   float* out;              // [B, Hq, Lq, dv]
-  float* lse;              // [B, Hq, Lq]: each row's log-sum-exp of its scores (natural log), or null
+  float* ml;               // [B, Hq, Lq, 2]: each row's softmax state (m, l) in log2 units, or null
   float* part_acc;         // [B*Hq*Lq, splits, dv] (splits > 1)
   float* part_ml;          // [B*Hq*Lq, splits, 2]  (splits > 1)
   unsigned* counters;      // [B, Hkv, row_blocks] split arrivals, 0 between decodes (splits > 1)
@@ -54,9 +54,9 @@ DecodeTraits decode_traits(int dk, int dv, bool tensor_cores);
 struct PartialsMergeParams {
   int parts, rows, dv;
   const float* o;    // [parts, rows, dv]
-  const float* lse;  // [parts, rows]
+  const float* ml;   // [parts, rows, 2]
   float* out;        // [rows, dv]
-  float* out_lse;    // [rows] or null
+  float* out_ml;     // [rows, 2] or null
 };
 // One warp a row (partials_merge.cu). Returns a cudaError_t.
 int launch_merge_partials(const PartialsMergeParams& p, void* stream);

@@ -51,10 +51,12 @@ struct SplitBlock {
   }
 };
 
-// The natural log-sum-exp of a row's scores from its merged state (max m in the log2
-// domain, sum l of 2^(s - m)): -inf for a row that saw no key, which a merge over ranks
-// then weighs as nothing.
-__device__ inline float row_lse(float m, float l) { return l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY; }
+// A row's softmax state for a later merge over its other keys (DecodeParams::ml): (-inf, 0)
+// for a row that saw no key.
+__device__ inline void store_ml(const DecodeParams& p, size_t row, float m, float l) {
+  p.ml[2 * row] = l > 0.0f ? m : -INFINITY;
+  p.ml[2 * row + 1] = l;
+}
 
 // One warp merges the `live` split partials (acc, m, l) of output row `row` into out (zeros
 // for a row that saw no key). Lanes hold the (m, l) of 32 splits and DV / 32 columns each;
@@ -99,7 +101,7 @@ __device__ void merge_row(const DecodeParams& p, size_t row, int live) {
     }
   }
   const float inv = sl > 0.0f ? 1.0f / sl : 0.0f;
-  if (p.lse != nullptr && lane == 0) p.lse[row] = row_lse(m_run, sl);
+  if (p.ml != nullptr && lane == 0) store_ml(p, row, m_run, sl);
   float* dst = p.out + row * DV + lane * kCols;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) dst[c] = a[c] * inv;
@@ -151,7 +153,7 @@ __device__ void merge_and_store(const DecodeParams& p, const SplitBlock& blk, co
     const size_t row = blk.out_row(p, gr);
     if (direct) {
       p.out[row * DV + d] = sl > 0.0f ? sa / sl : 0.0f;
-      if (p.lse != nullptr && d == 0) p.lse[row] = row_lse(mmax, sl);
+      if (p.ml != nullptr && d == 0) store_ml(p, row, mmax, sl);
     } else {
       const size_t pr = row * p.splits + blk.split;
       p.part_acc[pr * DV + d] = sa;

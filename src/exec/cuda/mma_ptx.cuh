@@ -12,7 +12,6 @@
 namespace kvf::exec::cuda::detail {
 
 inline constexpr float kLog2e = 1.4426950408889634f;  // scores live in the log2 domain (exp2)
-inline constexpr float kLn2 = 0.6931471805599453f;     // and leave it as a log-sum-exp
 
 }  // namespace kvf::exec::cuda::detail
 

@@ -13,30 +13,35 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-// Part r's weight in its row: e^(lse_r - m), 0 for a part that saw no key.
-__device__ inline float part_weight(float lse, float m) { return lse == -INFINITY ? 0.0f : expf(lse - m); }
+// Part r's weight in its row, 2^(m_r − M)·l_r: 0 for a part that saw no key (l = 0).
+__device__ inline float part_weight(const float* ml, float big_m) {
+  return ml[1] > 0.0f ? exp2f(ml[0] - big_m) * ml[1] : 0.0f;
+}
 
 __global__ void merge_partials_kernel(PartialsMergeParams p) {
   const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (row >= p.rows) return;
-  float m = -INFINITY;
-  for (int r = lane; r < p.parts; r += 32) m = fmaxf(m, p.lse[static_cast<size_t>(r) * p.rows + row]);
-  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  float l = 0.0f;
-  if (m != -INFINITY) {
-    for (int r = 0; r < p.parts; ++r) l += part_weight(p.lse[static_cast<size_t>(r) * p.rows + row], m);
+  auto ml = [&](int r) { return p.ml + 2 * (static_cast<size_t>(r) * p.rows + row); };
+  float big_m = -INFINITY;
+  for (int r = lane; r < p.parts; r += 32) {
+    if (ml(r)[1] > 0.0f) big_m = fmaxf(big_m, ml(r)[0]);
   }
+  for (int off = 16; off > 0; off /= 2) big_m = fmaxf(big_m, __shfl_xor_sync(0xffffffffu, big_m, off));
+  float l = 0.0f;
+  for (int r = 0; r < p.parts; ++r) l += part_weight(ml(r), big_m);
   for (int c = lane; c < p.dv; c += 32) {
     float s = 0.0f;
     for (int r = 0; r < p.parts && l > 0.0f; ++r) {
-      const size_t at = static_cast<size_t>(r) * p.rows + row;
-      const float w = part_weight(p.lse[at], m);
-      if (w != 0.0f) s += w * p.o[at * p.dv + c];  // an empty part's o may hold anything
+      const float w = part_weight(ml(r), big_m);
+      if (w != 0.0f) s += w * p.o[(static_cast<size_t>(r) * p.rows + row) * p.dv + c];  // an empty part's o may hold anything
     }
     p.out[static_cast<size_t>(row) * p.dv + c] = l > 0.0f ? s / l : 0.0f;
   }
-  if (p.out_lse != nullptr && lane == 0) p.out_lse[row] = l > 0.0f ? m + logf(l) : -INFINITY;
+  if (p.out_ml != nullptr && lane == 0) {
+    p.out_ml[2 * static_cast<size_t>(row)] = l > 0.0f ? big_m : -INFINITY;
+    p.out_ml[2 * static_cast<size_t>(row) + 1] = l;
+  }
 }
 
 }  // namespace

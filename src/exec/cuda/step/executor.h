@@ -33,7 +33,7 @@ class CudaExecutor final : public Executor {
   // kv_block > 0: `group` is a context-parallel group instead (kv_parallel.cpp), this
   // executor its rank group->rank(), every rank holding the whole KV cache and running the
   // whole step: each one-row decode attention reads only the rank's keys (blocks of kv_block
-  // positions dealt round-robin, plan/kv_shards.h), and the ranks' partials and log-sum-exps
+  // positions dealt round-robin, plan/kv_shards.h), and the ranks' partials and softmax states
   // are gathered over the group and merged, giving the one-device answer. Prefill and chunk
   // steps run whole on every rank.
   static Result<std::unique_ptr<CudaExecutor>> create(plan::Plan plan, StateStore& state, Device& device,
@@ -81,15 +81,16 @@ class CudaExecutor final : public Executor {
   // A decode attention of a context-parallel rank (kv_parallel.cpp): op.decode reads the
   // rank's keys through `shard`'s local map and lengths (made by this op's launch when
   // make_map, else by an earlier op's over the same lengths and map) and writes its partial
-  // into its place of the ranks' parts, which the gathers fill and the merge reads.
+  // and softmax state into its place of the ranks' parts, which the gathers fill and the
+  // merge reads.
   struct KvParallelOp {
     KvShardMap shard;
     bool make_map = false;
     float* parts_o = nullptr;    // [ranks, rows, dv]
-    float* parts_lse = nullptr;  // [ranks, rows]
+    float* parts_ml = nullptr;   // [ranks, rows, 2]
     int64_t rows = 0, dv = 0;
     float* out = nullptr;        // the eqn's output [rows, dv]
-    float* staged = nullptr;     // host ranks: pinned [rows * (dv + 1)] mine, then [ranks * rows * (dv + 1)] all
+    float* staged = nullptr;     // host ranks: pinned [rows * (dv + 2)] mine, then [ranks * rows * (dv + 2)] all
   };
 
   // Tokens in place of an output's rows of `row`: greedy (row_argmax), or drawn by the

@@ -1,6 +1,6 @@
 // Context-parallel decode on a group of GPU ranks (executor.h, create's kv_block): each
 // one-row decode attention reads the rank's share of the keys through a local map, its
-// partial and log-sum-exp are gathered over the group, and the merge gives every rank the
+// partial and softmax state are gathered over the group, and the merge gives every rank the
 // one-device answer.
 #include <algorithm>
 
@@ -77,8 +77,8 @@ Status CudaExecutor::bind_kv_parallel() {
     if (!plan) return plan.take_error().context("a context-parallel rank's decode");
     op.decode_plan = *plan;
     workspace = std::max<int64_t>(workspace, static_cast<int64_t>(plan->workspace_bytes));
-    parts_floats = std::max(parts_floats, ranks * kp.rows * (kp.dv + 1));
-    staged_floats = std::max(staged_floats, (ranks + 1) * kp.rows * (kp.dv + 1));
+    parts_floats = std::max(parts_floats, ranks * kp.rows * (kp.dv + 2));
+    staged_floats = std::max(staged_floats, (ranks + 1) * kp.rows * (kp.dv + 2));
     op.kv_parallel = static_cast<int>(kv_parallel_.size());
     kv_parallel_.push_back(kp);
   }
@@ -97,10 +97,10 @@ Status CudaExecutor::bind_kv_parallel() {
     if (op.kv_parallel < 0) continue;
     KvParallelOp& kp = kv_parallel_[static_cast<size_t>(op.kv_parallel)];
     kp.parts_o = static_cast<float*>(*parts);
-    kp.parts_lse = kp.parts_o + ranks * kp.rows * kp.dv;
+    kp.parts_ml = kp.parts_o + ranks * kp.rows * kp.dv;
     kp.staged = staged;
     op.decode.out = kp.parts_o + rank * kp.rows * kp.dv;
-    op.decode.lse = kp.parts_lse + rank * kp.rows;
+    op.decode.ml = kp.parts_ml + rank * kp.rows * 2;
   }
   if (workspace > decode_workspace_.bytes()) {  // a rank's plan may split its keys otherwise
     Result<void*> w = device_.allocate_zeroed(workspace);  // counters start at zero
@@ -117,30 +117,30 @@ Status CudaExecutor::kv_parallel_decode(const Op& op) {
   if (s) s = gather_partials(kp);
   if (!s) return s;
   return merge_attention_partials({.parts = group_->size(), .rows = static_cast<int>(kp.rows), .dv = static_cast<int>(kp.dv),
-                                   .o = kp.parts_o, .lse = kp.parts_lse, .out = kp.out, .out_lse = nullptr},
+                                   .o = kp.parts_o, .ml = kp.parts_ml, .out = kp.out, .out_ml = nullptr},
                                   device_.stream());
 }
 
-// Every rank's partial rows and log-sum-exps into every rank's parts: on the device by a
-// group of GPUs, else through pinned memory, [rows x dv] then [rows] a rank.
+// Every rank's partial rows and softmax states into every rank's parts: on the device by a
+// group of GPUs, else through pinned memory, [rows x dv] then [rows x 2] a rank.
 Status CudaExecutor::gather_partials(const KvParallelOp& kp) {
   const int ranks = group_->size(), rank = group_->rank();
-  const int64_t o_n = kp.rows * kp.dv, l_n = kp.rows, n = o_n + l_n;
+  const int64_t o_n = kp.rows * kp.dv, l_n = kp.rows * 2, n = o_n + l_n;
   if (group_->on_device()) {
     Status s = group_->all_gather_device(kp.parts_o, static_cast<size_t>(o_n), device_.stream());
-    if (s) s = group_->all_gather_device(kp.parts_lse, static_cast<size_t>(l_n), device_.stream());
+    if (s) s = group_->all_gather_device(kp.parts_ml, static_cast<size_t>(l_n), device_.stream());
     return s;
   }
   float* mine = kp.staged;
   float* all = kp.staged + n;
   Status s = device_.copy_to_host(mine, kp.parts_o + rank * o_n, o_n * 4);
-  if (s) s = device_.copy_to_host(mine + o_n, kp.parts_lse + rank * l_n, l_n * 4);
+  if (s) s = device_.copy_to_host(mine + o_n, kp.parts_ml + rank * l_n, l_n * 4);
   if (s) s = device_.synchronize("context-parallel gather");
   if (s) s = group_->all_gather(std::span<const float>(mine, static_cast<size_t>(n)),
                                 std::span<float>(all, static_cast<size_t>(ranks * n)));
   for (int r = 0; s && r < ranks; ++r) {
     s = device_.copy_to_device(kp.parts_o + r * o_n, all + r * n, o_n * 4);
-    if (s) s = device_.copy_to_device(kp.parts_lse + r * l_n, all + r * n + o_n, l_n * 4);
+    if (s) s = device_.copy_to_device(kp.parts_ml + r * l_n, all + r * n + o_n, l_n * 4);
   }
   return s;
 }
