@@ -21,12 +21,17 @@ RunnerOptions runner_options(const DriverOptions& o) {
   return r;
 }
 
-// A StepRunner, or for opts.tp_ranks > 1 a ParallelGroup; a group that cannot open leaves its
-// refusal in `refused` and a StepRunner in its place, which no step reaches.
+// A StepRunner, or for opts.tp_ranks or cp_ranks > 1 a ParallelGroup; a group that cannot
+// open leaves its refusal in `refused` and a StepRunner in its place, which no step reaches.
 std::unique_ptr<ModelRunner> open_runner(const models::Model& model, const DriverOptions& opts,
                                          std::optional<Error>& refused) {
-  if (opts.tp_ranks != 1) {
-    Result<std::unique_ptr<ParallelGroup>> group = ParallelGroup::tensor_parallel(model, opts.tp_ranks, runner_options(opts));
+  if (opts.tp_ranks != 1 && opts.cp_ranks != 1) {
+    refused = unsupported("driver: ", opts.tp_ranks, " tensor-parallel and ", opts.cp_ranks,
+                          " context-parallel ranks at once");
+  } else if (opts.tp_ranks != 1 || opts.cp_ranks != 1) {
+    Result<std::unique_ptr<ParallelGroup>> group =
+        opts.cp_ranks != 1 ? ParallelGroup::context_parallel(model, opts.cp_ranks, runner_options(opts))
+                           : ParallelGroup::tensor_parallel(model, opts.tp_ranks, runner_options(opts));
     if (group) return std::move(*group);
     refused = group.take_error();
   }

@@ -52,6 +52,10 @@ struct DriverOptions {
   // its share of the weights and its KV heads' pools; the block tables are the driver's, one
   // for all ranks.
   int tp_ranks = 1;
+  // > 1 (the CUDA executor): every step runs over this many context-parallel ranks
+  // (ParallelGroup::context_parallel), each holding the whole model and pools, each decode
+  // attention reading the rank's blocks of each row's keys; not with tp_ranks > 1.
+  int cp_ranks = 1;
 };
 
 // The identity of K/V computed through `adapter` on weights of identity `base`: its content

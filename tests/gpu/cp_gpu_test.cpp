@@ -3,17 +3,24 @@
 // meeting through pinned host memory. The built-in model (head dim 64, which the split-KV
 // decode kernel takes): each rank's decode attention reads only its 16-token blocks of the
 // f16 cache; a prefill and 40 greedy decode steps (past several blocks) give the same ids,
-// and logits as close to the whole model's as those are to the CPU executor's. What the
-// group cannot run is refused by name.
+// and logits as close to the whole model's as those are to the CPU executor's; a paged
+// driver over 2 ranks gives every greedy request the one-GPU driver's tokens through
+// preemption.
+// What the group cannot run is refused by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <random>
 
 #include "cuda/gpu_testing.h"
 #include "exec/cuda/step/device.h"
+#include "llm/driver.h"
 #include "llm/generator.h"
+#include "llm/scheduler.h"
 #include "models/model.h"
+#include "solo_run.h"
 #include "testing.h"
 
 namespace kvf {
@@ -72,6 +79,36 @@ TEST(GpuContextParallel, RanksGiveTheWholeModelsIdsAndLogits) {
                 "whole model, %.3g against the CPU executor\n",
                 ranks, std::min(ranks, testing::must(exec::cuda::step::Device::count())), from_whole, from_cpu);
   }
+}
+
+// A paged driver over 2 context-parallel ranks against the same driver on one GPU: six
+// greedy requests scheduled in chunks through a pool so small that sequences are preempted
+// and recomputed. The decode steps' attention reads each rank's blocks of every row's pool
+// through its compacted read map and mask; every request gets the same tokens. (Greedy: a
+// group draws a sampled token on the host, one GPU on the device, from other draws.)
+TEST(GpuContextParallel, ADriverOverTwoRanksGivesTheOneGpuDriversTokens) {
+  KVF_NEED_GPU();
+  std::mt19937_64 rng(testing::test_seed());
+  const models::Model m = builtin();
+  std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
+  for (llm::Request& r : reqs) r.sampler = {};
+  auto run = [&](int cp) {
+    llm::DriverOptions o = testing::test_driver(8, kCapacity, str_cat("gpu_cp_driver_", cp));
+    o.executor = llm::ExecutorKind::kCuda;
+    o.compute = llm::Compute::kF32;
+    o.kv_dtype = DType::kF16;
+    o.cp_ranks = cp;
+    llm::Driver driver(m, o);
+    Status opened = driver.opened();
+    EXPECT_TRUE(opened.ok()) << opened.error().to_string();
+    llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
+    std::map<std::string, llm::Completion> got = testing::run_scheduled(sched, reqs);
+    EXPECT_GT(sched.preemptions(), 0);
+    EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
+    return got;
+  };
+  const std::map<std::string, llm::Completion> one = run(1), two = run(2);
+  for (const llm::Request& r : reqs) EXPECT_EQ(two.at(r.id).ids, one.at(r.id).ids) << r.id;
 }
 
 // An f32 cache does not run on the decode kernel, whose rows a rank's keys need: its first

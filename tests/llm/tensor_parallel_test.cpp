@@ -313,6 +313,19 @@ TEST(ContextParallelGroup, RefusesWhatItDoesNotRun) {
   Result<std::unique_ptr<llm::ParallelGroup>> none = llm::ParallelGroup::context_parallel(m, 0, gpu);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code(), ErrorCode::kInvalidInput);
+  // A driver's: refused when it opens, and every step after.
+  llm::DriverOptions d = testing::test_driver(16, 64, "cp_refused");
+  d.cp_ranks = 2;
+  llm::Driver on_cpu(m, d);
+  Status opened = on_cpu.opened();
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.error().message().find("needs the CUDA executor"), std::string::npos) << opened.error().message();
+  d.tp_ranks = 2;
+  llm::Driver both_kinds(m, d);
+  opened = both_kinds.opened();
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.error().message().find("2 tensor-parallel and 2 context-parallel ranks at once"), std::string::npos)
+      << opened.error().message();
 }
 
 // Six requests (greedy and sampled) on one paged pool, scheduled in 16-token steps of up to 4
