@@ -50,7 +50,7 @@ Result<std::vector<llm::Completion>> run_contiguous(const models::Model& m, cons
     g.lora = &lora;
     g.adapter = r.adapter;
     Result<std::unique_ptr<llm::Generator>> opened =
-        open_generator(o.model, m, static_cast<int64_t>(r.prompt.size()) + std::max<int64_t>(r.max_tokens, 1), g);
+        open_generator(o.model, m, static_cast<int64_t>(r.prompt.size()) + std::max<int64_t>(r.max_tokens, 1), g, o.model.cp);
     if (!opened) return opened.take_error();
     llm::Generator& gen = **opened;
     llm::Sampler sampler(r.sampler);
@@ -138,8 +138,11 @@ Status run(const BatchOptions& o) {
     d.eos = m->config.eos;
     d.lora = &*lora;
     d.tp_ranks = o.model.tp;
+    d.cp_ranks = o.model.cp;
     llm::Driver driver(*m, d);
-    if (Status s = driver.opened(); !s) return s.take_error().context("--tp ", o.model.tp);
+    if (Status s = driver.opened(); !s) {
+      return s.take_error().context(o.model.cp > 1 ? str_cat("--cp ", o.model.cp) : str_cat("--tp ", o.model.tp));
+    }
     llm::Scheduler sched(driver, {.max_batch_tokens = o.max_batch_tokens,
                                   .max_rows = o.max_rows,
                                   .on_token = [&](const std::string&, const llm::RowResult&) { counted(); }});
@@ -197,7 +200,7 @@ Status run(const BatchOptions& o) {
 Command add_batch_command(CLI::App& parent) {
   auto o = std::make_shared<BatchOptions>();
   CLI::App* cmd = parent.add_subcommand("batch", "Run many requests (JSONL) through continuous batching over the paged KV cache");
-  add_model_options(*cmd, o->model, kRunsStepsSplit);
+  add_model_options(*cmd, o->model, kDrivesSteps);
   add_lora_option(*cmd, o->lora);
   cmd->get_option("--ctx")->description(
       "the longest sequence (prompt + max_tokens) any request may reach (default: the longest request's)");

@@ -24,6 +24,7 @@ struct ModelOptions {
   std::string dtype = "auto";    // what products compute from: auto or f32
   int64_t max_memory = -1;       // --max-memory in bytes; -1: what the host has available
   int tp = 1;                    // tensor-parallel ranks the model is split over (CPU threads)
+  int cp = 1;                    // context-parallel GPU ranks a driver's steps run over
 };
 
 // The built-in model (models/kjv-7m.gguf, see models/README.md): what --model defaults to.
@@ -45,11 +46,13 @@ struct SharedOptions {
   bool runtime = false;    // --threads, --ctx, --kv-type, --max-memory: it builds steps
   bool executor = false;   // --executor, --device: it runs them
   bool tp = false;         // --tp: it runs them over tensor-parallel ranks (a Generator's or a Driver's)
+  bool cp = false;         // --cp: over context-parallel GPU ranks (a Driver's; generate has its own)
 };
 inline constexpr SharedOptions kModelOnly{};
 inline constexpr SharedOptions kWithTokenizer{.tokenizer = true};
 inline constexpr SharedOptions kRunsSteps{.tokenizer = true, .runtime = true, .executor = true};
 inline constexpr SharedOptions kRunsStepsSplit{.tokenizer = true, .runtime = true, .executor = true, .tp = true};
+inline constexpr SharedOptions kDrivesSteps{.tokenizer = true, .runtime = true, .executor = true, .tp = true, .cp = true};
 
 void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which);
 Result<models::Model> open(const ModelOptions& o, bool need_tokenizer);

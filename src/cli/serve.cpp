@@ -139,6 +139,7 @@ Status run(const ServeOptions& o) {
   e.driver.identity = identity_of(o.model.model);
   e.driver.prefix_cache = !o.no_prefix_cache;
   e.driver.tp_ranks = o.model.tp;
+  e.driver.cp_ranks = o.model.cp;
   e.driver.eos = m->config.eos;
   e.scheduler.max_batch_tokens = o.max_batch_tokens;
   e.scheduler.max_rows = o.max_rows;
@@ -176,7 +177,7 @@ Status run(const ServeOptions& o) {
 Command add_serve_command(CLI::App& parent) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = parent.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/server.md)");
-  add_model_options(*cmd, o->model, kRunsStepsSplit);
+  add_model_options(*cmd, o->model, kDrivesSteps);
   cmd->add_option("--host", o->server.host, "address to bind (another than 127.0.0.1 exposes the server to the network)")
       ->capture_default_str();
   cmd->add_option("--port", o->server.port, "port to bind (0: any free port, printed at start)")
