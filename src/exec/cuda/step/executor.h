@@ -141,6 +141,7 @@ class CudaExecutor final : public Executor {
   Status hand_off_rounded_x();
   Status bind_decode_attention();
   Status bind_kv_parallel();  // kv_parallel.cpp
+  Status bind_partials(int64_t parts_floats);
   Status kv_parallel_decode(const Op& op);
   Status gather_partials(const KvParallelOp& kp);
   bool decode_args(const Op& op, DecodeAttentionArgs& a) const;

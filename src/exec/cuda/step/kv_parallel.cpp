@@ -23,6 +23,39 @@ struct MapSource {
   bool operator==(const MapSource&) const = default;
 };
 
+// Keys per row of the cache `a` reads: the read map's stride, or a contiguous cache's capacity.
+int64_t key_stride(const DecodeAttentionArgs& a) { return a.read_map != nullptr ? a.map_stride : a.capacity; }
+
+// Rank `rank`'s local map of the keys `a` reads, its buffers in device memory that `owned` keeps.
+Result<KvShardMap> allocate_shard_map(Device& device, std::vector<Buffer>& owned, const DecodeAttentionArgs& a,
+                                      int64_t block, int rank, int ranks) {
+  KvShardMap m{.map = a.read_map, .lens = a.lens, .mask = a.mask, .batch = a.batch, .stride = key_stride(a),
+               .block = block, .rank = rank, .ranks = ranks};
+  m.mask_rows = a.mask == nullptr ? 0 : a.mask_stride == 0 ? 1 : a.batch;
+  const int64_t bytes = (m.batch * m.stride + m.batch + m.mask_rows * m.stride) * 4;
+  Result<void*> local = device.allocate_zeroed(bytes);
+  if (!local) return local.take_error().context("a context-parallel rank's map of its keys");
+  owned.emplace_back(&device, *local, bytes);
+  m.local_map = static_cast<int32_t*>(*local);
+  m.local_lens = m.local_map + m.batch * m.stride;
+  m.local_mask = m.mask_rows > 0 ? reinterpret_cast<float*>(m.local_lens + m.batch) : nullptr;
+  return m;
+}
+
+// `a` made the decode over the rank's keys alone, read through its local map. The launch in
+// front may be the map's: with no keys named as written there, the decode waits for it
+// before it reads anything.
+void read_own_keys(DecodeAttentionArgs& a, const KvShardMap& m) {
+  a.map_positions = a.read_map == nullptr;
+  a.read_map = m.local_map;
+  a.map_stride = static_cast<int>(m.stride);
+  a.lens = m.local_lens;
+  a.mask = m.local_mask;
+  a.keys_written_from = nullptr;
+  a.written_slots = nullptr;
+  a.written_slot_count = 0;
+}
+
 }  // namespace
 
 Status CudaExecutor::bind_kv_parallel() {
@@ -30,7 +63,7 @@ Status CudaExecutor::bind_kv_parallel() {
   const int ranks = group_->size(), rank = group_->rank();
   std::vector<MapSource> sources;
   std::vector<KvShardMap> maps;
-  int64_t parts_floats = 0, staged_floats = 0, workspace = 0;
+  int64_t parts_floats = 0, workspace = 0;
   for (Op& op : body_) {
     if (plan_.graph.eqns[static_cast<size_t>(op.eqn)].op != OpKind::kAttention || attention_args_of(op).lq != 1) continue;
     if (!op.decode_kernel) {  // a prefill or a chunk runs whole on every rank; a decode must split
@@ -39,55 +72,47 @@ Status CudaExecutor::bind_kv_parallel() {
                          " does not run on the split-KV decode kernel (an f16 KV cache and one mask for every head)");
     }
     DecodeAttentionArgs& a = op.decode;
+    KvParallelOp kp{.rows = int64_t{a.batch} * a.q_heads, .dv = a.dv, .out = a.out};
     const MapSource source{a.read_map, a.lens, a.mask};
-    const int64_t stride = a.read_map != nullptr ? a.map_stride : a.capacity;
     auto known = std::find(sources.begin(), sources.end(), source);
-    KvParallelOp kp;
     kp.make_map = known == sources.end();
     if (kp.make_map) {
-      KvShardMap m{.map = a.read_map, .lens = a.lens, .batch = a.batch, .stride = stride, .block = kv_block_,
-                   .rank = rank, .ranks = ranks};
-      m.mask = a.mask;
-      m.mask_rows = a.mask == nullptr ? 0 : a.mask_stride == 0 ? 1 : a.batch;
-      Result<void*> local = device_.allocate_zeroed((a.batch * stride + a.batch) * 4 + m.mask_rows * stride * 4);
-      if (!local) return local.take_error().context("a context-parallel rank's map of its keys");
-      owned_.emplace_back(&device_, *local, (a.batch * stride + a.batch) * 4 + m.mask_rows * stride * 4);
-      m.local_map = static_cast<int32_t*>(*local);
-      m.local_lens = m.local_map + a.batch * stride;
-      m.local_mask = m.mask_rows > 0 ? reinterpret_cast<float*>(m.local_lens + a.batch) : nullptr;
+      Result<KvShardMap> m = allocate_shard_map(device_, owned_, a, kv_block_, rank, ranks);
+      if (!m) return m.take_error();
       sources.push_back(source);
-      maps.push_back(m);
+      maps.push_back(*m);
       known = sources.end() - 1;
     }
     kp.shard = maps[static_cast<size_t>(known - sources.begin())];
-    kp.rows = int64_t{a.batch} * a.q_heads;
-    kp.dv = a.dv;
-    kp.out = a.out;
-    // The decode over the rank's keys alone, into its place of the parts. The launch in front
-    // may be the map's: the decode waits for it before it reads anything.
-    a.map_positions = a.read_map == nullptr;
-    a.read_map = kp.shard.local_map;
-    a.map_stride = static_cast<int>(stride);
-    a.lens = kp.shard.local_lens;
-    a.mask = kp.shard.local_mask;
-    a.keys_written_from = nullptr;
-    a.written_slots = nullptr;
-    a.written_slot_count = 0;
+    read_own_keys(a, kp.shard);
     Result<DecodePlan> plan = plan_decode_attention(a);
     if (!plan) return plan.take_error().context("a context-parallel rank's decode");
     op.decode_plan = *plan;
     workspace = std::max<int64_t>(workspace, static_cast<int64_t>(plan->workspace_bytes));
     parts_floats = std::max(parts_floats, ranks * kp.rows * (kp.dv + 2));
-    staged_floats = std::max(staged_floats, (ranks + 1) * kp.rows * (kp.dv + 2));
     op.kv_parallel = static_cast<int>(kv_parallel_.size());
     kv_parallel_.push_back(kp);
   }
   if (kv_parallel_.empty()) return {};
+  Status s = bind_partials(parts_floats);
+  if (s && workspace > decode_workspace_.bytes()) {  // a rank's plan may split its keys otherwise
+    Result<void*> w = device_.allocate_zeroed(workspace);  // counters start at zero
+    if (!w) return w.take_error().context("decode attention workspace");
+    decode_workspace_ = Buffer(&device_, *w, workspace);
+  }
+  return s;
+}
+
+// One buffer of the ranks' partials for every decode of the step (they run in turn), and
+// with host ranks its pinned staging: each decode writes its own place of the parts.
+Status CudaExecutor::bind_partials(int64_t parts_floats) {
+  const int ranks = group_->size(), rank = group_->rank();
   Result<void*> parts = device_.allocate_zeroed(parts_floats * 4);
   if (!parts) return parts.take_error().context("the context-parallel ranks' partials");
   owned_.emplace_back(&device_, *parts, parts_floats * 4);
   float* staged = nullptr;
   if (!group_->on_device()) {  // host ranks meet through pinned memory: the step runs eqn by eqn
+    const int64_t staged_floats = parts_floats / ranks * (ranks + 1);  // mine, then everyone's
     Result<void*> host = pinned_memory().allocate_zeroed(staged_floats * 4);
     if (!host) return host.take_error().context("the context-parallel gathers' staging");
     staging_.emplace_back(&pinned_memory(), *host, staged_floats * 4);
@@ -101,11 +126,6 @@ Status CudaExecutor::bind_kv_parallel() {
     kp.staged = staged;
     op.decode.out = kp.parts_o + rank * kp.rows * kp.dv;
     op.decode.ml = kp.parts_ml + rank * kp.rows * 2;
-  }
-  if (workspace > decode_workspace_.bytes()) {  // a rank's plan may split its keys otherwise
-    Result<void*> w = device_.allocate_zeroed(workspace);  // counters start at zero
-    if (!w) return w.take_error().context("decode attention workspace");
-    decode_workspace_ = Buffer(&device_, *w, workspace);
   }
   return {};
 }
