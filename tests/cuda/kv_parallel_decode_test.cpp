@@ -5,7 +5,8 @@
 // against an f64 attention on the host and against the one-device decode, on random inputs,
 // both decode kernels, pools of shuffled blocks and dense caches read through maps of
 // positions (map_positions), 1 to 4 ranks, rows of one key, of no key, and longer than a
-// rank's share; and the merge alone against an f64 merge, parts that saw no key included.
+// rank's share; and the merge alone against an f64 merge, parts that saw no key included,
+// packed or a part's o and ml side by side.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -335,6 +336,22 @@ TEST(CudaKvParallelDecode, MergeMatchesTheF64Merge) {
         EXPECT_EQ(out_ml[2 * static_cast<size_t>(i)], static_cast<float>(big_m));
         EXPECT_NEAR(out_ml[2 * static_cast<size_t>(i) + 1], l, 1e-6 * l);
       }
+      // The same parts laid out a part at a time, its o then its ml (what a context-parallel
+      // rank gathers as one block): the same bits.
+      const size_t n = static_cast<size_t>(rows) * (dv + 2);
+      std::vector<float> blocks(static_cast<size_t>(parts) * n);
+      for (int r = 0; r < parts; ++r) {
+        std::copy_n(o.begin() + static_cast<std::ptrdiff_t>(r) * rows * dv, rows * dv, blocks.begin() + r * n);
+        std::copy_n(ml.begin() + static_cast<std::ptrdiff_t>(r) * rows * 2, rows * 2, blocks.begin() + r * n + rows * dv);
+      }
+      DevBuf<float> d_blocks, d_out2;
+      KVF_CUDA_CHECK(upload(d_blocks, blocks));
+      KVF_CUDA_CHECK(cudaMalloc(&d_out2.p, static_cast<size_t>(rows) * dv * 4));
+      PartialsMergeArgs strided{parts, rows, dv, d_blocks.p, d_blocks.p + rows * dv, d_out2.p, nullptr};
+      strided.o_stride = strided.ml_stride = static_cast<int64_t>(n);
+      st = merge_attention_partials(strided);
+      ASSERT_TRUE(st.ok()) << st.error().to_string();
+      EXPECT_EQ(download(d_out2.p, static_cast<size_t>(rows) * dv), out);
     }
 }
 
@@ -345,6 +362,9 @@ TEST(CudaKvParallelDecode, MergeRefusesBadArguments) {
   EXPECT_EQ(merge_attention_partials({2, 1, 0, &x, &x, &x, nullptr}).error().code(), ErrorCode::kInvalidInput);
   EXPECT_EQ(merge_attention_partials({2, 1, 64, nullptr, &x, &x, nullptr}).error().code(), ErrorCode::kInvalidInput);
   EXPECT_EQ(merge_attention_partials({2, 1, 64, &x, &x, nullptr, nullptr}).error().code(), ErrorCode::kInvalidInput);
+  PartialsMergeArgs overlapping{2, 3, 64, &x, &x, &x, nullptr};
+  overlapping.o_stride = 3 * 64 - 1;  // parts closer than their rows
+  EXPECT_EQ(merge_attention_partials(overlapping).error().code(), ErrorCode::kInvalidInput);
   EXPECT_TRUE(merge_attention_partials({2, 0, 64, nullptr, nullptr, nullptr, nullptr}).ok());  // no rows: nothing to do
 }
 

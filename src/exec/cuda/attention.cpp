@@ -158,7 +158,13 @@ Status merge_attention_partials(const PartialsMergeArgs& a, void* stream) {
   if (!detail::aligned(a.o, 4) || !detail::aligned(a.ml, 4) || !detail::aligned(a.out, 4) ||
       !detail::aligned(a.out_ml, 4))
     return invalid_input("cuda merge_attention_partials: o, ml, out and out_ml must be 4-byte aligned");
-  const int rc = detail::launch_merge_partials({a.parts, a.rows, a.dv, a.o, a.ml, a.out, a.out_ml}, stream);
+  const int64_t o_stride = a.o_stride > 0 ? a.o_stride : int64_t{a.rows} * a.dv;
+  const int64_t ml_stride = a.ml_stride > 0 ? a.ml_stride : int64_t{a.rows} * 2;
+  if (o_stride < int64_t{a.rows} * a.dv || ml_stride < int64_t{a.rows} * 2 || a.o_stride < 0 || a.ml_stride < 0)
+    return invalid_input("cuda merge_attention_partials: part strides ", a.o_stride, " and ", a.ml_stride, " overlap ",
+                         a.rows, " rows of ", a.dv);
+  const int rc = detail::launch_merge_partials({a.parts, a.rows, a.dv, a.o, a.ml, a.out, a.out_ml, o_stride, ml_stride},
+                                               stream);
   if (rc != 0)
     return internal_error("cuda merge_attention_partials: launch failed: ", cudaGetErrorString(static_cast<cudaError_t>(rc)));
   return Status();

@@ -129,6 +129,9 @@ struct PartialsMergeArgs {
   const float* ml = nullptr;         // device f32 [parts, rows, 2]
   float* out = nullptr;              // device f32 [rows, dv]; may not overlap o
   float* out_ml = nullptr;           // device f32 [rows, 2] or null
+  // Floats from one part's o (ml) to the next's; 0: packed, rows * dv (rows * 2). A rank's o
+  // and ml side by side, [parts][rows * dv + rows * 2], gather as one block.
+  int64_t o_stride = 0, ml_stride = 0;
 };
 
 // kInvalidInput for bad shapes or pointers; then one launch on `stream`.

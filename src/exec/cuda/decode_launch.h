@@ -57,6 +57,7 @@ struct PartialsMergeParams {
   const float* ml;   // [parts, rows, 2]
   float* out;        // [rows, dv]
   float* out_ml;     // [rows, 2] or null
+  int64_t o_stride, ml_stride;  // floats from one part to the next (rows * dv, rows * 2 when packed)
 };
 // One warp a row (partials_merge.cu). Returns a cudaError_t.
 int launch_merge_partials(const PartialsMergeParams& p, void* stream);

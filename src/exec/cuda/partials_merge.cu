@@ -22,7 +22,7 @@ __global__ void merge_partials_kernel(PartialsMergeParams p) {
   const int row = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (row >= p.rows) return;
-  auto ml = [&](int r) { return p.ml + 2 * (static_cast<size_t>(r) * p.rows + row); };
+  auto ml = [&](int r) { return p.ml + static_cast<size_t>(r) * p.ml_stride + 2 * static_cast<size_t>(row); };
   float big_m = -INFINITY;
   for (int r = lane; r < p.parts; r += 32) {
     if (ml(r)[1] > 0.0f) big_m = fmaxf(big_m, ml(r)[0]);
@@ -34,7 +34,7 @@ __global__ void merge_partials_kernel(PartialsMergeParams p) {
     float s = 0.0f;
     for (int r = 0; r < p.parts && l > 0.0f; ++r) {
       const float w = part_weight(ml(r), big_m);
-      if (w != 0.0f) s += w * p.o[(static_cast<size_t>(r) * p.rows + row) * p.dv + c];  // an empty part's o may hold anything
+      if (w != 0.0f) s += w * p.o[static_cast<size_t>(r) * p.o_stride + static_cast<size_t>(row) * p.dv + c];  // an empty part's o may hold anything
     }
     p.out[static_cast<size_t>(row) * p.dv + c] = l > 0.0f ? s / l : 0.0f;
   }

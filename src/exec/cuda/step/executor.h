@@ -86,11 +86,11 @@ class CudaExecutor final : public Executor {
   struct KvParallelOp {
     KvShardMap shard;
     bool make_map = false;
-    float* parts_o = nullptr;    // [ranks, rows, dv]
-    float* parts_ml = nullptr;   // [ranks, rows, 2]
     int64_t rows = 0, dv = 0;
     float* out = nullptr;        // the eqn's output [rows, dv]
+    float* parts = nullptr;      // [ranks][rows * dv + rows * 2]: each rank's o, then its ml (one gather)
     float* staged = nullptr;     // host ranks: pinned [rows * (dv + 2)] mine, then [ranks * rows * (dv + 2)] all
+    int64_t part_floats() const { return rows * (dv + 2); }
   };
 
   // Tokens in place of an output's rows of `row`: greedy (row_argmax), or drawn by the

@@ -121,11 +121,10 @@ Status CudaExecutor::bind_partials(int64_t parts_floats) {
   for (Op& op : body_) {
     if (op.kv_parallel < 0) continue;
     KvParallelOp& kp = kv_parallel_[static_cast<size_t>(op.kv_parallel)];
-    kp.parts_o = static_cast<float*>(*parts);
-    kp.parts_ml = kp.parts_o + ranks * kp.rows * kp.dv;
+    kp.parts = static_cast<float*>(*parts);
     kp.staged = staged;
-    op.decode.out = kp.parts_o + rank * kp.rows * kp.dv;
-    op.decode.ml = kp.parts_ml + rank * kp.rows * 2;
+    op.decode.out = kp.parts + rank * kp.part_floats();
+    op.decode.ml = op.decode.out + kp.rows * kp.dv;
   }
   return {};
 }
@@ -137,31 +136,24 @@ Status CudaExecutor::kv_parallel_decode(const Op& op) {
   if (s) s = gather_partials(kp);
   if (!s) return s;
   return merge_attention_partials({.parts = group_->size(), .rows = static_cast<int>(kp.rows), .dv = static_cast<int>(kp.dv),
-                                   .o = kp.parts_o, .ml = kp.parts_ml, .out = kp.out, .out_ml = nullptr},
+                                   .o = kp.parts, .ml = kp.parts + kp.rows * kp.dv, .out = kp.out, .out_ml = nullptr,
+                                   .o_stride = kp.part_floats(), .ml_stride = kp.part_floats()},
                                   device_.stream());
 }
 
-// Every rank's partial rows and softmax states into every rank's parts: on the device by a
-// group of GPUs, else through pinned memory, [rows x dv] then [rows x 2] a rank.
+// Every rank's partial rows and softmax state into every rank's parts, one block a rank: on
+// the device by a group of GPUs (one all-gather a layer), else through pinned memory.
 Status CudaExecutor::gather_partials(const KvParallelOp& kp) {
   const int ranks = group_->size(), rank = group_->rank();
-  const int64_t o_n = kp.rows * kp.dv, l_n = kp.rows * 2, n = o_n + l_n;
-  if (group_->on_device()) {
-    Status s = group_->all_gather_device(kp.parts_o, static_cast<size_t>(o_n), device_.stream());
-    if (s) s = group_->all_gather_device(kp.parts_ml, static_cast<size_t>(l_n), device_.stream());
-    return s;
-  }
+  const int64_t n = kp.part_floats();
+  if (group_->on_device()) return group_->all_gather_device(kp.parts, static_cast<size_t>(n), device_.stream());
   float* mine = kp.staged;
   float* all = kp.staged + n;
-  Status s = device_.copy_to_host(mine, kp.parts_o + rank * o_n, o_n * 4);
-  if (s) s = device_.copy_to_host(mine + o_n, kp.parts_ml + rank * l_n, l_n * 4);
+  Status s = device_.copy_to_host(mine, kp.parts + rank * n, n * 4);
   if (s) s = device_.synchronize("context-parallel gather");
   if (s) s = group_->all_gather(std::span<const float>(mine, static_cast<size_t>(n)),
                                 std::span<float>(all, static_cast<size_t>(ranks * n)));
-  for (int r = 0; s && r < ranks; ++r) {
-    s = device_.copy_to_device(kp.parts_o + r * o_n, all + r * n, o_n * 4);
-    if (s) s = device_.copy_to_device(kp.parts_ml + r * l_n, all + r * n + o_n, l_n * 4);
-  }
+  if (s) s = device_.copy_to_device(kp.parts, all, ranks * n * 4);
   return s;
 }
 
