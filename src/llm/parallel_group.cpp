@@ -24,11 +24,17 @@ Status check_group(const char* what, int size, const RunnerOptions& opts) {
   return {};
 }
 
-int threads_of(const RunnerOptions& opts) {
-  return opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
-}
-
 }  // namespace
+
+// Rank r's runner options: its handle on the group, its GPU, its share of the threads.
+RunnerOptions ParallelGroup::rank_options(const RunnerOptions& opts, int r) {
+  const int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::thread::hardware_concurrency());
+  RunnerOptions ro = opts;
+  ro.group = &sums().rank(r);
+  ro.gpu = gpus_ ? r : 0;
+  ro.threads = std::max(1, threads / size());
+  return ro;
+}
 
 Result<std::unique_ptr<ParallelGroup>> ParallelGroup::tensor_parallel(const models::Model& model, int size,
                                                                       RunnerOptions opts) {
@@ -36,7 +42,6 @@ Result<std::unique_ptr<ParallelGroup>> ParallelGroup::tensor_parallel(const mode
   std::unique_ptr<ParallelGroup> g(new ParallelGroup(size, model.config.vocab));
   Status gpus = g->open_gpus(opts);
   if (!gpus) return gpus.take_error();
-  const int threads = threads_of(opts);
   for (int r = 0; r < size; ++r) {
     const models::TpRank rank{r, size};
     Result<models::ModelConfig> config = models::tp_config(model.config, rank);
@@ -48,11 +53,7 @@ Result<std::unique_ptr<ParallelGroup>> ParallelGroup::tensor_parallel(const mode
     m->weights = std::move(*weights);
     m->trace = model.trace;
     m->source = str_cat(model.source, " (tensor-parallel rank ", r, " of ", size, ")");
-    RunnerOptions ro = opts;
-    ro.group = &g->sums().rank(r);
-    ro.gpu = g->gpus_ ? r : 0;
-    ro.threads = std::max(1, threads / size);
-    g->runners_.push_back(std::make_unique<StepRunner>(*m, ro));
+    g->runners_.push_back(std::make_unique<StepRunner>(*m, g->rank_options(opts, r)));
     g->ranks_.push_back(std::move(m));
   }
   g->logits_.resize(static_cast<size_t>(size));
@@ -71,11 +72,8 @@ Result<std::unique_ptr<ParallelGroup>> ParallelGroup::context_parallel(const mod
   Status gpus = g->open_gpus(opts);
   if (!gpus) return gpus.take_error();
   for (int r = 0; r < size; ++r) {
-    RunnerOptions ro = opts;
-    ro.group = &g->sums().rank(r);
+    RunnerOptions ro = g->rank_options(opts, r);
     ro.kv_block = kv::kBlockTokens;
-    ro.gpu = g->gpus_ ? r : 0;
-    ro.threads = std::max(1, threads_of(opts) / size);
     g->runners_.push_back(std::make_unique<StepRunner>(model, ro));
   }
   g->logits_.resize(static_cast<size_t>(size));

@@ -73,6 +73,7 @@ class ParallelGroup final : public ModelRunner {
  private:
   ParallelGroup(int size, int64_t vocab) : group_(size), vocab_(vocab) {}
   Status open_gpus(const RunnerOptions& opts);
+  RunnerOptions rank_options(const RunnerOptions& opts, int r);
   // Where the ranks' all-reduces meet: their GPUs' group, else the threads' own.
   RankGroup& sums() { return gpus_ ? *gpus_ : group_; }
 
