@@ -5,8 +5,9 @@
 // the rank of their block and the key blocks passed round the ring, pairs in a query's future
 // skipped. The partials are merged exactly (exec/cpu/attention_merge.h). On one
 // host the K/V are not split in memory and the ranks run one after another in plain loops:
-// this shows that a sequence spread over N ranks gives the single-device answer, and is the
-// arithmetic a multi-GPU path reuses. It is not fast; the CPU kernel is exec/cpu/attention.h.
+// this shows that a sequence spread over N ranks gives the single-device answer. It is not
+// fast; the CPU kernel is exec/cpu/attention.h, and GPU ranks decode over the same placement
+// in exec/cuda/step/kv_parallel.cpp.
 #pragma once
 
 #include <memory>

@@ -1,7 +1,8 @@
 // Where the positions of one sequence live when its KV cache is spread over ranks by
 // position (context parallelism), and the ring-attention prefill schedule over that
-// placement. Pure functions of (ranks, block size, length): no tensors, no threads. The
-// decode backend that computes over this placement on one host is exec/context_parallel.h.
+// placement. Pure functions of (ranks, block size, length): no tensors, no threads. What
+// computes over this placement: exec/context_parallel.h on one host, GPU ranks'
+// decodes through exec/cuda/step/kv_shard.cu (whose count is KvShards::count on the device).
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // row's attention over a subset of its keys, as a normalized output and its log-sum-exp
 // (what a rank holding those keys computes), and the merge of such partials into the row's
 // attention over all of them. Plain loops, for correctness, not speed: the fast kernel is
-// exec/cpu/attention.h (its split-KV combine is this merge), the GPU's exec/cuda/decode_merge.cuh.
+// exec/cpu/attention.h (its split-KV combine is this merge), the GPU's exec/cuda/decode_merge.cuh
+// and, over ranks, exec/cuda/partials_merge.cu.
 #pragma once
 
 #include <cstdint>
