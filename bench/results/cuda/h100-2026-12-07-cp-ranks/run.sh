@@ -4,7 +4,8 @@
 # test_cuda_ml.log (CudaKvParallelDecode.* and CudaDecode.*: the merged ranks 4.24e-8 from
 # the one decode), steps_diag.log (every third step of GpuContextParallel's 40, logits of the
 # ranks against the whole model and both against the CPU executor, printed by a diagnostic
-# build of the test), test_gpu_cp.log (GpuContextParallel.* as committed). Call 1: test_cuda whole (test_cuda.log: 27 passed, CudaKvParallelDecode.* among them)
+# build of the test), test_gpu_cp.log (GpuContextParallel.* as committed). Last call, main
+# 1d73fc3: test_gpu_final.log (463 passed) and test_cuda_final.log (27 passed), the suites whole. Call 1: test_cuda whole (test_cuda.log: 27 passed, CudaKvParallelDecode.* among them)
 # and test_gpu whole (460 passed; its log did not come back). Call 2 (cp1..3.json): the
 # built-in model's 300 greedy tokens on the GPU whole and over 2 and 3 context-parallel ranks
 # sharing the one GPU: the same ids (the first call's cp runs were refused: an f32 KV cache
