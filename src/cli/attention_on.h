@@ -31,8 +31,9 @@ void add_attention_on_options(CLI::App& cmd, AttentionOnOptions& o);
 // without --attention-on ahbm, and a placement with the oracle executor.
 Result<std::unique_ptr<ahbm::AhbmAttention>> attention_target(const AttentionOnOptions& o, const std::string& executor);
 
-// The context-parallel backend --cp N asks for; null for N = 1. Refuses (kInvalidInput) --cp
-// with --attention-on ahbm, the oracle executor, --device cuda and --tp > 1.
+// The context-parallel backend --cp N asks for; null for N = 1 and with --device cuda (there
+// the ranks are a group of GPU runners: open_generator). Refuses (kInvalidInput) --cp with
+// --attention-on ahbm, the oracle executor and --tp > 1.
 Result<std::unique_ptr<exec::ContextParallelAttention>> context_parallel(const AttentionOnOptions& o,
                                                                          const std::string& executor,
                                                                          const std::string& device, int tp);

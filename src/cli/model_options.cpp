@@ -170,6 +170,14 @@ Result<std::unique_ptr<llm::Generator>> open_generator(const ModelOptions& o, co
   return gen;
 }
 
+Status check_gpu_cp(const ModelOptions& o, int cp) {
+  if (cp > 1 && o.device == "cuda" && o.kv_type != "f16") {
+    return invalid_input("--cp ", cp, " with --device cuda needs --kv-type f16: each rank's decode attention runs on the "
+                         "split-KV decode kernel, which reads f16 caches");
+  }
+  return {};
+}
+
 int64_t capacity_for(const ModelOptions& o, const models::Model& m) {
   return o.ctx > 0 ? o.ctx : std::min<int64_t>(m.config.context, 4096);
 }
