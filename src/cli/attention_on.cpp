@@ -35,8 +35,8 @@ void add_attention_on_options(CLI::App& cmd, AttentionOnOptions& o) {
                  "--device cuda: N GPU ranks (rank r on GPU r over NCCL where N GPUs are visible; on one GPU the "
                  "ranks share it and meet on the host, a check, not a speed-up), each holding the whole model and "
                  "cache and running every step, each decode attention over its own keys, the partials gathered and "
-                 "merged; the prefill runs whole on every rank. Not with --attention-on ahbm, --executor oracle or "
-                 "--tp above 1")
+                 "merged; the prefill runs whole on every rank; it needs --kv-type f16. Not with --attention-on ahbm, "
+                 "--executor oracle or --tp above 1")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
 }
