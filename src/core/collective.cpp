@@ -183,39 +183,39 @@ class ThreadRank final : public Collective {
   Status all_reduce_sum(std::span<float> data) override { return reduce(data); }
   Status all_reduce_sum(std::span<double> data) override { return reduce(data); }
   Status all_gather(std::span<const float> mine, std::span<float> all) override {
-    ThreadGroup::Shared& s = *shared_;
-    if (s.left_by() >= 0) return left_the_group(s.left_by());
-    if (all.size() != mine.size() * s.posts.size()) {
-      return internal_error("collective: rank ", rank_, " gathers ", mine.size(), " elements from each of ",
-                            s.posts.size(), " ranks into ", all.size());
+    if (all.size() != mine.size() * static_cast<size_t>(size_)) {
+      return internal_error("collective: rank ", rank_, " gathers ", mine.size(), " elements from each of ", size_,
+                            " ranks into ", all.size());
     }
     // Posted read-only: every rank copies from every post, none writes one.
-    s.posts[static_cast<size_t>(rank_)] = {const_cast<float*>(mine.data()), mine.size(), false};
-    if (!s.arrive_and_wait()) return left_the_group(s.left_by());
-    Status agreed = agree(s, rank_);
-    if (agreed) {
+    return meet({const_cast<float*>(mine.data()), mine.size(), false}, [&](ThreadGroup::Shared& s) {
       for (size_t r = 0; r < s.posts.size(); ++r) {
         const float* from = static_cast<const float*>(s.posts[r].data);
         std::copy(from, from + mine.size(), all.begin() + static_cast<std::ptrdiff_t>(r * mine.size()));
       }
-    }
-    const bool ended = s.arrive_and_wait();  // no rank's buffer is reused before every copy is made
-    if (!agreed || ended) return agreed;
-    return left_the_group(s.left_by());
+    });
   }
   void abort() override { shared_->leave(rank_); }
 
  private:
   template <class T>
   Status reduce(std::span<T> data) {
+    return meet({data.data(), data.size(), std::is_same_v<T, double>},
+                [&](ThreadGroup::Shared& s) { sum_share<T>(s, rank_); });
+  }
+
+  // One call of every rank: this rank posts `mine`; once every rank has, and their posts
+  // agree, `work` runs over them; a second barrier ends the call, so no rank posts its next
+  // call (or reuses a buffer) before every rank's work is done. Every rank is inside this
+  // call then, so none can have left: that phase completes.
+  template <class Work>
+  Status meet(ThreadGroup::Shared::Post mine, Work&& work) {
     ThreadGroup::Shared& s = *shared_;
     if (s.left_by() >= 0) return left_the_group(s.left_by());
-    s.posts[static_cast<size_t>(rank_)] = {data.data(), data.size(), std::is_same_v<T, double>};
+    s.posts[static_cast<size_t>(rank_)] = mine;
     if (!s.arrive_and_wait()) return left_the_group(s.left_by());
     Status agreed = agree(s, rank_);
-    if (agreed) sum_share<T>(s, rank_);
-    // No rank posts its next call before every share is written. Every rank is inside this
-    // call, so none can have left: this phase completes.
+    if (agreed) work(s);
     const bool ended = s.arrive_and_wait();
     if (!agreed || ended) return agreed;
     return left_the_group(s.left_by());
