@@ -25,13 +25,9 @@ RunnerOptions runner_options(const DriverOptions& o) {
 // open leaves its refusal in `refused` and a StepRunner in its place, which no step reaches.
 std::unique_ptr<ModelRunner> open_runner(const models::Model& model, const DriverOptions& opts,
                                          std::optional<Error>& refused) {
-  if (opts.tp_ranks != 1 && opts.cp_ranks != 1) {
-    refused = unsupported("driver: ", opts.tp_ranks, " tensor-parallel and ", opts.cp_ranks,
-                          " context-parallel ranks at once");
-  } else if (opts.tp_ranks != 1 || opts.cp_ranks != 1) {
+  if (opts.tp_ranks != 1 || opts.cp_ranks != 1) {
     Result<std::unique_ptr<ParallelGroup>> group =
-        opts.cp_ranks != 1 ? ParallelGroup::context_parallel(model, opts.cp_ranks, runner_options(opts))
-                           : ParallelGroup::tensor_parallel(model, opts.tp_ranks, runner_options(opts));
+        ParallelGroup::open(model, opts.tp_ranks, opts.cp_ranks, runner_options(opts), "driver");
     if (group) return std::move(*group);
     refused = group.take_error();
   }

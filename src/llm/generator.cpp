@@ -35,12 +35,8 @@ Generator::Generator(const models::Model& model, int64_t capacity, GeneratorOpti
 Result<std::unique_ptr<Generator>> Generator::open(const models::Model& model, int64_t capacity,
                                                    GeneratorOptions opts, int tp_ranks, int cp_ranks) {
   if (tp_ranks == 1 && cp_ranks == 1) return std::make_unique<Generator>(model, capacity, std::move(opts));
-  if (tp_ranks > 1 && cp_ranks > 1) {
-    return unsupported("generator: ", tp_ranks, " tensor-parallel and ", cp_ranks, " context-parallel ranks at once");
-  }
   Result<std::unique_ptr<ParallelGroup>> group =
-      cp_ranks > 1 ? ParallelGroup::context_parallel(model, cp_ranks, runner_options(opts))
-                   : ParallelGroup::tensor_parallel(model, tp_ranks, runner_options(opts));
+      ParallelGroup::open(model, tp_ranks, cp_ranks, runner_options(opts), "generator");
   if (!group) return group.take_error();
   return std::unique_ptr<Generator>(new Generator(model, capacity, std::move(opts), std::move(*group)));
 }

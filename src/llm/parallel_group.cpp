@@ -80,6 +80,12 @@ Result<std::unique_ptr<ParallelGroup>> ParallelGroup::context_parallel(const mod
   return g;
 }
 
+Result<std::unique_ptr<ParallelGroup>> ParallelGroup::open(const models::Model& model, int tp, int cp,
+                                                           RunnerOptions opts, const char* user) {
+  if (tp > 1 && cp > 1) return unsupported(user, ": ", tp, " tensor-parallel and ", cp, " context-parallel ranks at once");
+  return cp > 1 ? context_parallel(model, cp, std::move(opts)) : tensor_parallel(model, tp, std::move(opts));
+}
+
 ParallelGroup::~ParallelGroup() = default;
 
 // Several GPUs: rank r on GPU r, summing over NCCL. One GPU (or none: each rank's first step

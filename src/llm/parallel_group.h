@@ -42,6 +42,11 @@ class ParallelGroup final : public ModelRunner {
   // or with a tensor-parallel group.
   static Result<std::unique_ptr<ParallelGroup>> context_parallel(const models::Model& model, int size,
                                                                  RunnerOptions opts = {});
+  // The group `tp` tensor-parallel or `cp` context-parallel ranks make (one of them above 1)
+  // for `user` (a "generator", a "driver"); both above 1 at once is refused (kUnsupported),
+  // naming the user.
+  static Result<std::unique_ptr<ParallelGroup>> open(const models::Model& model, int tp, int cp, RunnerOptions opts,
+                                                     const char* user);
 
   ~ParallelGroup() override;
   int size() const { return group_.size(); }
