@@ -8,13 +8,8 @@
 #   usage: bench/cuda/cp_run.sh [KVFORGE] [TEST_GPU | -]
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-KVFORGE=${1:-$ROOT/build/src/kvforge}
-TEST_GPU=${2:-$ROOT/build/tests/test_gpu}
-OUT=${OUT:-$ROOT/build-cuda-out}
-MODELS=${KVF_BENCH_MODELS:-/tmp/kvf-tinyllama}
 DEPTH=${KVF_CP_DEPTH:-131072}
-mkdir -p "$OUT" "$MODELS"
-. "$ROOT/bench/cuda/ranks_env.sh"
+. "$ROOT/bench/cuda/ranks_env.sh" "$@"
 rank_tests 'GpuContextParallel.*:NcclGroup.*' cp
 rc=$?
 
@@ -29,8 +24,7 @@ else
   echo "generate --cp 2: ids differ from one GPU's"; rc=1
 fi
 
-model=$MODELS/tinyllama-f16.gguf
-[ -f "$model" ] || "$KVFORGE" convert -m synthetic:llama-1.1b --outtype f16 -o "$model" 2>&1 | grep -v "has no tokenizer"
+model=$(tinyllama_f16)
 : > "$OUT/cp_e2e.txt"
 for cp in 1 2 4; do
   [ "$cp" -le "$gpus" ] || continue

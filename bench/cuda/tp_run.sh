@@ -9,17 +9,11 @@
 #   usage: bench/cuda/tp_run.sh [KVFORGE] [TEST_GPU | -]
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-KVFORGE=${1:-$ROOT/build/src/kvforge}
-TEST_GPU=${2:-$ROOT/build/tests/test_gpu}
-OUT=${OUT:-$ROOT/build-cuda-out}
-MODELS=${KVF_BENCH_MODELS:-/tmp/kvf-tinyllama}
-mkdir -p "$OUT" "$MODELS"
-. "$ROOT/bench/cuda/ranks_env.sh"
+. "$ROOT/bench/cuda/ranks_env.sh" "$@"
 rank_tests 'GpuTensorParallel.*:NcclGroup.*' tp
 test_rc=$?
 
-model=$MODELS/tinyllama-f16.gguf
-[ -f "$model" ] || "$KVFORGE" convert -m synthetic:llama-1.1b --outtype f16 -o "$model" 2>&1 | grep -v "has no tokenizer"
+model=$(tinyllama_f16)
 : > "$OUT/tp_e2e.txt"
 for tp in 1 2 4; do
   [ "$tp" -le "$gpus" ] || [ "$tp" -eq 2 ] || continue
