@@ -98,11 +98,23 @@ Buffer::~Buffer() {
   if (data_ != nullptr) memory_->release(data_);
 }
 
-Status StateStore::allocate(const ir::Graph& g) {
+namespace {
+
+// Elements the store holds of state v: a pool's share under `share`, else all of it.
+int64_t held_elements(const ir::Value& v, const PoolShare& share) {
+  const Shape& s = v.type.shape;
+  const bool cache = v.role == ir::StateRole::kKeyCache || v.role == ir::StateRole::kValueCache;
+  if (share.pool_slots == 0 || !cache || s.empty() || s[0] != share.pool_slots) return numel(s);
+  return numel(s) / s[0] * share.rows_held;
+}
+
+}  // namespace
+
+Status StateStore::allocate(const ir::Graph& g, PoolShare share) {
   int64_t wanted = 0;  // what the new buffers take, checked against the memory before any is made
   for (const ir::Value& v : g.values) {
     if (v.kind != ir::ValueKind::kState || buffers_.count(v.name) != 0) continue;
-    wanted += numel(v.type.shape) * std::max<int64_t>(plan::element_bytes(v.type.dtype), 1);
+    wanted += held_elements(v, share) * std::max<int64_t>(plan::element_bytes(v.type.dtype), 1);
   }
   const int64_t available = memory_->available_bytes();
   if (available >= 0 && wanted > available) {
@@ -121,7 +133,7 @@ Status StateStore::allocate(const ir::Graph& g) {
     }
     const int64_t eb = plan::element_bytes(v.type.dtype);
     if (eb == 0) return unsupported("state ", v.name, ": no executor storage for ", ir::type_str(v.type));
-    const int64_t bytes = numel(v.type.shape) * eb;
+    const int64_t bytes = held_elements(v, share) * eb;
     Result<void*> p = memory_->allocate_zeroed(bytes);
     if (!p) return p.take_error().context("state ", v.name);
     buffers_.emplace(v.name, StateBuffer{v.type, Buffer(memory_, *p, bytes)});

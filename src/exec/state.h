@@ -73,15 +73,23 @@ struct StateBuffer {
   Buffer buf;
 };
 
+// A paged pool held in part (a context-parallel rank's share, plan::PoolShards): of every
+// key or value pool (a cache state whose first dimension is `pool_slots`) the store holds
+// `rows_held` rows. Zero pool_slots: states whole.
+struct PoolShare {
+  int64_t pool_slots = 0;
+  int64_t rows_held = 0;
+};
+
 class StateStore {
  public:
   explicit StateStore(Memory& memory = host_memory()) : memory_(&memory) {}
   Memory& memory() const { return *memory_; }
 
-  // A zeroed buffer for every state value g declares that the store lacks; refuses a name
-  // the store holds with another type, and (kCapacity, before allocating any) buffers whose
-  // total the memory does not have.
-  Status allocate(const ir::Graph& g);
+  // A zeroed buffer for every state value g declares that the store lacks (a pool's share
+  // only, under `share`); refuses a name the store holds with another type, and (kCapacity,
+  // before allocating any) buffers whose total the memory does not have.
+  Status allocate(const ir::Graph& g, PoolShare share = {});
   StateBuffer* find(const std::string& name);
   int64_t bytes() const;
   int64_t elements() const;

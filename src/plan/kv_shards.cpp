@@ -1,4 +1,4 @@
-// Round-robin position sharding and the ring prefill schedule (kv_shards.h).
+// Round-robin position sharding, a paged pool shared out by blocks, and the ring prefill schedule (kv_shards.h).
 #include "plan/kv_shards.h"
 
 namespace kvf::plan {
@@ -28,6 +28,14 @@ std::vector<int64_t> KvShards::positions(int rank, int64_t n) const {
 std::vector<int64_t> KvShards::blocks_of(int rank, int64_t n_blocks) const {
   std::vector<int64_t> out;
   for (int64_t k = rank; k < n_blocks; k += ranks) out.push_back(k);
+  return out;
+}
+
+std::vector<int64_t> PoolShards::columns(int rank, const int32_t* row, int64_t len) const {
+  std::vector<int64_t> out;
+  for (int64_t j = 0; j < len; ++j) {
+    if (owner(row[j]) == rank) out.push_back(j);
+  }
   return out;
 }
 

@@ -2,7 +2,8 @@
 // position (context parallelism), and the ring-attention prefill schedule over that
 // placement. Pure functions of (ranks, block size, length): no tensors, no threads. What
 // computes over this placement: exec/context_parallel.h on one host, GPU ranks'
-// decodes through exec/cuda/step/kv_shard.cu (whose count is KvShards::count on the device).
+// decodes through exec/cuda/step/kv_shard.cu (whose count is KvShards::count on the device);
+// a paged pool's blocks over GPU ranks: PoolShards.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,34 @@ struct KvShards {
   std::vector<int64_t> positions(int rank, int64_t n) const;
   // Rank `rank`'s blocks of the n_blocks blocks, ascending.
   std::vector<int64_t> blocks_of(int rank, int64_t n_blocks) const;
+};
+
+// A paged pool held once by a group of ranks instead of whole by each: pool block b lives on
+// rank b mod ranks, as that rank's block b / ranks. Ownership follows the block a slot is
+// in, not the position it holds, so whatever order blocks are handed out in, the pool is
+// shared out exactly (no rank holds more than blocks_held), a prefix hit needs nothing, and
+// a rank finds its keys in a read row by its slots alone. What reads and writes a rank's
+// share: exec/cuda/step/kv_shard.cu, whose rules these are on the device.
+struct PoolShards {
+  int ranks = 1;
+  int64_t block_tokens = 16;
+
+  int owner(int64_t slot) const { return static_cast<int>((slot / block_tokens) % ranks); }
+  // The slot's row in its owner's share.
+  int64_t local(int64_t slot) const { return (slot / block_tokens / ranks) * block_tokens + slot % block_tokens; }
+  // Rows each rank holds of a pool of `pool_slots` rows: the most blocks any rank owns.
+  int64_t rows_held(int64_t pool_slots) const {
+    const int64_t blocks = (pool_slots + block_tokens - 1) / block_tokens;
+    return (blocks + ranks - 1) / ranks * block_tokens;
+  }
+  // A write-map word on rank `rank`: its row there, or -1 (writes nothing) for a slot another
+  // rank owns; -1 stays -1.
+  int32_t write_word(int rank, int32_t slot) const {
+    return slot < 0 || owner(slot) != rank ? -1 : static_cast<int32_t>(local(slot));
+  }
+  // The columns of a read row's first `len` words that rank `rank` owns, in order: the rank's
+  // keys of that row.
+  std::vector<int64_t> columns(int rank, const int32_t* row, int64_t len) const;
 };
 
 // One unit of prefill work: the query rows of block `query` against the keys of block `key`.

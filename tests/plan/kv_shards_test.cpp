@@ -63,6 +63,63 @@ TEST(KvShards, RefusesNoRanksAndEmptyBlocks) {
   EXPECT_EQ(empty.error().code(), ErrorCode::kInvalidInput);
 }
 
+// Every slot of a pool on exactly one rank, at a row of that rank's share no other slot
+// takes, and no share larger than rows_held.
+TEST(PoolShards, EverySlotOnOneRankAtADistinctRowOfItsShare) {
+  for (int ranks = 1; ranks <= 4; ++ranks) {
+    for (int64_t block : {1, 4, 16}) {
+      const plan::PoolShards s{ranks, block};
+      for (int64_t pool : {block, 3 * block, 7 * block, 16 * block}) {
+        std::map<std::pair<int, int64_t>, int64_t> taken;  // (rank, row) -> slot
+        for (int64_t slot = 0; slot < pool; ++slot) {
+          const int r = s.owner(slot);
+          ASSERT_GE(r, 0);
+          ASSERT_LT(r, ranks);
+          EXPECT_EQ(r, (slot / block) % ranks) << "a block's slots stay together";
+          const int64_t row = s.local(slot);
+          EXPECT_GE(row, 0);
+          EXPECT_LT(row, s.rows_held(pool)) << "slot " << slot << " of a pool of " << pool;
+          EXPECT_TRUE(taken.emplace(std::pair{r, row}, slot).second) << "slot " << slot << " and " << taken[{r, row}];
+        }
+        EXPECT_EQ(s.rows_held(pool), (pool / block + ranks - 1) / ranks * block);
+      }
+    }
+  }
+}
+
+TEST(PoolShards, WriteWordsKeepTheRanksOwnSlotsAndDropTheRest) {
+  const plan::PoolShards s{3, 16};
+  // Slots in blocks 0, 1, 2, 3, 5 and a padding word.
+  const std::vector<int32_t> write = {5, 16 + 2, 32 + 15, 48, 80 + 1, -1};
+  const std::vector<std::vector<int32_t>> want = {
+      {5, -1, -1, 16, -1, -1},   // rank 0: blocks 0 and 3 (its rows 0.. and 16..)
+      {-1, 2, -1, -1, -1, -1},   // rank 1: block 1
+      {-1, -1, 15, -1, 17, -1},  // rank 2: blocks 2 and 5 (its rows 0.. and 16..)
+  };
+  for (int r = 0; r < 3; ++r) {
+    std::vector<int32_t> got;
+    for (int32_t w : write) got.push_back(s.write_word(r, w));
+    EXPECT_EQ(got, want[static_cast<size_t>(r)]) << "rank " << r;
+  }
+}
+
+TEST(PoolShards, ARanksColumnsAreItsSlotsAmongTheLiveOnesInOrder) {
+  const plan::PoolShards s{2, 16};
+  // A read row: blocks 7, 2, 4 (a prefix hit, then new blocks), then padding past len.
+  std::vector<int32_t> row;
+  for (int32_t b : {7, 2, 4}) {
+    for (int32_t o = 0; o < 16; ++o) row.push_back(b * 16 + o);
+  }
+  row.resize(row.size() + 8, 0);
+  const int64_t len = 40;  // block 4 holds 8 live positions
+  std::vector<int64_t> even, odd;
+  for (int64_t j = 16; j < 40; ++j) even.push_back(j);
+  for (int64_t j = 0; j < 16; ++j) odd.push_back(j);
+  EXPECT_EQ(s.columns(0, row.data(), len), even);
+  EXPECT_EQ(s.columns(1, row.data(), len), odd);
+  EXPECT_TRUE(s.columns(1, row.data(), 0).empty());
+}
+
 TEST(RingPrefill, EachVisiblePairExactlyOnceAndNoHiddenOne) {
   for (int ranks = 1; ranks <= 6; ++ranks) {
     const KvShards s = testing::must(KvShards::create(ranks, 16));
