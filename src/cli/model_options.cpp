@@ -76,9 +76,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which) {
     cmd.add_option("--cp", o.cp,
                    "context-parallel GPU ranks (with --device cuda; 1: off): N ranks in lockstep, rank r on GPU r "
                    "over NCCL where N GPUs are visible (on one GPU they share it and meet on the host: a check, not a "
-                   "speed-up), each holding the whole model and KV pool and running every step, each decode "
-                   "attention over the rank's 16-token blocks of every sequence, the partials gathered and merged. "
-                   "Needs --kv-type f16; not with --tp above 1")
+                   "speed-up), each holding the whole model and its 16-token blocks of the KV pool (block b on rank "
+                   "b mod N) and running every step, every attention over the rank's keys of each sequence, the "
+                   "partials gathered and merged. Needs --kv-type f16; not with --tp above 1")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
   }

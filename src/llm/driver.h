@@ -53,8 +53,9 @@ struct DriverOptions {
   // for all ranks.
   int tp_ranks = 1;
   // > 1 (the CUDA executor): every step runs over this many context-parallel ranks
-  // (ParallelGroup::context_parallel), each holding the whole model and pools, each decode
-  // attention reading the rank's blocks of each row's keys; not with tp_ranks > 1.
+  // (ParallelGroup::context_parallel), each holding the whole model and its blocks of the
+  // pools (pool block b on rank b mod cp_ranks), every attention reading the rank's keys of
+  // each row; not with tp_ranks > 1.
   int cp_ranks = 1;
 };
 

@@ -3,9 +3,10 @@
 // group of ranks, on whose threads the ranks run and through which the step's collectives
 // meet. Tensor parallel: each rank holds its share of the weights (models::tp_weights) and
 // the step's all-reduces sum the ranks' partial products. Context parallel (the GPU): each
-// rank holds the whole model and KV cache, and each decode attention reads only the rank's
-// blocks of keys, the ranks' partials gathered and merged by log-sum-exp
-// (exec/cuda/step/executor.h). Every rank ends a step with the whole logits; run returns
+// rank holds the whole model; a paged pool is shared out by blocks (each rank holds its
+// blocks and runs every attention over them), a dense cache is held whole (each decode
+// attention reads the rank's blocks of positions); the ranks' partials are gathered and
+// merged by log-sum-exp (exec/cuda/step/executor.h). Every rank ends a step with the whole logits; run returns
 // rank 0's. As a ModelRunner it is what a Generator steps through for `kvforge generate
 // --tp N` and `--cp N --device cuda`.
 #pragma once
@@ -35,9 +36,11 @@ class ParallelGroup final : public ModelRunner {
                                                                 RunnerOptions opts = {});
   // The model on `size` context-parallel ranks of the CUDA executor, each holding all of it
   // (the group keeps no copy: `model` outlives it), GPUs and sums placed as for tensor
-  // parallelism (on one GPU every rank shares it and the partials meet on the host). Its
-  // decode attention runs over the rank's blocks of llm::kv::kBlockTokens positions; a
-  // prefill runs whole on every rank. kUnsupported on another executor (the CPU's context
+  // parallelism (on one GPU every rank shares it and the partials meet on the host). A
+  // paged step's pools are shared out by llm::kv::kBlockTokens-slot blocks (block b on rank
+  // b mod size) and all its attention runs over each rank's blocks; over a dense cache, which
+  // every rank holds whole, the decode attention runs over the rank's blocks of positions and
+  // a prefill runs whole on every rank. kUnsupported on another executor (the CPU's context
   // parallelism is exec/context_parallel.h, an attention backend), with an attention backend
   // or with a tensor-parallel group.
   static Result<std::unique_ptr<ParallelGroup>> context_parallel(const models::Model& model, int size,

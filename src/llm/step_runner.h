@@ -54,8 +54,9 @@ struct RunnerOptions {
   // step's all_reduce eqns sum over it (every executor). Not owned.
   Collective* group = nullptr;
   // > 0 (kCuda): `group` is context parallel instead and this runner one of its ranks
-  // (ParallelGroup::context_parallel): its decode attention reads only its blocks of kv_block
-  // positions, the ranks' partials merged (exec/cuda/step/executor.h).
+  // (ParallelGroup::context_parallel): it holds its blocks of kv_block slots of a paged pool
+  // and its attention reads only its keys, the ranks' partials merged
+  // (exec/cuda/step/executor.h).
   int64_t kv_block = 0;
   int gpu = 0;  // kCuda: the GPU the steps run on (a rank of a group of GPUs: its own)
 };

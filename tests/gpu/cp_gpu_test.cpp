@@ -3,9 +3,9 @@
 // meeting through pinned host memory. The built-in model (head dim 64, which the split-KV
 // decode kernel takes): each rank's decode attention reads only its 16-token blocks of the
 // f16 cache; a prefill and 40 greedy decode steps (past several blocks) give the same ids,
-// and logits as close to the whole model's as those are to the CPU executor's; a paged
-// driver over 2 ranks gives every greedy request the one-GPU driver's tokens through
-// preemption.
+// and logits as close to the whole model's as those are to the CPU executor's. A paged
+// driver over 2 and 3 ranks, each holding only its blocks of the pools, gives every greedy
+// request the one-GPU driver's tokens through preemption.
 // What the group cannot run is refused by name.
 #include <gtest/gtest.h>
 
@@ -20,6 +20,7 @@
 #include "llm/generator.h"
 #include "llm/scheduler.h"
 #include "models/model.h"
+#include "plan/kv_shards.h"
 #include "solo_run.h"
 #include "testing.h"
 
@@ -81,18 +82,21 @@ TEST(GpuContextParallel, RanksGiveTheWholeModelsIdsAndLogits) {
   }
 }
 
-// A paged driver over 2 context-parallel ranks against the same driver on one GPU: six
+// A paged driver over 2 and 3 context-parallel ranks against the same driver on one GPU: six
 // greedy requests scheduled in chunks through a pool so small that sequences are preempted
-// and recomputed. The decode steps' attention reads each rank's blocks of every row's pool
-// through its compacted read map and mask; every request gets the same tokens. (Greedy: a
-// group draws a sampled token on the host, one GPU on the device, from other draws.)
-TEST(GpuContextParallel, ADriverOverTwoRanksGivesTheOneGpuDriversTokens) {
+// and recomputed. Each rank holds only its blocks of the pools (a third of them with 3 ranks,
+// rounded up to whole blocks), writes only the new keys that land there, and runs every
+// attention, the chunks' and the decodes', over those keys, the ranks' partials merged: every
+// request gets the same tokens. (Greedy: a group draws a sampled token on the host, one GPU
+// on the device, from other draws.)
+TEST(GpuContextParallel, ADriverOverRanksHoldingTheirBlocksGivesTheOneGpuDriversTokens) {
   KVF_NEED_GPU();
   std::mt19937_64 rng(testing::test_seed());
   const models::Model m = builtin();
   std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
   for (llm::Request& r : reqs) r.sampler = {};
-  auto run = [&](int cp) {
+  int64_t pool_slots = 0;
+  auto run = [&](int cp, int64_t& state_bytes) {
     llm::DriverOptions o = testing::test_driver(8, kCapacity, str_cat("gpu_cp_driver_", cp));
     o.executor = llm::ExecutorKind::kCuda;
     o.compute = llm::Compute::kF32;
@@ -105,10 +109,20 @@ TEST(GpuContextParallel, ADriverOverTwoRanksGivesTheOneGpuDriversTokens) {
     std::map<std::string, llm::Completion> got = testing::run_scheduled(sched, reqs);
     EXPECT_GT(sched.preemptions(), 0);
     EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
+    state_bytes = driver.state_bytes();
+    pool_slots = int64_t{driver.total_blocks()} * llm::kv::kBlockTokens;
     return got;
   };
-  const std::map<std::string, llm::Completion> one = run(1), two = run(2);
-  for (const llm::Request& r : reqs) EXPECT_EQ(two.at(r.id).ids, one.at(r.id).ids) << r.id;
+  int64_t one_bytes = 0;
+  const std::map<std::string, llm::Completion> one = run(1, one_bytes);
+  for (int cp : {2, 3}) {
+    SCOPED_TRACE(str_cat(cp, " ranks"));
+    int64_t bytes = 0;
+    const std::map<std::string, llm::Completion> split = run(cp, bytes);
+    for (const llm::Request& r : reqs) EXPECT_EQ(split.at(r.id).ids, one.at(r.id).ids) << r.id;
+    const plan::PoolShards shares{cp, llm::kv::kBlockTokens};
+    EXPECT_EQ(bytes * pool_slots, one_bytes * shares.rows_held(pool_slots) * cp) << "the ranks' pools together";
+  }
 }
 
 // An f32 cache does not run on the decode kernel, whose rows a rank's keys need: its first

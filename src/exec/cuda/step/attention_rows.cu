@@ -20,6 +20,13 @@ constexpr int kWarps = 4;
 // that row is zeros, as every attention backend gives it.
 __device__ float normalized(float o, float l) { return l == 0.0f ? 0.0f : o / l; }
 
+// A row's softmax state as its partials merge (kernels.h): m from natural to log2 units.
+__device__ void store_ml(float* ml, int64_t row, float m, float l) {
+  if (ml == nullptr) return;
+  ml[2 * row] = l > 0.0f ? m * 1.4426950408889634f : -INFINITY;
+  ml[2 * row + 1] = l;
+}
+
 __device__ float load_kv(bool f16, const void* p, int64_t i) {
   return f16 ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
 }
@@ -111,7 +118,7 @@ __device__ void dot_rows(const float* qs, int64_t dq, bool f16, const void* base
 
 // NV: value elements per lane (dv <= 32 * NV). partial: null when the grid has one split.
 template <int NV>
-__global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionArgs a, float* partial) {
+__global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionArgs a, float* partial, float* ml) {
   extern __shared__ float smem[];
   const int64_t dq = a.dk + a.ds;
   float* qs = smem;                          // [dq]
@@ -210,6 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionAr
     dst[a.dv] = mx;
     dst[a.dv + 1] = total;
   }
+  if (dst == nullptr && threadIdx.x == 0) store_ml(ml, row, mx, total);
 }
 
 // The GQA form: one block per (row b, key head g, query row i, key split) serves the R =
@@ -217,7 +225,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_rows_kernel(AttentionAr
 // all of them. Otherwise as attention_rows_kernel: one key per lane, online softmax per
 // head, the warps merged at the end (lane-partial sums l are reduced only there).
 template <int NV, int R>
-__global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionArgs a, float* partial) {
+__global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionArgs a, float* partial, float* ml) {
   extern __shared__ float smem[];
   const int64_t dq = a.dk + a.ds;
   float* qs = smem;                       // [R][dq]
@@ -348,11 +356,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionA
       dst[a.dv] = mx;
       dst[a.dv + 1] = total;
     }
+    if (dst == nullptr && threadIdx.x == 0) store_ml(ml, row, mx, total);
   }
 }
 
 // One block per row: the splits' partials merged as one softmax.
-__global__ void merge_splits_kernel(const float* partial, int splits, int64_t dv, float* out) {
+__global__ void merge_splits_kernel(const float* partial, int splits, int64_t dv, float* out, float* ml) {
   const float* p = partial + static_cast<int64_t>(blockIdx.x) * splits * (dv + 2);
   float mx = -INFINITY;
   for (int s = 0; s < splits; ++s) mx = fmaxf(mx, p[s * (dv + 2) + dv]);
@@ -369,6 +378,7 @@ __global__ void merge_splits_kernel(const float* partial, int splits, int64_t dv
     }
     out[static_cast<int64_t>(blockIdx.x) * dv + e] = normalized(o, total);
   }
+  if (threadIdx.x == 0) store_ml(ml, blockIdx.x, mx, total);
 }
 
 }  // namespace
@@ -391,25 +401,25 @@ int group_heads(const AttentionArgs& a) {
 }
 
 template <int NV, int R>
-void launch_group(const AttentionArgs& a, dim3 grid, float* partial, cudaStream_t s) {
-  attention_group_kernel<NV, R><<<grid, kWarps * 32, group_smem(a, R), s>>>(a, partial);
+void launch_group(const AttentionArgs& a, dim3 grid, float* partial, float* ml, cudaStream_t s) {
+  attention_group_kernel<NV, R><<<grid, kWarps * 32, group_smem(a, R), s>>>(a, partial, ml);
 }
 
 template <int NV>
-void launch_group_nv(const AttentionArgs& a, int r, dim3 grid, float* partial, cudaStream_t s) {
+void launch_group_nv(const AttentionArgs& a, int r, dim3 grid, float* partial, float* ml, cudaStream_t s) {
   switch (r) {
-    case 1: launch_group<NV, 1>(a, grid, partial, s); return;
-    case 2: launch_group<NV, 2>(a, grid, partial, s); return;
-    case 4: launch_group<NV, 4>(a, grid, partial, s); return;
+    case 1: launch_group<NV, 1>(a, grid, partial, ml, s); return;
+    case 2: launch_group<NV, 2>(a, grid, partial, ml, s); return;
+    case 4: launch_group<NV, 4>(a, grid, partial, ml, s); return;
     default:
-      if constexpr (NV * 8 <= 32) launch_group<NV, 8>(a, grid, partial, s);
+      if constexpr (NV * 8 <= 32) launch_group<NV, 8>(a, grid, partial, ml, s);
       return;
   }
 }
 
 }  // namespace
 
-void attention_rows(const AttentionArgs& a, int splits, float* workspace, const Launch& l) {
+void attention_rows(const AttentionArgs& a, int splits, float* workspace, const Launch& l, float* ml) {
   const int64_t rows = a.batch * a.hq * a.lq;
   if (rows == 0) return;
   float* partial = splits > 1 ? workspace : nullptr;
@@ -417,18 +427,18 @@ void attention_rows(const AttentionArgs& a, int splits, float* workspace, const 
   if (const int r = group_heads(a); r > 0) {
     const dim3 grid(static_cast<unsigned>(rows / r), static_cast<unsigned>(splits));
     switch (value_lanes(a.dv)) {
-      case 2: launch_group_nv<2>(a, r, grid, partial, s); break;
-      case 4: launch_group_nv<4>(a, r, grid, partial, s); break;
-      default: launch_group_nv<8>(a, r, grid, partial, s); break;
+      case 2: launch_group_nv<2>(a, r, grid, partial, ml, s); break;
+      case 4: launch_group_nv<4>(a, r, grid, partial, ml, s); break;
+      default: launch_group_nv<8>(a, r, grid, partial, ml, s); break;
     }
   } else {
     const size_t smem = static_cast<size_t>(a.dk + a.ds + kWarps * (a.dv + 2)) * sizeof(float);
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
-    if (a.dv <= 64) attention_rows_kernel<2><<<grid, kWarps * 32, smem, s>>>(a, partial);
-    else if (a.dv <= 256) attention_rows_kernel<8><<<grid, kWarps * 32, smem, s>>>(a, partial);
-    else attention_rows_kernel<32><<<grid, kWarps * 32, smem, s>>>(a, partial);
+    if (a.dv <= 64) attention_rows_kernel<2><<<grid, kWarps * 32, smem, s>>>(a, partial, ml);
+    else if (a.dv <= 256) attention_rows_kernel<8><<<grid, kWarps * 32, smem, s>>>(a, partial, ml);
+    else attention_rows_kernel<32><<<grid, kWarps * 32, smem, s>>>(a, partial, ml);
   }
-  if (partial != nullptr) merge_splits_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(partial, splits, a.dv, a.out);
+  if (partial != nullptr) merge_splits_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(partial, splits, a.dv, a.out, ml);
 }
 
 }  // namespace kvf::exec::cuda::step

@@ -67,7 +67,14 @@ Result<std::unique_ptr<CudaExecutor>> CudaExecutor::create(plan::Plan plan, Stat
   }
   if (kv_block > 0 && group == nullptr) return internal_error("exec/cuda: context parallel without a group of ranks");
   std::unique_ptr<CudaExecutor> ex(new CudaExecutor(std::move(plan), state, device, group, kv_block));
-  Status s = state.allocate(ex->plan_.graph);
+  PoolShare share;
+  const ir::Graph& g = ex->plan_.graph;
+  if (const ir::ValueId read = g.find_slot(ir::Slot::kSlotMap); kv_block > 0 && read >= 0) {
+    ex->pool_split_ = plan::PoolShards{group->size(), kv_block};
+    share.pool_slots = g.values[static_cast<size_t>(read)].slot_bound;
+    share.rows_held = ex->pool_split_->rows_held(share.pool_slots);
+  }
+  Status s = state.allocate(g, share);
   if (!s) return s.take_error();
   s = ex->bind_values();
   if (!s) return s.take_error().context("exec/cuda ", ex->plan_.graph.name);
@@ -487,7 +494,12 @@ Result<std::span<const int32_t>> CudaExecutor::run_sample(const SlotValues& slot
 
 void CudaExecutor::stage_slots(const SlotValues& slots) {
   for (const SlotCopy& c : slot_copies_) {
-    std::memcpy(static_cast<char*>(slot_staging_.data()) + c.offset, slots.at(c.slot).data(), static_cast<size_t>(c.bytes));
+    char* at = static_cast<char*>(slot_staging_.data()) + c.offset;
+    std::memcpy(at, slots.at(c.slot).data(), static_cast<size_t>(c.bytes));
+    if (c.slot == ir::Slot::kWriteMap && pool_split_) {  // checked whole above; the rank writes its share
+      auto* words = reinterpret_cast<int32_t*>(at);
+      for (int64_t i = 0; i < c.bytes / 4; ++i) words[i] = pool_split_->write_word(group_->rank(), words[i]);
+    }
   }
 }
 

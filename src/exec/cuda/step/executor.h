@@ -17,6 +17,7 @@
 #include "exec/executor.h"
 #include "exec/state.h"
 #include "exec/tensor_ref.h"
+#include "plan/kv_shards.h"
 #include "plan/plan.h"
 
 namespace kvf::exec::cuda::step {
@@ -31,11 +32,14 @@ class CudaExecutor final : public Executor {
   // all_reduce copies its rows to the host, waits for them and copies the sums back, so such
   // a step runs its eqns one by one rather than as one graph (correct, not fast).
   // kv_block > 0: `group` is a context-parallel group instead (kv_parallel.cpp), this
-  // executor its rank group->rank(), every rank holding the whole KV cache and running the
-  // whole step: each one-row decode attention reads only the rank's keys (blocks of kv_block
-  // positions dealt round-robin, plan/kv_shards.h), and the ranks' partials and softmax states
-  // are gathered over the group and merged, giving the one-device answer. Prefill and chunk
-  // steps run whole on every rank.
+  // executor its rank group->rank(), every rank running the whole step but its attention only
+  // over the rank's keys, the ranks' partials and softmax states gathered over the group and
+  // merged, giving the one-device answer. A paged step's pools are shared out: the rank holds
+  // their blocks b with b mod ranks == rank (plan::PoolShards, blocks of kv_block slots, in
+  // `state` as a PoolShare), writes only the new keys that land there and runs every attention
+  // (decode, chunk, prefill) over them. A dense cache is held whole by every rank: each
+  // one-row decode attention reads the rank's blocks of kv_block positions (plan::KvShards),
+  // and prefills run whole.
   static Result<std::unique_ptr<CudaExecutor>> create(plan::Plan plan, StateStore& state, Device& device,
                                                       Collective* group = nullptr, int64_t kv_block = 0);
   ~CudaExecutor() override;
@@ -75,24 +79,26 @@ class CudaExecutor final : public Executor {
     int validation = -1;  // >= 0: checks that validation's witness (in[0]) on the device
     const void* const* experts = nullptr;  // Moe: a device table of every expert's gate, up, down weights
     float* staged = nullptr;  // AllReduce over host ranks: the pinned rows the ranks sum
-    int kv_parallel = -1;     // >= 0: a context-parallel decode, kv_parallel_[kv_parallel]
+    int kv_parallel = -1;     // >= 0: a context-parallel attention, kv_parallel_[kv_parallel]
   };
 
-  // A decode attention of a context-parallel rank (kv_parallel.cpp): op.decode reads the
-  // rank's keys through `shard`'s local map and lengths (made by this op's launch when
-  // make_map, else by an earlier op's over the same lengths and map) and writes its partial
-  // and softmax state into its place of the ranks' parts, which the gathers fill and the
-  // merge reads.
+  // An attention of a context-parallel rank (kv_parallel.cpp): it reads the rank's keys
+  // through `shard`'s local map and lengths (made by this op's launch when make_map, else by
+  // an earlier op's over the same lengths and map), on the split-KV decode kernel (op.decode)
+  // or, with `rows_kernel`, attention_rows (rows_args), and writes its partial and softmax
+  // state into its place of the ranks' parts, which the gathers fill and the merge reads.
   struct KvParallelOp {
     KvShardMap shard;
     bool make_map = false;
+    bool rows_kernel = false;
+    AttentionArgs rows_args;
+    int splits = 1;              // attention_rows' key splits (op.scratch their partials)
     int64_t rows = 0, dv = 0;
     float* out = nullptr;        // the eqn's output [rows, dv]
     float* parts = nullptr;      // [ranks][rows * dv + rows * 2]: each rank's o, then its ml (one gather)
     float* staged = nullptr;     // host ranks: pinned [rows * (dv + 2)] mine, then [ranks * rows * (dv + 2)] all
     int64_t part_floats() const { return rows * (dv + 2); }
   };
-
   // Tokens in place of an output's rows of `row`: greedy (row_argmax), or drawn by the
   // draws already in draws_device_ (draw_tokens) for the first `rows` rows.
   struct IdsOf {
@@ -141,8 +147,10 @@ class CudaExecutor final : public Executor {
   Status hand_off_rounded_x();
   Status bind_decode_attention();
   Status bind_kv_parallel();  // kv_parallel.cpp
+  Status bind_pool_attention(Op& op, KvParallelOp& kp);
+  Status check_pool_readers() const;
   Status bind_partials(int64_t parts_floats);
-  Status kv_parallel_decode(const Op& op);
+  Status kv_parallel_attention(const Op& op);
   Status gather_partials(const KvParallelOp& kp);
   bool decode_args(const Op& op, DecodeAttentionArgs& a) const;
   static void tell_written_keys(const Op& front, DecodeAttentionArgs& a);
@@ -161,6 +169,9 @@ class CudaExecutor final : public Executor {
   Device& device_;
   Collective* group_;
   int64_t kv_block_ = 0;  // > 0: group_ is context parallel, over blocks of this many positions
+  // A paged step of a context-parallel rank: the rank holds only its blocks of the pools
+  // (plan::PoolShards over kv_block_ slots) and the write map is turned into its rows there.
+  std::optional<plan::PoolShards> pool_split_;
   std::vector<KvParallelOp> kv_parallel_;
   std::vector<Buffer> staging_;  // pinned rows of the all_reduce eqns (or the partials' gathers) over host ranks
   Buffer arena_;

@@ -357,8 +357,10 @@ inline constexpr int64_t kAttentionRowsMaxWidth = 1024;
 // `splits` > 1: the keys are split across blocks (Flash-Decoding; the count is the plan's,
 // plan/attention_schedule.cpp), each split taking an equal share of a row's live keys, and
 // the partials, (dv + 2) floats per query row and split, go to `workspace` before a second
-// kernel merges them.
-void attention_rows(const AttentionArgs& a, int splits, float* workspace, const Launch& l);
+// kernel merges them. `ml` non-null: each query row's softmax state as decode_attention gives
+// it ([rows, 2]: m the largest score in log2 units, l the sum of 2^(s - m); (-inf, 0) for a
+// row that sees no key), for merging with other partials (merge_attention_partials).
+void attention_rows(const AttentionArgs& a, int splits, float* workspace, const Launch& l, float* ml = nullptr);
 
 // ---- selected attention (selection.cu): the fused ops of docs/ir.md, as exec/cpu/ runs them ----
 // indexer_scores: q [R, H, n, D], k [R, L, D] (f32 or f16), w [R, H, n] -> out [R, n, L]. A
@@ -393,21 +395,29 @@ struct SelectedAttentionRows {
 };
 void selected_attention(const SelectedAttentionRows& a, const Launch& l);
 
-// Context-parallel decode (kv_shard.cu): rank `rank` of `ranks`' share of each row's keys
-// under plan::KvShards (blocks of `block` positions dealt round-robin). local_lens[b] is how
-// many of row b's first lens[b] keys the rank holds, local_map[b, j] its j-th one's entry of
-// map (a pool row) or, with no map, its position, and local_mask[b, j] that key's mask entry
-// (a rank's j-th key is the same key of every row, so a mask shared by the rows stays
-// shared); entries past local_lens[b] are 0 in the map, -inf in the mask.
+// Context-parallel attention (kv_shard.cu): rank `rank` of `ranks`' share of each row's keys.
+// Dense keys, or a map over a pool every rank holds whole: the keys are dealt by position
+// under plan::KvShards (blocks of `block` positions round-robin), local_map[b, j] the rank's
+// j-th key's word of map (a pool row) or, with no map, its position. A pool shared out by
+// blocks (`pool`, plan::PoolShards over blocks of `block` slots): the rank's keys are the
+// map's words in its blocks, local_map[b, j] the j-th one's row in the rank's share.
+// local_lens[b]: how many of row b's first lens[b] keys the rank holds. local_mask: those
+// keys' entries of each of the `mask_rows` rows (heads x query rows) of the row's mask; by
+// position a rank's j-th key is the same key of every row, so a mask shared by the rows stays
+// shared. What lies past local_lens[b] is never used (by position: 0 in the map, -inf in the
+// mask; in a pool's share: rows of the share).
 struct KvShardMap {
   const int32_t* map = nullptr;   // [batch, stride] or null
   const int32_t* lens = nullptr;  // [batch]
-  const float* mask = nullptr;    // [mask_rows, stride] or null
+  const float* mask = nullptr;    // [mask_batch, mask_rows, stride] or null
   int32_t* local_map = nullptr;   // [batch, stride]
   int32_t* local_lens = nullptr;  // [batch]
-  float* local_mask = nullptr;    // [mask_rows, stride]
+  float* local_mask = nullptr;    // [local_mask_batch, mask_rows, stride]
   int64_t batch = 0, stride = 0, block = 16;
-  int64_t mask_rows = 0;  // 0 (no mask), 1 (one for every row) or batch
+  int64_t mask_batch = 0;        // 0 (no mask), 1 (one for every row) or batch
+  int64_t mask_rows = 1;
+  int64_t local_mask_batch = 0;  // mask_batch, or batch for a pool's share of a mask
+  bool pool = false;
   int rank = 0, ranks = 1;
 };
 void kv_shard_map(const KvShardMap& a, const Launch& l);

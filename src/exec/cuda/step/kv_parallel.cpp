@@ -1,7 +1,8 @@
-// Context-parallel decode on a group of GPU ranks (executor.h, create's kv_block): each
-// one-row decode attention reads the rank's share of the keys through a local map, its
-// partial and softmax state are gathered over the group, and the merge gives every rank the
-// one-device answer.
+// Context-parallel attention on a group of GPU ranks (executor.h, create's kv_block): each
+// attention reads the rank's share of the keys through a local map, its partial and softmax
+// state are gathered over the group, and the merge gives every rank the one-device answer.
+// A paged step's pools are shared out, so every attention of it splits; a dense cache is
+// held whole by every rank, and only its one-row decodes split.
 #include <algorithm>
 
 #include "exec/cuda/step/executor.h"
@@ -14,31 +15,44 @@ using ir::OpKind;
 
 namespace {
 
-// The keys, lengths and mask a decode reads: decodes over the same ones (every layer of a
-// step) share one local map, made by the first of them.
-struct MapSource {
-  const int32_t* map;
-  const int32_t* lens;
-  const float* mask;
-  bool operator==(const MapSource&) const = default;
+// The keys, lengths and mask an attention reads, and how its mask lies ([mask_batch,
+// mask_rows, stride]): attentions over the same ones (every layer of a step) share one local
+// map, made by the first of them.
+struct KeysRead {
+  const int32_t* map = nullptr;
+  const int32_t* lens = nullptr;
+  const float* mask = nullptr;
+  int64_t batch = 0, stride = 0, mask_batch = 0, mask_rows = 1;
+  bool operator==(const KeysRead&) const = default;
 };
 
 // Keys per row of the cache `a` reads: the read map's stride, or a contiguous cache's capacity.
 int64_t key_stride(const DecodeAttentionArgs& a) { return a.read_map != nullptr ? a.map_stride : a.capacity; }
 
-// Rank `rank`'s local map of the keys `a` reads, its buffers in device memory that `owned` keeps.
-Result<KvShardMap> allocate_shard_map(Device& device, std::vector<Buffer>& owned, const DecodeAttentionArgs& a,
-                                      int64_t block, int rank, int ranks) {
-  KvShardMap m{.map = a.read_map, .lens = a.lens, .mask = a.mask, .batch = a.batch, .stride = key_stride(a),
-               .block = block, .rank = rank, .ranks = ranks};
-  m.mask_rows = a.mask == nullptr ? 0 : a.mask_stride == 0 ? 1 : a.batch;
-  const int64_t bytes = (m.batch * m.stride + m.batch + m.mask_rows * m.stride) * 4;
+KeysRead keys_read(const DecodeAttentionArgs& a) {
+  const int64_t mask_batch = a.mask == nullptr ? 0 : a.mask_stride == 0 ? 1 : a.batch;
+  return {a.read_map, a.lens, a.mask, a.batch, key_stride(a), mask_batch, 1};
+}
+
+KeysRead keys_read(const AttentionArgs& a) {
+  return {a.read, a.len, a.mask, a.batch, a.lk, a.mask == nullptr ? 0 : a.mask_batch, a.mask_heads * a.lq};
+}
+
+// Rank `rank`'s local map of the keys `k` names, its buffers in device memory that `owned` keeps.
+Result<KvShardMap> allocate_shard_map(Device& device, std::vector<Buffer>& owned, const KeysRead& k, int64_t block,
+                                      int rank, int ranks, bool pool) {
+  KvShardMap m{.map = k.map, .lens = k.lens, .mask = k.mask, .batch = k.batch, .stride = k.stride, .block = block,
+               .mask_batch = k.mask_batch, .mask_rows = k.mask_rows,
+               .local_mask_batch = pool && k.mask_batch > 0 ? k.batch : k.mask_batch, .pool = pool, .rank = rank,
+               .ranks = ranks};
+  const int64_t mask_floats = m.local_mask_batch * m.mask_rows * m.stride;
+  const int64_t bytes = (m.batch * m.stride + m.batch + mask_floats) * 4;
   Result<void*> local = device.allocate_zeroed(bytes);
   if (!local) return local.take_error().context("a context-parallel rank's map of its keys");
   owned.emplace_back(&device, *local, bytes);
   m.local_map = static_cast<int32_t*>(*local);
   m.local_lens = m.local_map + m.batch * m.stride;
-  m.local_mask = m.mask_rows > 0 ? reinterpret_cast<float*>(m.local_lens + m.batch) : nullptr;
+  m.local_mask = mask_floats > 0 ? reinterpret_cast<float*>(m.local_lens + m.batch) : nullptr;
   return m;
 }
 
@@ -51,45 +65,114 @@ void read_own_keys(DecodeAttentionArgs& a, const KvShardMap& m) {
   a.map_stride = static_cast<int>(m.stride);
   a.lens = m.local_lens;
   a.mask = m.local_mask;
+  a.mask_stride = m.local_mask_batch > 1 ? static_cast<int>(m.stride) : 0;
   a.keys_written_from = nullptr;
   a.written_slots = nullptr;
   a.written_slot_count = 0;
 }
 
+AttentionArgs read_own_keys(AttentionArgs a, const KvShardMap& m) {
+  a.read = m.local_map;
+  a.len = m.local_lens;
+  a.mask = m.local_mask;
+  a.mask_batch = m.local_mask_batch;
+  return a;
+}
+
 }  // namespace
+
+// A rank holds only its share of each pool: every eqn that reads one must be an attention
+// (bound to the rank's keys below) or a write through the step's write map (staged as the
+// rank's rows), or it would read rows the rank does not hold.
+Status CudaExecutor::check_pool_readers() const {
+  const ir::Graph& g = plan_.graph;
+  const ir::ValueId write = g.find_slot(ir::Slot::kWriteMap);
+  const int64_t slots = g.values[static_cast<size_t>(g.find_slot(ir::Slot::kSlotMap))].slot_bound;
+  std::vector<bool> pooled(g.values.size(), false);
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const ir::Value& v = g.values[i];
+    const bool cache = v.role == ir::StateRole::kKeyCache || v.role == ir::StateRole::kValueCache;
+    pooled[i] = v.kind == ir::ValueKind::kState && cache && !v.type.shape.empty() && v.type.shape[0] == slots;
+  }
+  for (const ir::Eqn& e : g.eqns) {
+    const bool scatter = e.op == OpKind::kScatterUpdate && e.in.size() == 3 && e.in[1] == write;
+    for (size_t k = 0; k < e.in.size(); ++k) {
+      const auto v = static_cast<size_t>(e.in[k]);
+      const bool allowed = e.op == OpKind::kAttention || (scatter && k == 0);
+      if (e.in[k] == write && !scatter) {
+        return unsupported("context parallel on the GPU: ", ir::value_ref(g, e.out), " (", ir::op_name(e.op),
+                           ") reads the write map, which a rank holds as its own rows");
+      }
+      if (!pooled[v]) continue;
+      if (!allowed) {
+        return unsupported("context parallel on the GPU: ", ir::value_ref(g, e.out), " (", ir::op_name(e.op),
+                           ") reads a KV pool, of which a rank holds only its blocks");
+      }
+      if (scatter) pooled[static_cast<size_t>(e.out)] = true;
+    }
+  }
+  return {};
+}
+
+// `op`, an attention of a paged step on a rank that holds its share of the pools: over the
+// rank's keys on whichever kernel the step chose (the decode kernel, else attention_rows).
+Status CudaExecutor::bind_pool_attention(Op& op, KvParallelOp& kp) {
+  if (op.decode_kernel) {
+    read_own_keys(op.decode, kp.shard);
+    Result<DecodePlan> plan = plan_decode_attention(op.decode);
+    if (!plan) return plan.take_error().context("a context-parallel rank's decode");
+    op.decode_plan = *plan;
+    return {};
+  }
+  if (op.tiles) return internal_error("context parallel on the GPU: a paged step's attention on the dense tile kernel");
+  kp.rows_kernel = true;
+  kp.rows_args = read_own_keys(attention_args_of(op), kp.shard);
+  kp.splits = plan_.requests[static_cast<size_t>(op.eqn)].attention.splits;
+  return {};
+}
 
 Status CudaExecutor::bind_kv_parallel() {
   if (kv_block_ <= 0) return {};
+  if (pool_split_) {
+    Status s = check_pool_readers();
+    if (!s) return s;
+  }
   const int ranks = group_->size(), rank = group_->rank();
-  std::vector<MapSource> sources;
+  std::vector<KeysRead> sources;
   std::vector<KvShardMap> maps;
   int64_t parts_floats = 0, workspace = 0;
   for (Op& op : body_) {
-    if (plan_.graph.eqns[static_cast<size_t>(op.eqn)].op != OpKind::kAttention || attention_args_of(op).lq != 1) continue;
-    if (!op.decode_kernel) {  // a prefill or a chunk runs whole on every rank; a decode must split
+    if (plan_.graph.eqns[static_cast<size_t>(op.eqn)].op != OpKind::kAttention) continue;
+    const AttentionArgs r = attention_args_of(op);
+    if (!pool_split_ && r.lq != 1) continue;  // a dense cache's prefill or chunk runs whole on every rank
+    if (!pool_split_ && !op.decode_kernel) {  // a dense cache's decode must split
       return unsupported("context parallel on the GPU: the decode attention ",
                          ir::value_ref(plan_.graph, plan_.graph.eqns[static_cast<size_t>(op.eqn)].out),
                          " does not run on the split-KV decode kernel (an f16 KV cache and one mask for every head)");
     }
-    DecodeAttentionArgs& a = op.decode;
-    KvParallelOp kp{.rows = int64_t{a.batch} * a.q_heads, .dv = a.dv, .out = a.out};
-    const MapSource source{a.read_map, a.lens, a.mask};
-    auto known = std::find(sources.begin(), sources.end(), source);
+    KvParallelOp kp{.rows = r.batch * r.hq * r.lq, .dv = r.dv, .out = r.out};
+    const KeysRead keys = op.decode_kernel ? keys_read(op.decode) : keys_read(r);
+    auto known = std::find(sources.begin(), sources.end(), keys);
     kp.make_map = known == sources.end();
     if (kp.make_map) {
-      Result<KvShardMap> m = allocate_shard_map(device_, owned_, a, kv_block_, rank, ranks);
+      Result<KvShardMap> m = allocate_shard_map(device_, owned_, keys, kv_block_, rank, ranks, pool_split_.has_value());
       if (!m) return m.take_error();
-      sources.push_back(source);
+      sources.push_back(keys);
       maps.push_back(*m);
       known = sources.end() - 1;
     }
     kp.shard = maps[static_cast<size_t>(known - sources.begin())];
-    read_own_keys(a, kp.shard);
-    Result<DecodePlan> plan = plan_decode_attention(a);
-    if (!plan) return plan.take_error().context("a context-parallel rank's decode");
-    op.decode_plan = *plan;
-    workspace = std::max<int64_t>(workspace, static_cast<int64_t>(plan->workspace_bytes));
-    parts_floats = std::max(parts_floats, ranks * kp.rows * (kp.dv + 2));
+    if (pool_split_) {
+      Status s = bind_pool_attention(op, kp);
+      if (!s) return s;
+    } else {
+      read_own_keys(op.decode, kp.shard);
+      Result<DecodePlan> plan = plan_decode_attention(op.decode);
+      if (!plan) return plan.take_error().context("a context-parallel rank's decode");
+      op.decode_plan = *plan;
+    }
+    if (op.decode_kernel) workspace = std::max<int64_t>(workspace, static_cast<int64_t>(op.decode_plan.workspace_bytes));
+    parts_floats = std::max(parts_floats, ranks * kp.part_floats());
     op.kv_parallel = static_cast<int>(kv_parallel_.size());
     kv_parallel_.push_back(kp);
   }
@@ -103,8 +186,8 @@ Status CudaExecutor::bind_kv_parallel() {
   return s;
 }
 
-// One buffer of the ranks' partials for every decode of the step (they run in turn), and
-// with host ranks its pinned staging: each decode writes its own place of the parts.
+// One buffer of the ranks' partials for every attention of the step (they run in turn), and
+// with host ranks its pinned staging: each attention writes its own place of the parts.
 Status CudaExecutor::bind_partials(int64_t parts_floats) {
   const int ranks = group_->size(), rank = group_->rank();
   Result<void*> parts = device_.allocate_zeroed(parts_floats * 4);
@@ -123,16 +206,27 @@ Status CudaExecutor::bind_partials(int64_t parts_floats) {
     KvParallelOp& kp = kv_parallel_[static_cast<size_t>(op.kv_parallel)];
     kp.parts = static_cast<float*>(*parts);
     kp.staged = staged;
-    op.decode.out = kp.parts + rank * kp.part_floats();
-    op.decode.ml = op.decode.out + kp.rows * kp.dv;
+    float* mine = kp.parts + rank * kp.part_floats();
+    if (kp.rows_kernel) {
+      kp.rows_args.out = mine;
+    } else {
+      op.decode.out = mine;
+      op.decode.ml = mine + kp.rows * kp.dv;
+    }
   }
   return {};
 }
 
-Status CudaExecutor::kv_parallel_decode(const Op& op) {
+Status CudaExecutor::kv_parallel_attention(const Op& op) {
   const KvParallelOp& kp = kv_parallel_[static_cast<size_t>(op.kv_parallel)];
-  if (kp.make_map) kv_shard_map(kp.shard, Launch{device_.stream(), device_.fault(), op.eqn, tc_});
-  Status s = decode_attention(op.decode, op.decode_plan, decode_workspace_.data(), device_.stream());
+  const Launch l{device_.stream(), device_.fault(), op.eqn, tc_};
+  if (kp.make_map) kv_shard_map(kp.shard, l);
+  Status s;
+  if (kp.rows_kernel) {
+    attention_rows(kp.rows_args, kp.splits, op.scratch, l, kp.rows_args.out + kp.rows * kp.dv);
+  } else {
+    s = decode_attention(op.decode, op.decode_plan, decode_workspace_.data(), device_.stream());
+  }
   if (s) s = gather_partials(kp);
   if (!s) return s;
   return merge_attention_partials({.parts = group_->size(), .rows = static_cast<int>(kp.rows), .dv = static_cast<int>(kp.dv),

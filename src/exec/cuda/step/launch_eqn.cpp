@@ -268,7 +268,7 @@ Status CudaExecutor::launch_attention(const Op& op, const ir::Eqn& e, const Laun
       return {};
     }
     case OpKind::kAttention:
-      if (op.kv_parallel >= 0) return kv_parallel_decode(op);
+      if (op.kv_parallel >= 0) return kv_parallel_attention(op);
       if (op.decode_kernel) return decode_attention(op.decode, op.decode_plan, decode_workspace_.data(), device_.stream());
       if (op.tiles) return step_prefill_attention(op.tile_args, device_.stream());
       attention_rows(attention_args_of(op), plan_.requests[static_cast<size_t>(op.eqn)].attention.splits, op.scratch, l);
