@@ -1,6 +1,7 @@
 // The reference every batching test compares with: one request alone on a contiguous cache,
 // sampled by its own Sampler (on a GPU as the device draws: exec/row_draw.h, as the driver
-// does there), on the executor `kind`; the requests those tests batch, and their drivers.
+// does there), on the executor `kind` (or as the generator options `o` say); the requests
+// those tests batch, and their drivers.
 #pragma once
 
 #include <map>
@@ -18,11 +19,8 @@
 namespace kvf::testing {
 
 inline std::vector<int32_t> solo(const models::Model& m, const llm::Request& r, int64_t cap,
-                                 llm::ExecutorKind kind = llm::ExecutorKind::kCpu) {
-  llm::GeneratorOptions o;
-  o.last_logits = true;
-  o.threads = 2;
-  o.executor = kind;
+                                 const llm::GeneratorOptions& o) {
+  const llm::ExecutorKind kind = o.executor;
   llm::Generator gen(m, cap, o);
   llm::Sampler sampler(r.sampler);
   std::vector<int32_t> history = r.prompt, out, in = r.prompt;
@@ -41,6 +39,15 @@ inline std::vector<int32_t> solo(const models::Model& m, const llm::Request& r, 
     in = {next};
   }
   return out;
+}
+
+inline std::vector<int32_t> solo(const models::Model& m, const llm::Request& r, int64_t cap,
+                                 llm::ExecutorKind kind = llm::ExecutorKind::kCpu) {
+  llm::GeneratorOptions o;
+  o.last_logits = true;
+  o.threads = 2;
+  o.executor = kind;
+  return solo(m, r, cap, o);
 }
 
 // A test's driver: `blocks` pool blocks, sequences up to max_seq_len, two threads, and the

@@ -27,7 +27,9 @@ class ModelRunner {
   // (exec/row_draw.h). Valid until the next run.
   virtual Result<std::span<const int32_t>> run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
                                                       const exec::StepDraws& draws) = 0;
-  // Whether run_sample draws on the device that holds the logits (else on the host).
+  // Whether callers draw through run_sample: it draws on the device that holds the logits,
+  // or, for a group of such ranks, by the same rule on the host (exec::draw_rows), so that a
+  // request samples the tokens one device gives it. Else the host's Sampler draws.
   virtual bool samples_on_device() const = 0;
   // Makes the step of shape `spec` ready now, so that a refusal comes before any step runs.
   virtual Status prepare(const models::StepSpec& spec) = 0;

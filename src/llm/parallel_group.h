@@ -60,10 +60,12 @@ class ParallelGroup final : public ModelRunner {
   Result<std::span<const float>> run(const models::StepSpec& spec, const exec::SlotValues& slots) override;
   // The same step's greedy tokens, from rank 0's logits on the host. Valid until the next run.
   Result<std::span<const int32_t>> run_argmax(const models::StepSpec& spec, const exec::SlotValues& slots) override;
-  // The same step, drawn on the host from rank 0's logits. Valid until the next run.
+  // The same step, drawn on the host from rank 0's logits by the device's rule
+  // (exec::draw_rows). Valid until the next run.
   Result<std::span<const int32_t>> run_sample(const models::StepSpec& spec, const exec::SlotValues& slots,
                                               const exec::StepDraws& draws) override;
-  bool samples_on_device() const override { return false; }
+  // As its ranks: GPU ranks' group draws by their rule (run_sample above), the CPU's does not.
+  bool samples_on_device() const override { return runners_[0]->samples_on_device(); }
   // Every rank's step of shape `spec` made ready (a rank's refusal is the group's).
   Status prepare(const models::StepSpec& spec) override;
   // The ranks' state together (each holds its own heads' KV caches).

@@ -87,14 +87,13 @@ TEST(GpuContextParallel, RanksGiveTheWholeModelsIdsAndLogits) {
 // and recomputed. Each rank holds only its blocks of the pools (a third of them with 3 ranks,
 // rounded up to whole blocks), writes only the new keys that land there, and runs every
 // attention, the chunks' and the decodes', over those keys, the ranks' partials merged: every
-// request gets the same tokens. (Greedy: a group draws a sampled token on the host, one GPU
-// on the device, from other draws.)
+// request gets the same tokens, the sampled ones too (the group draws on the host by the
+// GPU's rule, from the same seeds; logits this close move a draw only at a near tie).
 TEST(GpuContextParallel, ADriverOverRanksHoldingTheirBlocksGivesTheOneGpuDriversTokens) {
   KVF_NEED_GPU();
   std::mt19937_64 rng(testing::test_seed());
   const models::Model m = builtin();
-  std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
-  for (llm::Request& r : reqs) r.sampler = {};
+  const std::vector<llm::Request> reqs = testing::mixed_requests(rng, m.config.vocab);
   int64_t pool_slots = 0;
   auto run = [&](int cp, int64_t& state_bytes) {
     llm::DriverOptions o = testing::test_driver(8, kCapacity, str_cat("gpu_cp_driver_", cp));

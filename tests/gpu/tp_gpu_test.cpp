@@ -59,21 +59,6 @@ TEST(GpuTensorParallel, TwoRanksGiveTheWholeModelsIdsAndLogits) {
               std::min(2, testing::must(exec::cuda::step::Device::count())), worst);
 }
 
-// What a host-drawing runner gives a request alone: the whole model on the GPU, each token
-// drawn by the request's own Sampler from the logits (as the driver draws over ranks).
-std::vector<int32_t> solo_on_gpu(const models::Model& m, const llm::Request& r) {
-  llm::Generator gen(m, kCapacity, gpu_f32());
-  llm::Sampler sampler(r.sampler);
-  std::vector<int32_t> history = r.prompt, out, in = r.prompt;
-  while (static_cast<int64_t>(out.size()) < r.max_tokens) {
-    const int32_t next = sampler.sample(testing::must(gen.step(in)), history);
-    out.push_back(next);
-    history.push_back(next);
-    in = {next};
-  }
-  return out;
-}
-
 TEST(GpuTensorParallel, ADriverOverTwoRanksGivesEachRequestItsSoloTokens) {
   KVF_NEED_GPU();
   std::mt19937_64 rng(testing::test_seed());
@@ -89,7 +74,7 @@ TEST(GpuTensorParallel, ADriverOverTwoRanksGivesEachRequestItsSoloTokens) {
   llm::Scheduler sched(driver, {.max_batch_tokens = 64, .max_rows = 32});
   const std::map<std::string, llm::Completion> got = testing::run_scheduled(sched, reqs);
   EXPECT_GT(sched.preemptions(), 0);
-  for (const llm::Request& r : reqs) EXPECT_EQ(got.at(r.id).ids, solo_on_gpu(m, r)) << r.id;
+  for (const llm::Request& r : reqs) EXPECT_EQ(got.at(r.id).ids, testing::solo(m, r, kCapacity, gpu_f32())) << r.id;
   EXPECT_EQ(driver.free_blocks(), driver.total_blocks());
 }
 
