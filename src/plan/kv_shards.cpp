@@ -1,6 +1,8 @@
 // Round-robin position sharding, a paged pool shared out by blocks, and the ring prefill schedule (kv_shards.h).
 #include "plan/kv_shards.h"
 
+#include "ir/printer.h"
+
 namespace kvf::plan {
 
 Result<KvShards> KvShards::create(int ranks, int64_t block_tokens) {
@@ -37,6 +39,33 @@ std::vector<int64_t> PoolShards::columns(int rank, const int32_t* row, int64_t l
     if (owner(row[j]) == rank) out.push_back(j);
   }
   return out;
+}
+
+Status check_pool_readers(const ir::Graph& g) {
+  const ir::ValueId read = g.find_slot(ir::Slot::kSlotMap), write = g.find_slot(ir::Slot::kWriteMap);
+  if (read < 0) return {};
+  const int64_t slots = g.value(read).slot_bound;
+  std::vector<bool> pooled(g.values.size(), false);
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const ir::Value& v = g.values[i];
+    const bool cache = v.role == ir::StateRole::kKeyCache || v.role == ir::StateRole::kValueCache;
+    pooled[i] = v.kind == ir::ValueKind::kState && cache && !v.type.shape.empty() && v.type.shape[0] == slots;
+  }
+  for (const ir::Eqn& e : g.eqns) {
+    const bool written = e.op == ir::OpKind::kScatterUpdate && e.in.size() == 3 && e.in[1] == write;
+    for (size_t k = 0; k < e.in.size(); ++k) {
+      const ir::ValueId v = e.in[k];
+      const bool refused = (v == write && !written) ||
+                           (pooled[static_cast<size_t>(v)] && e.op != ir::OpKind::kAttention && !(written && k == 0));
+      if (refused) {
+        return unsupported("a pool shared out over ranks: ", ir::value_ref(g, e.out), " (", ir::op_name(e.op), ") reads ",
+                           v == write ? "the write map" : str_cat("the pool ", ir::value_ref(g, v)),
+                           ", which is neither an attention nor a write through the write map");
+      }
+    }
+    if (written && pooled[static_cast<size_t>(e.in[0])]) pooled[static_cast<size_t>(e.out)] = true;
+  }
+  return {};
 }
 
 int ring_source(const KvShards& shards, int rank, int step) {

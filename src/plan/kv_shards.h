@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ir/graph.h"
 
 namespace kvf::plan {
 
@@ -63,6 +64,14 @@ struct PoolShards {
   // keys of that row.
   std::vector<int64_t> columns(int rank, const int32_t* row, int64_t len) const;
 };
+
+// Whether a paged step (a compiled graph) can run on ranks that each hold only their
+// PoolShards of its pools: every eqn that reads a pool (a key or value cache state whose
+// first dimension is the read map's pool, or the pool a write into one gives) is an
+// attention or a write through the write map, and nothing else reads the write map. Such a
+// rank runs each attention over its own keys and turns the write map into its rows.
+// kUnsupported naming the first eqn that reads otherwise; a graph with no read map passes.
+Status check_pool_readers(const ir::Graph& g);
 
 // One unit of prefill work: the query rows of block `query` against the keys of block `key`.
 // On the diagonal (query == key) the causal mask inside the block still applies; below it

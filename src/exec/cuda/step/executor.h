@@ -148,7 +148,6 @@ class CudaExecutor final : public Executor {
   Status bind_decode_attention();
   Status bind_kv_parallel();  // kv_parallel.cpp
   Status bind_pool_attention(Op& op, KvParallelOp& kp);
-  Status check_pool_readers() const;
   Status bind_partials(int64_t parts_floats);
   Status kv_parallel_attention(const Op& op);
   Status gather_partials(const KvParallelOp& kp);

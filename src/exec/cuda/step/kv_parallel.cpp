@@ -81,39 +81,6 @@ AttentionArgs read_own_keys(AttentionArgs a, const KvShardMap& m) {
 
 }  // namespace
 
-// A rank holds only its share of each pool: every eqn that reads one must be an attention
-// (bound to the rank's keys below) or a write through the step's write map (staged as the
-// rank's rows), or it would read rows the rank does not hold.
-Status CudaExecutor::check_pool_readers() const {
-  const ir::Graph& g = plan_.graph;
-  const ir::ValueId write = g.find_slot(ir::Slot::kWriteMap);
-  const int64_t slots = g.values[static_cast<size_t>(g.find_slot(ir::Slot::kSlotMap))].slot_bound;
-  std::vector<bool> pooled(g.values.size(), false);
-  for (size_t i = 0; i < g.values.size(); ++i) {
-    const ir::Value& v = g.values[i];
-    const bool cache = v.role == ir::StateRole::kKeyCache || v.role == ir::StateRole::kValueCache;
-    pooled[i] = v.kind == ir::ValueKind::kState && cache && !v.type.shape.empty() && v.type.shape[0] == slots;
-  }
-  for (const ir::Eqn& e : g.eqns) {
-    const bool scatter = e.op == OpKind::kScatterUpdate && e.in.size() == 3 && e.in[1] == write;
-    for (size_t k = 0; k < e.in.size(); ++k) {
-      const auto v = static_cast<size_t>(e.in[k]);
-      const bool allowed = e.op == OpKind::kAttention || (scatter && k == 0);
-      if (e.in[k] == write && !scatter) {
-        return unsupported("context parallel on the GPU: ", ir::value_ref(g, e.out), " (", ir::op_name(e.op),
-                           ") reads the write map, which a rank holds as its own rows");
-      }
-      if (!pooled[v]) continue;
-      if (!allowed) {
-        return unsupported("context parallel on the GPU: ", ir::value_ref(g, e.out), " (", ir::op_name(e.op),
-                           ") reads a KV pool, of which a rank holds only its blocks");
-      }
-      if (scatter) pooled[static_cast<size_t>(e.out)] = true;
-    }
-  }
-  return {};
-}
-
 // `op`, an attention of a paged step on a rank that holds its share of the pools: over the
 // rank's keys on whichever kernel the step chose (the decode kernel, else attention_rows).
 Status CudaExecutor::bind_pool_attention(Op& op, KvParallelOp& kp) {
@@ -134,8 +101,8 @@ Status CudaExecutor::bind_pool_attention(Op& op, KvParallelOp& kp) {
 Status CudaExecutor::bind_kv_parallel() {
   if (kv_block_ <= 0) return {};
   if (pool_split_) {
-    Status s = check_pool_readers();
-    if (!s) return s;
+    Status s = plan::check_pool_readers(plan_.graph);
+    if (!s) return s.take_error().context("context parallel on the GPU");
   }
   const int ranks = group_->size(), rank = group_->rank();
   std::vector<KeysRead> sources;
