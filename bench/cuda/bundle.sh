@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What bench/cuda/side_by_side.sh and ab_tg.sh need on a GPU machine that has CUDA but none
 # of our Debian -dev packages, packed here:
-#   bundle.sh bins OUT.tar.xz [BUILD]   kvforge, test_gpu, test_cuda, bench_cuda_gemv and
-#                                        bench_cuda_decode of BUILD (default build/), stripped,
+#   bundle.sh bins OUT.tar.xz [BUILD]   kvforge, test_gpu, test_cuda, bench_cuda_gemv,
+#                                        bench_cuda_decode and bench_cuda_kv_parallel of BUILD
+#                                        (default build/), stripped,
 #                                        with the shared libraries kvforge takes from Debian,
 #                                        in one folder named after OUT (bin.tar.xz -> bin/)
 #   bundle.sh llama OUT.tar.xz           the llama.cpp source that node-llama-cpp bundles
@@ -25,7 +26,7 @@ case "$mode" in
     build=$(realpath "${3:-$ROOT/build}")
     name=$(basename "$out" .tar.xz)
     mkdir -p "$work/$name"
-    for b in src/kvforge tests/test_gpu tests/test_cuda bench/bench_cuda_gemv bench/bench_cuda_decode; do
+    for b in src/kvforge tests/test_gpu tests/test_cuda bench/bench_cuda_gemv bench/bench_cuda_decode bench/bench_cuda_kv_parallel; do
       [ -x "$build/$b" ] && strip -o "$work/$name/$(basename "$b")" "$build/$b"
     done
     [ -x "$work/$name/kvforge" ] || { echo "bundle: no kvforge in $build" >&2; exit 1; }
