@@ -147,7 +147,7 @@ class CudaExecutor final : public Executor {
   Status hand_off_rounded_x();
   Status bind_decode_attention();
   Status bind_kv_parallel();  // kv_parallel.cpp
-  Status bind_pool_attention(Op& op, KvParallelOp& kp);
+  Status bind_rank_attention(Op& op, KvParallelOp& kp);
   Status bind_partials(int64_t parts_floats);
   Status kv_parallel_attention(const Op& op);
   Status gather_partials(const KvParallelOp& kp);

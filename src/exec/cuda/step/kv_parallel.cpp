@@ -81,9 +81,9 @@ AttentionArgs read_own_keys(AttentionArgs a, const KvShardMap& m) {
 
 }  // namespace
 
-// `op`, an attention of a paged step on a rank that holds its share of the pools: over the
-// rank's keys on whichever kernel the step chose (the decode kernel, else attention_rows).
-Status CudaExecutor::bind_pool_attention(Op& op, KvParallelOp& kp) {
+// `op` over the rank's keys on whichever kernel the step chose: the decode kernel, else (a
+// paged step's, whose pools the rank holds its share of) attention_rows.
+Status CudaExecutor::bind_rank_attention(Op& op, KvParallelOp& kp) {
   if (op.decode_kernel) {
     read_own_keys(op.decode, kp.shard);
     Result<DecodePlan> plan = plan_decode_attention(op.decode);
@@ -129,15 +129,8 @@ Status CudaExecutor::bind_kv_parallel() {
       known = sources.end() - 1;
     }
     kp.shard = maps[static_cast<size_t>(known - sources.begin())];
-    if (pool_split_) {
-      Status s = bind_pool_attention(op, kp);
-      if (!s) return s;
-    } else {
-      read_own_keys(op.decode, kp.shard);
-      Result<DecodePlan> plan = plan_decode_attention(op.decode);
-      if (!plan) return plan.take_error().context("a context-parallel rank's decode");
-      op.decode_plan = *plan;
-    }
+    Status bound = bind_rank_attention(op, kp);
+    if (!bound) return bound;
     if (op.decode_kernel) workspace = std::max<int64_t>(workspace, static_cast<int64_t>(op.decode_plan.workspace_bytes));
     parts_floats = std::max(parts_floats, ranks * kp.part_floats());
     op.kv_parallel = static_cast<int>(kv_parallel_.size());
