@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# new64: main 1c61be2 (the pool shared out over cp ranks).
-# An H200: the side-by-side table on new64 (issue 17's acceptance run). Else: new64's cp tests, then the suites.
+# The GPU suites on new64 (a bundle of main 1c61be2: bench/cuda/bundle.sh bins): on an H200 the
+# side-by-side table (bench/cuda/side_by_side.sh, suites included); otherwise the context-parallel
+# and pool-share tests, then test_gpu and test_cuda whole.
 set -u
 name=$(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | head -1)
 echo "$name" | tee "$OUT/gpu.txt"
