@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "plan/buffer_plan.h"
+#include "plan/kv_shards.h"
 
 namespace kvf::exec {
 
@@ -103,8 +104,7 @@ namespace {
 // Elements the store holds of state v: a pool's share under `share`, else all of it.
 int64_t held_elements(const ir::Value& v, const PoolShare& share) {
   const Shape& s = v.type.shape;
-  const bool cache = v.role == ir::StateRole::kKeyCache || v.role == ir::StateRole::kValueCache;
-  if (share.pool_slots == 0 || !cache || s.empty() || s[0] != share.pool_slots) return numel(s);
+  if (!plan::is_pool(v, share.pool_slots)) return numel(s);
   return numel(s) / s[0] * share.rows_held;
 }
 

@@ -46,11 +46,7 @@ Status check_pool_readers(const ir::Graph& g) {
   if (read < 0) return {};
   const int64_t slots = g.value(read).slot_bound;
   std::vector<bool> pooled(g.values.size(), false);
-  for (size_t i = 0; i < g.values.size(); ++i) {
-    const ir::Value& v = g.values[i];
-    const bool cache = v.role == ir::StateRole::kKeyCache || v.role == ir::StateRole::kValueCache;
-    pooled[i] = v.kind == ir::ValueKind::kState && cache && !v.type.shape.empty() && v.type.shape[0] == slots;
-  }
+  for (size_t i = 0; i < g.values.size(); ++i) pooled[i] = is_pool(g.values[i], slots);
   for (const ir::Eqn& e : g.eqns) {
     const bool written = e.op == ir::OpKind::kScatterUpdate && e.in.size() == 3 && e.in[1] == write;
     for (size_t k = 0; k < e.in.size(); ++k) {

@@ -65,6 +65,14 @@ struct PoolShards {
   std::vector<int64_t> columns(int rank, const int32_t* row, int64_t len) const;
 };
 
+// Whether `v` is one of a paged step's key or value pools of `pool_slots` rows: a cache
+// state whose first dimension is the pool's slots.
+inline bool is_pool(const ir::Value& v, int64_t pool_slots) {
+  const bool cache = v.role == ir::StateRole::kKeyCache || v.role == ir::StateRole::kValueCache;
+  return pool_slots > 0 && v.kind == ir::ValueKind::kState && cache && !v.type.shape.empty() &&
+         v.type.shape[0] == pool_slots;
+}
+
 // Whether a paged step (a compiled graph) can run on ranks that each hold only their
 // PoolShards of its pools: every eqn that reads a pool (a key or value cache state whose
 // first dimension is the read map's pool, or the pool a write into one gives) is an
