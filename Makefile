@@ -27,11 +27,13 @@ build: deps $(BUILD)/build.ninja
 run: build
 	./$(BUILD)/src/kvforge generate -p "And it came to pass" -n 96 --temperature 0.7 --seed 3
 
-# The GPU suite (ctest label gpu) needs an sm_90 GPU: `make test-gpu` runs it there.
+# The GPU suite (ctest label gpu) needs an sm_90 GPU: `make test-gpu` builds and runs it there.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
 
-test-gpu: build
+test-gpu: deps $(BUILD)/build.ninja
+	cmake -S . -B $(BUILD) -DKVF_GPU_TESTS=ON
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && KVF_REQUIRE_GPU=1 ctest --output-on-failure -L gpu
 
 # The sanitizer build leaves CUDA out: its kernels run only on a GPU, where the GPU suite

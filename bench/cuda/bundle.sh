@@ -3,7 +3,8 @@
 # of our Debian -dev packages, packed here:
 #   bundle.sh bins OUT.tar.xz [BUILD]   kvforge, test_gpu, test_cuda, bench_cuda_gemv,
 #                                        bench_cuda_decode and bench_cuda_kv_parallel of BUILD
-#                                        (default build/), stripped,
+#                                        (default build/; the suites where it was configured
+#                                        with -DKVF_GPU_TESTS=ON), stripped,
 #                                        with the shared libraries kvforge takes from Debian,
 #                                        in one folder named after OUT (bin.tar.xz -> bin/)
 #   bundle.sh llama OUT.tar.xz           the llama.cpp source that node-llama-cpp bundles
