@@ -1,7 +1,7 @@
 // What a context-parallel rank adds to an attention (exec/cuda/step/kv_parallel.cpp), kernel
 // by kernel, as the median per launch of a CUDA graph of 20: the local map of the rank's keys
-// (kv_shard_map) over a dense cache by position and over a pool shared out by blocks (a scan
-// a row, with the step's mask), at 4k to 128k keys a row; and the merge of the ranks'
+// (kv_shard_map) over a dense cache by position and over a pool shared out by blocks (two
+// passes over a row's tiles, with the step's mask), at 4k to 128k keys a row; and the merge of the ranks'
 // partials (merge_attention_partials) for one decode row of 32 heads and for 8 of them.
 // Usage: bench_cuda_kv_parallel [reps]   (bench/results/cuda/*/run.sh run it on the GPU machine)
 #include <cstdio>
@@ -39,15 +39,16 @@ double shard_map_us(bool pool, int64_t batch, int64_t stride, int reps) {
   std::vector<int32_t> zeros(static_cast<size_t>(batch * stride + batch), 0);
   int32_t* local = device_copy(zeros);
   float* local_mask = device_copy(mask);
+  int32_t* tiles = device_copy(std::vector<int32_t>(static_cast<size_t>(batch * kvf::exec::cuda::step::kv_shard_tiles(stride))));
   KvShardMap a{.map = pool ? d_map : nullptr, .lens = d_lens, .mask = pool ? d_mask : nullptr, .local_map = local,
                .local_lens = local + batch * stride, .local_mask = pool ? local_mask : nullptr, .batch = batch,
                .stride = stride, .block = 16, .mask_batch = pool ? batch : 0, .mask_rows = 1,
-               .local_mask_batch = pool ? batch : 0, .pool = pool, .rank = 0, .ranks = 2};
+               .local_mask_batch = pool ? batch : 0, .pool = pool, .rank = 0, .ranks = 2, .tile_counts = tiles};
   const double ms = median_graph_ms(3, reps, 20, [&](int, cudaStream_t s) {
     kvf::exec::cuda::step::kv_shard_map(a, Launch{s, nullptr, 0, {}});
   });
   for (void* p : {static_cast<void*>(d_map), static_cast<void*>(d_lens), static_cast<void*>(d_mask),
-                  static_cast<void*>(local), static_cast<void*>(local_mask)}) {
+                  static_cast<void*>(local), static_cast<void*>(local_mask), static_cast<void*>(tiles)}) {
     KVF_BENCH_CHECK(cudaFree(p));
   }
   return ms * 1e3;

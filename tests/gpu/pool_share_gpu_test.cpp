@@ -53,9 +53,11 @@ TEST(GpuPoolShare, EachRankGetsItsSlotsOfEveryRowAtItsRowsWithTheirMask) {
   KVF_NEED_GPU();
   std::mt19937_64 rng(testing::test_seed());
   std::unique_ptr<Device> device = testing::must(Device::open());
-  const int64_t batch = 5, stride = 700, blocks = 40, mask_rows = 3;  // 700: tiles of 256 and a part
-  const ReadRows rows = random_rows(rng, batch, stride, blocks);
+  const int64_t batch = 5, blocks = 40, mask_rows = 3;
+  // 700: one tile, part of it; 5000: two whole tiles of kKvShardTile and a part.
+  for (int64_t stride : {int64_t{700}, int64_t{5000}})
   for (int64_t mask_batch : {int64_t{0}, int64_t{1}, batch}) {
+    const ReadRows rows = random_rows(rng, batch, stride, blocks);
     std::vector<float> mask(static_cast<size_t>(std::max<int64_t>(mask_batch, 1) * mask_rows * stride));
     for (float& m : mask) m = static_cast<float>(rng() % 1000) / 100.0f;
     Dev map(*device, rows.map.data(), batch * stride * 4), lens(*device, rows.lens.data(), batch * 4);
@@ -63,16 +65,18 @@ TEST(GpuPoolShare, EachRankGetsItsSlotsOfEveryRowAtItsRowsWithTheirMask) {
     for (int ranks = 1; ranks <= 4; ++ranks) {
       const plan::PoolShards shares{ranks, kBlock};
       for (int rank = 0; rank < ranks; ++rank) {
-        SCOPED_TRACE(str_cat("mask batch ", mask_batch, ", rank ", rank, " of ", ranks));
+        SCOPED_TRACE(str_cat("stride ", stride, ", mask batch ", mask_batch, ", rank ", rank, " of ", ranks));
         const int64_t local_mask_batch = mask_batch > 0 ? batch : 0;
         Dev lmap(*device, nullptr, batch * stride * 4), llens(*device, nullptr, batch * 4);
+        Dev tiles(*device, nullptr, batch * exec::cuda::step::kv_shard_tiles(stride) * 4);
         Dev lmask(*device, nullptr, std::max<int64_t>(local_mask_batch * mask_rows * stride, 1) * 4);
         KvShardMap a{.map = static_cast<const int32_t*>(map.p), .lens = static_cast<const int32_t*>(lens.p),
                      .mask = mask_batch > 0 ? static_cast<const float*>(mask_d.p) : nullptr,
                      .local_map = static_cast<int32_t*>(lmap.p), .local_lens = static_cast<int32_t*>(llens.p),
                      .local_mask = mask_batch > 0 ? static_cast<float*>(lmask.p) : nullptr, .batch = batch,
                      .stride = stride, .block = kBlock, .mask_batch = mask_batch, .mask_rows = mask_rows,
-                     .local_mask_batch = local_mask_batch, .pool = true, .rank = rank, .ranks = ranks};
+                     .local_mask_batch = local_mask_batch, .pool = true, .rank = rank, .ranks = ranks,
+                     .tile_counts = static_cast<int32_t*>(tiles.p)};
         exec::cuda::step::kv_shard_map(a, {device->stream(), device->fault(), 0, device->tensor_cores()});
         LocalKeys got{std::vector<int32_t>(static_cast<size_t>(batch * stride)), std::vector<int32_t>(static_cast<size_t>(batch)),
                       std::vector<float>(static_cast<size_t>(local_mask_batch * mask_rows * stride))};
@@ -159,11 +163,13 @@ TEST(GpuPoolShare, RanksPartialsOverTheirSharesMergeToTheWholePoolsAttention) {
         auto* lmap = keep.emplace_back(std::make_unique<Dev>(*device, nullptr, batch * stride * 4)).get();
         auto* llens = keep.emplace_back(std::make_unique<Dev>(*device, nullptr, batch * 4)).get();
         auto* lmask = keep.emplace_back(std::make_unique<Dev>(*device, nullptr, batch * lq * stride * 4)).get();
+        auto* tiles = keep.emplace_back(std::make_unique<Dev>(*device, nullptr, batch * exec::cuda::step::kv_shard_tiles(stride) * 4)).get();
         KvShardMap m{.map = static_cast<const int32_t*>(mapd.p), .lens = static_cast<const int32_t*>(lensd.p),
                      .mask = static_cast<const float*>(maskd.p), .local_map = static_cast<int32_t*>(lmap->p),
                      .local_lens = static_cast<int32_t*>(llens->p), .local_mask = static_cast<float*>(lmask->p),
                      .batch = batch, .stride = stride, .block = kBlock, .mask_batch = batch, .mask_rows = lq,
-                     .local_mask_batch = batch, .pool = true, .rank = rank, .ranks = ranks};
+                     .local_mask_batch = batch, .pool = true, .rank = rank, .ranks = ranks,
+                     .tile_counts = static_cast<int32_t*>(tiles->p)};
         exec::cuda::step::kv_shard_map(m, l);
         exec::AttentionArgs mine = whole;
         mine.k = kl_d->p;

@@ -419,7 +419,12 @@ struct KvShardMap {
   int64_t local_mask_batch = 0;  // mask_batch, or batch for a pool's share of a mask
   bool pool = false;
   int rank = 0, ranks = 1;
+  int32_t* tile_counts = nullptr;  // pool form's scratch: [batch, kv_shard_tiles(stride)]
 };
+// The pool form scans a row in tiles of kKvShardTile words side by side: one pass counts the
+// rank's words of each tile, the next places them behind the earlier tiles' counts.
+inline constexpr int64_t kKvShardTile = 2048;
+inline int64_t kv_shard_tiles(int64_t stride) { return (stride + kKvShardTile - 1) / kKvShardTile; }
 void kv_shard_map(const KvShardMap& a, const Launch& l);
 
 }  // namespace kvf::exec::cuda::step
