@@ -119,6 +119,24 @@ __device__ int tiles_sum(const KvShardMap& a, int64_t b, unsigned end) {
   return s;
 }
 
+// The mask entries of the tile's words in w.mine, of every mask row, from `at` on. A row's loads
+// are all issued before its first store: a store to local_mask could alias a later load of
+// mask as far as the compiler knows, so a load behind a store would wait for it.
+__device__ void copy_mask_columns(const KvShardMap& a, int64_t b, int64_t j0, const TileWords& w, int64_t at) {
+  const int64_t mb = a.mask_batch == 1 ? 0 : b, lb = a.local_mask_batch == 1 ? 0 : b;
+  for (int64_t r = 0; r < a.mask_rows; ++r) {
+    const float* from = a.mask + (mb * a.mask_rows + r) * a.stride + j0;
+    float v[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) v[i] = w.mine >> i & 1u ? from[i] : 0.0f;
+    float* to = a.local_mask + (lb * a.mask_rows + r) * a.stride + at;
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if (w.mine >> i & 1u) *to++ = v[i];
+    }
+  }
+}
+
 __global__ void kv_shard_place_kernel(KvShardMap a) {
   const int64_t b = blockIdx.y, live = live_keys(a, b), j0 = blockIdx.x * kKvShardTile + threadIdx.x * kWords;
   if (blockIdx.x == 0) {
@@ -128,14 +146,13 @@ __global__ void kv_shard_place_kernel(KvShardMap a) {
   if (blockIdx.x * kKvShardTile >= live) return;
   const int64_t taken = tiles_sum(a, b, blockIdx.x);
   const TileWords w = tile_words(a, b, j0, live);
-  int64_t at = taken + block_scan(__popc(w.mine)).before;
+  const int64_t at = taken + block_scan(__popc(w.mine)).before;
+  int32_t* to = a.local_map + b * a.stride + at;
 #pragma unroll
   for (int i = 0; i < kWords; ++i) {
-    if (!(w.mine >> i & 1u)) continue;
-    a.local_map[b * a.stride + at] = share_row(a, w.slot[i]);
-    if (a.mask_batch > 0) copy_mask_column(a, b, j0 + i, at, false);
-    ++at;
+    if (w.mine >> i & 1u) *to++ = share_row(a, w.slot[i]);
   }
+  if (a.mask_batch > 0) copy_mask_columns(a, b, j0, w, at);
 }
 
 }  // namespace
