@@ -10,7 +10,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEPTH=${KVF_CP_DEPTH:-131072}
 . "$ROOT/bench/cuda/ranks_env.sh" "$@"
-rank_tests 'GpuContextParallel.*:NcclGroup.*' cp
+rank_tests '*GpuContextParallel*:NcclGroup.*' cp
 rc=$?
 
 for cp in 1 2; do

@@ -92,7 +92,9 @@ int64_t longest(const std::vector<llm::Request>& reqs) {
 Status run(const BatchOptions& o) {
   if (o.sinks > 0 && o.window == 0) return invalid_input("--sinks needs --window (the sinks are kept besides a window)");
   if (o.kv == "contiguous" && (o.pool_blocks > 0)) return invalid_input("--pool-blocks applies to --kv paged");
-  if (Status s = check_gpu_cp(o.model, o.model.cp); !s) return s;
+  if (o.kv == "contiguous") {
+    if (Status s = check_gpu_dense_cp(o.model, o.model.cp); !s) return s;
+  }
   // The tokenizer when there is one: "prompt" lines need it, "ids" lines do not.
   Result<models::Model> m = models::open_model(o.model.model, {.tokenizer_path = o.model.tokenizer, .check_finite = true,
                                                                 .with_tokenizer = true});

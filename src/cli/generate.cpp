@@ -152,7 +152,7 @@ void report(const GenerateOptions& o, const models::Model& m, const llm::Generat
 }
 
 Status run(const GenerateOptions& o) {
-  if (Status s = check_gpu_cp(o.model, o.attention.cp); !s) return s;
+  if (Status s = check_gpu_dense_cp(o.model, o.attention.cp); !s) return s;
   Result<models::Model> m = open(o.model, o.ids.empty());
   if (!m) return m.take_error();
   Result<std::vector<int32_t>> prompt = prompt_ids(o, *m);

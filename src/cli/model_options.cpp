@@ -78,7 +78,8 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, SharedOptions which) {
                    "over NCCL where N GPUs are visible (on one GPU they share it and meet on the host: a check, not a "
                    "speed-up), each holding the whole model and its 16-token blocks of the KV pool (block b on rank "
                    "b mod N) and running every step, every attention over the rank's keys of each sequence, the "
-                   "partials gathered and merged. Needs --kv-type f16; not with --tp above 1")
+                   "partials gathered and merged (an f32 cache's on the rows kernel). batch --kv contiguous holds each "
+                   "cache whole on every rank and needs --kv-type f16; not with --tp above 1")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
   }
@@ -170,7 +171,7 @@ Result<std::unique_ptr<llm::Generator>> open_generator(const ModelOptions& o, co
   return gen;
 }
 
-Status check_gpu_cp(const ModelOptions& o, int cp) {
+Status check_gpu_dense_cp(const ModelOptions& o, int cp) {
   if (cp > 1 && o.device == "cuda" && o.kv_type != "f16") {
     return invalid_input("--cp ", cp, " with --device cuda needs --kv-type f16: each rank's decode attention runs on the "
                          "split-KV decode kernel, which reads f16 caches");

@@ -40,9 +40,11 @@ llm::GeneratorOptions generator_options(const ModelOptions& o);
 Result<std::unique_ptr<llm::Generator>> open_generator(const ModelOptions& o, const models::Model& m,
                                                        int64_t capacity, llm::GeneratorOptions g, int cp = 1);
 
-// --cp N (> 1) on the GPU needs an f16 KV cache (each rank's decode runs on the split-KV
-// decode kernel): refused (kInvalidInput) before anything loads otherwise.
-Status check_gpu_cp(const ModelOptions& o, int cp);
+// --cp N (> 1) on the GPU over a dense cache (generate, batch --kv contiguous: held whole on
+// every rank, each rank's decode on the split-KV decode kernel) needs an f16 KV cache:
+// refused (kInvalidInput) before anything loads otherwise. A paged pool shared out over the
+// ranks runs an f32 cache's attention on the rows kernel.
+Status check_gpu_dense_cp(const ModelOptions& o, int cp);
 
 // Which shared options a command offers besides -m.
 struct SharedOptions {

@@ -84,7 +84,6 @@ Status run(const ServeOptions& o) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  if (Status s = check_gpu_cp(o.model, o.model.cp); !s) return s;
   if (o.server.allow_lora_reload && o.server.lora_dir.empty()) {
     return invalid_input("--allow-lora-reload needs --lora-dir: the only place adapters load from at run time");
   }

@@ -88,8 +88,11 @@ TEST(GpuContextParallel, RanksGiveTheWholeModelsIdsAndLogits) {
 // rounded up to whole blocks), writes only the new keys that land there, and runs every
 // attention, the chunks' and the decodes', over those keys, the ranks' partials merged: every
 // request gets the same tokens, the sampled ones too (the group draws on the host by the
-// GPU's rule, from the same seeds; logits this close move a draw only at a near tie).
-TEST(GpuContextParallel, ADriverOverRanksHoldingTheirBlocksGivesTheOneGpuDriversTokens) {
+// GPU's rule, from the same seeds; logits this close move a draw only at a near tie). An f16
+// cache's one-row decodes run on the decode kernel, an f32 cache's on the rows kernel.
+class GpuContextParallelDriver : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GpuContextParallelDriver, RanksHoldingTheirBlocksGiveTheOneGpuDriversTokens) {
   KVF_NEED_GPU();
   std::mt19937_64 rng(testing::test_seed());
   const models::Model m = builtin();
@@ -99,7 +102,7 @@ TEST(GpuContextParallel, ADriverOverRanksHoldingTheirBlocksGivesTheOneGpuDrivers
     llm::DriverOptions o = testing::test_driver(8, kCapacity, str_cat("gpu_cp_driver_", cp));
     o.executor = llm::ExecutorKind::kCuda;
     o.compute = llm::Compute::kF32;
-    o.kv_dtype = DType::kF16;
+    o.kv_dtype = GetParam();
     o.cp_ranks = cp;
     llm::Driver driver(m, o);
     Status opened = driver.opened();
@@ -123,6 +126,9 @@ TEST(GpuContextParallel, ADriverOverRanksHoldingTheirBlocksGivesTheOneGpuDrivers
     EXPECT_EQ(bytes * pool_slots, one_bytes * shares.rows_held(pool_slots) * cp) << "the ranks' pools together";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, GpuContextParallelDriver, ::testing::Values(DType::kF16, DType::kF32),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 // An f32 cache does not run on the decode kernel, whose rows a rank's keys need: its first
 // decode step is refused, naming the attention, and the sequence stays where it was.
