@@ -7,6 +7,7 @@
 // failing launch writes nothing; the executor reads the record when the step ends.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -421,10 +422,11 @@ struct KvShardMap {
   int rank = 0, ranks = 1;
   int32_t* tile_counts = nullptr;  // pool form's scratch: [batch, kv_shard_tiles(stride)]
 };
-// The pool form scans a row in tiles of kKvShardTile words side by side: one pass counts the
-// rank's words of each tile, the next places them behind the earlier tiles' counts.
+// The pool form scans a row in tiles of kKvShardTile words side by side (at least one, which
+// writes the row's count): one pass counts the rank's words of each tile, the next places
+// them behind the earlier tiles' counts.
 inline constexpr int64_t kKvShardTile = 2048;
-inline int64_t kv_shard_tiles(int64_t stride) { return (stride + kKvShardTile - 1) / kKvShardTile; }
+inline int64_t kv_shard_tiles(int64_t stride) { return std::max<int64_t>((stride + kKvShardTile - 1) / kKvShardTile, 1); }
 void kv_shard_map(const KvShardMap& a, const Launch& l);
 
 }  // namespace kvf::exec::cuda::step

@@ -46,7 +46,7 @@ Result<KvShardMap> allocate_shard_map(Device& device, std::vector<Buffer>& owned
                .local_mask_batch = pool && k.mask_batch > 0 ? k.batch : k.mask_batch, .pool = pool, .rank = rank,
                .ranks = ranks};
   const int64_t mask_floats = m.local_mask_batch * m.mask_rows * m.stride;
-  const int64_t tiles = pool ? m.batch * std::max<int64_t>(kv_shard_tiles(m.stride), 1) : 0;
+  const int64_t tiles = pool ? m.batch * kv_shard_tiles(m.stride) : 0;
   const int64_t bytes = (m.batch * m.stride + m.batch + mask_floats + tiles) * 4;
   Result<void*> local = device.allocate_zeroed(bytes);
   if (!local) return local.take_error().context("a context-parallel rank's map of its keys");

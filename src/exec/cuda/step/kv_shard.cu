@@ -23,12 +23,17 @@ __device__ int64_t live_keys(const KvShardMap& a, int64_t b) {
   return min(static_cast<int64_t>(max(a.lens[b], 0)), a.stride);
 }
 
+// Mask row r of batch row b: the source's, and the rank's local one.
+__device__ const float* mask_row(const KvShardMap& a, int64_t b, int64_t r) {
+  return a.mask + ((a.mask_batch == 1 ? 0 : b) * a.mask_rows + r) * a.stride;
+}
+__device__ float* local_mask_row(const KvShardMap& a, int64_t b, int64_t r) {
+  return a.local_mask + ((a.local_mask_batch == 1 ? 0 : b) * a.mask_rows + r) * a.stride;
+}
+
 // Key j' of row b's mask row r (of the source) as the rank's key j of local mask row r.
 __device__ void copy_mask_column(const KvShardMap& a, int64_t b, int64_t from, int64_t to, bool past) {
-  const int64_t mb = a.mask_batch == 1 ? 0 : b, lb = a.local_mask_batch == 1 ? 0 : b;
-  for (int64_t r = 0; r < a.mask_rows; ++r) {
-    a.local_mask[(lb * a.mask_rows + r) * a.stride + to] = past ? -INFINITY : a.mask[(mb * a.mask_rows + r) * a.stride + from];
-  }
+  for (int64_t r = 0; r < a.mask_rows; ++r) local_mask_row(a, b, r)[to] = past ? -INFINITY : mask_row(a, b, r)[from];
 }
 
 // Grid (words / kThreads, batch): word j of row b.
@@ -123,13 +128,12 @@ __device__ int tiles_sum(const KvShardMap& a, int64_t b, unsigned end) {
 // are all issued before its first store: a store to local_mask could alias a later load of
 // mask as far as the compiler knows, so a load behind a store would wait for it.
 __device__ void copy_mask_columns(const KvShardMap& a, int64_t b, int64_t j0, const TileWords& w, int64_t at) {
-  const int64_t mb = a.mask_batch == 1 ? 0 : b, lb = a.local_mask_batch == 1 ? 0 : b;
   for (int64_t r = 0; r < a.mask_rows; ++r) {
-    const float* from = a.mask + (mb * a.mask_rows + r) * a.stride + j0;
+    const float* from = mask_row(a, b, r) + j0;
     float v[kWords];
 #pragma unroll
     for (int i = 0; i < kWords; ++i) v[i] = w.mine >> i & 1u ? from[i] : 0.0f;
-    float* to = a.local_mask + (lb * a.mask_rows + r) * a.stride + at;
+    float* to = local_mask_row(a, b, r) + at;
 #pragma unroll
     for (int i = 0; i < kWords; ++i) {
       if (w.mine >> i & 1u) *to++ = v[i];
@@ -160,7 +164,7 @@ __global__ void kv_shard_place_kernel(KvShardMap a) {
 void kv_shard_map(const KvShardMap& a, const Launch& l) {
   if (a.batch <= 0) return;
   if (a.pool) {
-    const dim3 grid(static_cast<unsigned>(std::max<int64_t>(kv_shard_tiles(a.stride), 1)), static_cast<unsigned>(a.batch));
+    const dim3 grid(static_cast<unsigned>(kv_shard_tiles(a.stride)), static_cast<unsigned>(a.batch));
     kv_shard_count_kernel<<<grid, kThreads, 0, stream_of(l)>>>(a);
     kv_shard_place_kernel<<<grid, kThreads, 0, stream_of(l)>>>(a);
   } else {
