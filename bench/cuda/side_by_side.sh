@@ -25,11 +25,15 @@ for suite in test_gpu test_cuda; do
   [ -x "$B/$suite" ] || { echo "$suite: not in $B"; continue; }
   KVF_SOURCE_DIR=$ROOT KVF_REQUIRE_GPU=1 "$B/$suite" > "$OUT/$suite.log" 2>&1
   echo "$suite rc=$?: $(grep -E '^\[ +(PASSED|FAILED) ' "$OUT/$suite.log" | tr '\n' ' ')"
+  echo "  at ${SECONDS} s"
 done
 if ! wait $build; then
   tail -n 30 "$OUT/peer_build.txt"
   exit 1
 fi
+echo "peer built at ${SECONDS} s"
 KVF_BENCH_VOCAB=$KVF_PEER_WORK/src/models/ggml-vocab-llama-spm.gguf "$HERE/models_run.sh" "$B/kvforge" - > "$OUT/kvforge.txt" 2>&1
+echo "kvforge's benchmarks done at ${SECONDS} s"
 "$HERE/peer_run.sh" run > /dev/null 2>&1
+echo "the peer's done at ${SECONDS} s"
 python3 "$HERE/side_by_side.py" "$OUT/e2e.txt" "$OUT/peer.txt" | tee "$OUT/table.txt"
