@@ -16,23 +16,13 @@ median step, its gap, and the sum of the shares.
 """
 import csv
 import lzma
-import re
 import statistics
 import sys
 from collections import defaultdict
 
+from kernel_times import short  # a kernel's name without its namespaces and template arguments
+
 GAP_NS = 3000
-
-
-def short(name):
-    name = re.sub(r"\(.*$", "", name.replace("(anonymous namespace)", ""))
-    depth, out = 0, []
-    for ch in name:  # template arguments dropped
-        depth += ch == "<"
-        if depth == 0:
-            out.append(ch)
-        depth -= ch == ">"
-    return "".join(out).split("::")[-1]
 
 
 def kernels(path):
